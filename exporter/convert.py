@@ -1,0 +1,280 @@
+"""Translate an ExportedProgram's FX graph into a `Graph`, one symbolic call per FX node.
+
+Naming contract (DESIGN.md): the ONNX value carrying FX node `n`'s output is named `n`, its
+second output `n__1`, and so on. `getitem` nodes are aliases and emit nothing. Every node emitted
+for `n` carries `n`'s provenance, so the group of nodes sharing `roundtrip.fx_node` is the op's
+subgraph. Unsupported operators are collected over the whole graph and raised together.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+from torch.export.graph_signature import InputKind
+
+from exporter.errors import SymbolicError, UnsupportedOperator, UnsupportedOperatorError
+from exporter.graph import Dim, Graph, Value
+from exporter.provenance import scope_of, source_of
+from exporter.registry import Dispatcher, normalize_target
+
+
+class _Missing:
+    """Stands for the output of a node that could not be translated."""
+
+
+MISSING = _Missing()
+
+
+@dataclass
+class Conversion:
+    """The graph built from a program, and what it took to build it."""
+
+    graph: Graph
+    renamed: dict[str, str] = field(default_factory=dict)  # fx value name -> ONNX name
+    user_input_names: list[str] = field(default_factory=list)
+    output_names: list[str] = field(default_factory=list)
+
+
+class SymbolicContext:
+    """What a symbolic may know about the FX node being translated (`g.ctx`)."""
+
+    def __init__(self, node: torch.fx.Node, target: str) -> None:
+        self.node = node
+        self.target = target
+
+    @property
+    def output_meta(self) -> Any:
+        """The FakeTensor (or tuple of them, or SymInt) the node produces."""
+        return self.node.meta.get("val")
+
+    @property
+    def output_dtype(self) -> torch.dtype | None:
+        val = self.output_meta
+        if isinstance(val, (tuple, list)):
+            val = val[0] if val else None
+        return getattr(val, "dtype", None)
+
+
+def convert(
+    program: torch.export.ExportedProgram,
+    *,
+    root_name: str,
+    opset_version: int,
+    dispatcher: Dispatcher,
+    input_names: Sequence[str] | None,
+    output_names: Sequence[str] | None,
+    dim_names: Mapping[str, str],
+) -> Conversion:
+    """Build the ONNX graph for `program`; raise UnsupportedOperatorError listing every gap."""
+    graph = Graph(opset_version)
+    conversion = Conversion(graph)
+    shapes = _ShapeNamer(dim_names)
+    env: dict[str, Any] = {}
+    unsupported: list[UnsupportedOperator] = []
+
+    _add_placeholders(program, graph, env, conversion, input_names, shapes)
+
+    for node in program.graph.nodes:
+        if node.op != "call_function":
+            continue
+        if node.target is operator.getitem:
+            source = env.get(node.args[0].name, MISSING)
+            env[node.name] = source if source is MISSING else source[node.args[1]]
+            continue
+        target = normalize_target(node.target)
+        found = dispatcher.lookup(node.target)
+        provenance = {
+            "roundtrip.fx_node": node.name,
+            "roundtrip.aten": target,
+            "roundtrip.scope": scope_of(node, root_name),
+            "roundtrip.source": source_of(node),
+        }
+        if isinstance(found, str):
+            unsupported.append(
+                UnsupportedOperator(
+                    node.name, target, provenance["roundtrip.scope"], provenance["roundtrip.source"], found
+                )
+            )
+            env[node.name] = MISSING
+            continue
+        args, kwargs = _symbolic_arguments(node, env)
+        if any(a is MISSING for a in _flatten(args + list(kwargs.values()))):
+            env[node.name] = MISSING
+            continue
+        start = len(graph.nodes)
+        with graph.node_context(provenance, temp_prefix=node.name):
+            graph.ctx = SymbolicContext(node, target)
+            try:
+                result = found.fn(graph, *args, **kwargs)
+            except Exception as error:
+                raise SymbolicError(
+                    f"the symbolic for {target} failed on node {node.name!r} "
+                    f"({provenance['roundtrip.scope']}, {provenance['roundtrip.source']}): "
+                    f"{type(error).__name__}: {error}\n  symbolic: {found.location} ({found.origin})"
+                ) from error
+            env[node.name] = _name_outputs(graph, node, result, start, shapes)
+
+    if unsupported:
+        raise UnsupportedOperatorError(unsupported, opset_version)
+    _add_outputs(program, graph, env, conversion, output_names)
+    return conversion
+
+
+def _add_placeholders(program, graph, env, conversion, input_names, shapes) -> None:
+    specs = {spec.arg.name: spec for spec in program.graph_signature.input_specs}
+    constants = {**program.constants, **program.state_dict}
+    user_index = 0
+    for node in program.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        spec = specs[node.name]
+        if spec.kind == InputKind.USER_INPUT:
+            val = node.meta.get("val")
+            if not isinstance(val, torch.Tensor):
+                env[node.name] = val  # a Python scalar input, specialised by torch.export
+                continue
+            name = input_names[user_index] if input_names and user_index < len(input_names) else node.name
+            user_index += 1
+            env[node.name] = graph.add_input(name, val.dtype, shapes.shape(val))
+            conversion.user_input_names.append(name)
+            if name != node.name:
+                conversion.renamed[node.name] = name
+        else:
+            if not node.users:
+                continue
+            tensor = constants[spec.target]
+            if isinstance(tensor, torch.nn.Parameter):
+                tensor = tensor.data
+            env[node.name] = graph.add_initializer(spec.target, tensor)
+
+
+def _symbolic_arguments(node: torch.fx.Node, env: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """Positional arguments in schema order (defaults filled); keyword-only ones by name."""
+    def lookup(a: Any) -> Any:
+        if isinstance(a, torch.fx.Node):
+            return env.get(a.name, MISSING)
+        if isinstance(a, (list, tuple)):
+            return type(a)(lookup(x) for x in a)
+        return a
+
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return [lookup(a) for a in node.args], {k: lookup(v) for k, v in node.kwargs.items()}
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    for index, argument in enumerate(schema.arguments):
+        if index < len(node.args) and not argument.kwarg_only:
+            value = node.args[index]
+        elif argument.name in node.kwargs:
+            value = node.kwargs[argument.name]
+        elif argument.has_default_value():
+            value = argument.default_value
+        else:
+            value = None
+        if argument.kwarg_only:
+            kwargs[argument.name] = lookup(value)
+        else:
+            args.append(lookup(value))
+    return args, kwargs
+
+
+def _flatten(items: Sequence[Any]) -> list[Any]:
+    flat: list[Any] = []
+    for item in items:
+        if isinstance(item, (list, tuple)):
+            flat.extend(_flatten(item))
+        else:
+            flat.append(item)
+    return flat
+
+
+def _name_outputs(graph: Graph, node: torch.fx.Node, result: Any, start: int, shapes) -> Any:
+    """Give the symbolic's outputs the FX node's name (`n`, `n__1`, ...) and its types."""
+    meta = node.meta.get("val")
+    if isinstance(result, (tuple, list)):
+        metas = meta if isinstance(meta, (tuple, list)) else [meta] * len(result)
+        named = []
+        for index, (value, value_meta) in enumerate(zip(result, metas)):
+            if isinstance(value, (tuple, list)):  # e.g. a list of tensors in one output
+                named.append(type(value)(
+                    _name_one(graph, v, f"{node.name}__{index}_{j}" if (index or j) else node.name,
+                              m, start, shapes)
+                    for j, (v, m) in enumerate(zip(value, value_meta))
+                ))
+            else:
+                name = node.name if index == 0 else f"{node.name}__{index}"
+                named.append(_name_one(graph, value, name, value_meta, start, shapes))
+        return type(result)(named) if isinstance(result, tuple) else named
+    return _name_one(graph, result, node.name, meta, start, shapes)
+
+
+def _name_one(graph: Graph, value: Any, name: str, meta: Any, start: int, shapes) -> Any:
+    if not isinstance(value, Value):
+        return value  # None, or a Python scalar the symbolic folded
+    emitted = graph.nodes[start:]
+    owned = value.producer is not None and any(value.producer is n for n in emitted)
+    if not owned or "::" not in value.name:
+        value = graph.op("Identity", value)
+    value.name = name
+    if isinstance(meta, torch.Tensor):
+        value.dtype = meta.dtype
+        value.shape = shapes.shape(meta)
+    elif isinstance(meta, (torch.SymInt, int)) and not isinstance(meta, bool):
+        value.dtype = torch.int64
+        value.shape = ()
+    return value
+
+
+def _add_outputs(program, graph, env, conversion, output_names) -> None:
+    output_node = next(n for n in program.graph.nodes if n.op == "output")
+    used: set[str] = set()
+    for index, item in enumerate(output_node.args[0]):
+        if not isinstance(item, torch.fx.Node):
+            raise SymbolicError(f"output {index} is a constant ({item!r}); only tensor outputs can be exported")
+        value = env[item.name]
+        if not isinstance(value, Value):
+            raise SymbolicError(f"output {index} ({item.name}) did not produce an ONNX value")
+        wanted = output_names[index] if output_names and index < len(output_names) else value.name
+        is_graph_input = any(value is v for v in graph.inputs) or value.name in graph.initializers
+        if is_graph_input or value.name in used:
+            with graph.node_context({"roundtrip.fx_node": item.name, "roundtrip.aten": "output"}, "output"):
+                copy = graph.op("Identity", value)
+            copy.dtype, copy.shape = value.dtype, value.shape
+            value = copy
+            value.name = wanted
+        elif wanted != value.name:
+            conversion.renamed[value.name] = wanted
+            value.name = wanted
+        used.add(value.name)
+        graph.outputs.append(value)
+        conversion.output_names.append(value.name)
+
+
+class _ShapeNamer:
+    """Turns FakeTensor shapes into ONNX dims, naming symbolic sizes after the user's axes."""
+
+    def __init__(self, dim_names: Mapping[str, str]) -> None:
+        self.dim_names = dict(dim_names)
+
+    def shape(self, val: torch.Tensor) -> tuple[Dim, ...]:
+        return tuple(self.dim(d) for d in val.shape)
+
+    def dim(self, size: Any) -> Dim:
+        if isinstance(size, int):
+            return size
+        expr = str(size.node.expr) if hasattr(size, "node") else str(size)
+        if expr.lstrip("-").isdigit():
+            return int(expr)
+        for symbol, name in sorted(self.dim_names.items(), key=lambda kv: -len(kv[0])):
+            expr = _replace_symbol(expr, symbol, name)
+        return expr
+
+
+def _replace_symbol(expr: str, symbol: str, name: str) -> str:
+    return re.sub(rf"\b{re.escape(symbol)}\b", name, expr)

@@ -1,0 +1,5 @@
+"""Built-in symbolic functions, one module per op family. Importing registers them."""
+
+from __future__ import annotations
+
+from exporter.symbolics import elementwise, nn, shape  # noqa: F401
