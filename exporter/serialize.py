@@ -44,6 +44,7 @@ def to_model(
             node.op_type,
             [v.name if v is not None else "" for v in node.inputs],
             [v.name for v in node.outputs],
+            name=node.outputs[0].name,  # unique: FX names and '::' temporaries never collide
             domain=node.domain or None,
         )
         proto.attribute.extend(attribute_protos(node.attributes))

@@ -1,0 +1,214 @@
+"""`ModelCase`: one model the harness verifies, as data plus two factories.
+
+A case knows how to build its (untrained, seeded, calibrated) module and how to
+make realistic example arguments for it, and carries everything a verification
+run needs to judge the result: names, dynamic axes, batch sizes to check, the
+end-to-end tolerance and the activation bound that keeps the comparison honest.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import threading
+from typing import Any, Callable, Literal
+
+import torch
+from torch import nn
+
+from model_zoo_cases import calibration
+
+logger = logging.getLogger(__name__)
+
+Family = Literal[
+    "alexnet",
+    "resnet",
+    "vgg",
+    "densenet",
+    "inception",
+    "dcgan",
+    "superresolution",
+    "word_language_model",
+]
+Tier = Literal["smoke", "full"]
+
+FAMILIES: tuple[str, ...] = (
+    "alexnet",
+    "resnet",
+    "vgg",
+    "densenet",
+    "inception",
+    "dcgan",
+    "superresolution",
+    "word_language_model",
+)
+TIERS: tuple[str, ...] = ("smoke", "full")
+
+# Calibration data comes from a generator seeded with `seed + CALIBRATION_SEED_OFFSET`
+# so that it never coincides with the verification inputs drawn from `seed`.
+CALIBRATION_SEED_OFFSET = 1_000_003
+
+InputFn = Callable[[torch.Generator, int], "tuple[torch.Tensor, ...]"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelCase:
+    """A model-zoo case: how to build it, feed it, and judge its export.
+
+    `build_fn` builds an *uncalibrated* module and relies on the caller for
+    seeding; `module(seed)` is the reproducible entry point (seed, build,
+    calibrate, eval). `input_fn(generator, batch)` returns the example args.
+    """
+
+    name: str
+    family: str
+    build_fn: Callable[[], nn.Module]
+    input_fn: InputFn
+    tier: str
+    atol: float
+    rtol: float
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    dynamic_axes: dict[str, dict[int, str]]
+    activation_bound: float
+    calibrate: bool
+    traced_batch: int = 2
+    other_batch: int = 3
+    allowed_mismatch_fraction: float = 0.0
+    mismatch_reason: str = ""
+    torch_onnx_issue: str | None = None
+    # Data-dependent weight rescaling (LSUV-like) for nets whose default init
+    # makes activations vanish or explode; see calibration.rescale_weights.
+    rescale_weights: bool = False
+    calibration_batch: int = 4
+    calibration_steps: int = 3
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"{self.name}: unknown family {self.family!r}; expected one of {FAMILIES}")
+        if self.tier not in TIERS:
+            raise ValueError(f"{self.name}: unknown tier {self.tier!r}; expected one of {TIERS}")
+        if self.traced_batch == self.other_batch:
+            raise ValueError(f"{self.name}: other_batch must differ from traced_batch")
+        if min(self.traced_batch, self.other_batch) < 2:
+            # torch.export specialises dimensions of size 0 and 1, so a dynamic
+            # batch axis needs example batches of at least 2.
+            raise ValueError(f"{self.name}: batches must be >= 2 for a dynamic batch axis")
+        if not 0.0 <= self.allowed_mismatch_fraction <= 1.0:
+            raise ValueError(f"{self.name}: allowed_mismatch_fraction must be in [0, 1]")
+        if self.allowed_mismatch_fraction > 0.0 and not self.mismatch_reason:
+            raise ValueError(f"{self.name}: a nonzero allowed_mismatch_fraction needs a mismatch_reason")
+        unknown = set(self.dynamic_axes) - set(self.input_names) - set(self.output_names)
+        if unknown:
+            raise ValueError(f"{self.name}: dynamic_axes names {sorted(unknown)} are not inputs or outputs")
+
+    def __hash__(self) -> int:
+        # dynamic_axes is a dict, so the generated hash would fail; names are unique.
+        return hash((self.name, self.family, self.tier))
+
+    def build(self, seed: int = 0) -> nn.Module:
+        """Build a fresh module: seed, `build_fn`, calibrate, `.eval()`.
+
+        Deterministic for a seed. The global RNG state is left as it was.
+        """
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            module = self.build_fn()
+        module.eval()
+        if self.rescale_weights or self.calibrate:
+            calibration_gen = torch.Generator().manual_seed(seed + CALIBRATION_SEED_OFFSET)
+
+            def make_batch(step: int) -> tuple[torch.Tensor, ...]:
+                del step  # batches differ because the generator advances
+                return self.input_fn(calibration_gen, self.calibration_batch)
+
+            if self.rescale_weights:
+                calibration.rescale_weights(module, make_batch(0))
+            if self.calibrate:
+                calibration.calibrate_batchnorm(module, make_batch, self.calibration_steps)
+        module.eval()
+        logger.debug("built %s (seed=%d)", self.name, seed)
+        return module
+
+    def module(self, seed: int = 0) -> nn.Module:
+        """The module for `seed`, from a small LRU cache keyed by (name, seed).
+
+        The returned module is shared: treat it as read-only (use `build` for a
+        copy you may change).
+        """
+        return _MODULE_CACHE.get(self, seed)
+
+    def inputs(self, seed: int = 0, batch: int | None = None) -> tuple[torch.Tensor, ...]:
+        """Example args drawn from a `torch.Generator` seeded with `seed`."""
+        generator = torch.Generator().manual_seed(seed)
+        return tuple(self.input_fn(generator, self.traced_batch if batch is None else batch))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for reports (no callables)."""
+        return {
+            "name": self.name,
+            "family": self.family,
+            "tier": self.tier,
+            "description": self.description,
+            "atol": self.atol,
+            "rtol": self.rtol,
+            "allowed_mismatch_fraction": self.allowed_mismatch_fraction,
+            "mismatch_reason": self.mismatch_reason,
+            "input_names": list(self.input_names),
+            "output_names": list(self.output_names),
+            "dynamic_axes": {k: {str(d): v for d, v in axes.items()} for k, axes in self.dynamic_axes.items()},
+            "traced_batch": self.traced_batch,
+            "other_batch": self.other_batch,
+            "activation_bound": self.activation_bound,
+            "torch_onnx_issue": self.torch_onnx_issue,
+            "calibrate": self.calibrate,
+            "rescale_weights": self.rescale_weights,
+            "calibration_batch": self.calibration_batch,
+            "calibration_steps": self.calibration_steps,
+        }
+
+
+class _ModuleCache:
+    """LRU of built modules keyed by (case name, seed).
+
+    Full-tier models weigh up to ~0.6 GB each, so the cache stays small. An
+    entry is reused only if it was built by the same `build_fn`, so an ad-hoc
+    case that reuses a registered name never receives the wrong module.
+    """
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self._entries: collections.OrderedDict[tuple[str, int], tuple[Callable[[], nn.Module], nn.Module]] = (
+            collections.OrderedDict()
+        )
+        self._lock = threading.Lock()
+
+    def get(self, case: ModelCase, seed: int) -> nn.Module:
+        key = (case.name, seed)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry[0] is case.build_fn:
+                self._entries.move_to_end(key)
+                return entry[1]
+        module = case.build(seed)
+        with self._lock:
+            self._entries[key] = (case.build_fn, module)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.maxsize:
+                self._entries.popitem(last=False)
+        return module
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+MODULE_CACHE_SIZE = 2
+_MODULE_CACHE = _ModuleCache(MODULE_CACHE_SIZE)
+
+
+def clear_module_cache() -> None:
+    """Drop every cached module (frees memory between heavy cases)."""
+    _MODULE_CACHE.clear()

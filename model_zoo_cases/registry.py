@@ -1,0 +1,271 @@
+"""The case table: every model the harness verifies, and lookup helpers.
+
+Tiers are levels: `smoke` (one cheap case per family, every CI run) is part of
+`full` (everything, nightly). `select(tier="full")` returns all cases.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import functools
+from typing import Any, Iterable
+
+import torchvision
+
+from model_zoo_cases import dcgan, inputs, superresolution, word_language_model
+from model_zoo_cases.case import TIERS, ModelCase
+
+_IMAGE_CLASSIFIER_IO: dict[str, Any] = {
+    "input_names": ("image",),
+    "output_names": ("logits",),
+}
+
+
+def _batch_axes(*names: str) -> dict[str, dict[int, str]]:
+    return {name: {0: "batch"} for name in names}
+
+
+# ---------------------------------------------------------------------------
+# Measured numbers. See the module docstring of `tolerances` below for how
+# atol/rtol were chosen; activation bounds are ~10x the measured eval-mode
+# max |activation| over every leaf module output (seed 0, traced batch).
+# ---------------------------------------------------------------------------
+
+PLACEHOLDER_ATOL = 1e-4
+PLACEHOLDER_RTOL = 1e-3
+PLACEHOLDER_BOUND = 1e3
+
+
+def _torchvision_case(
+    name: str,
+    family: str,
+    tier: str,
+    *,
+    size: int = 224,
+    atol: float = PLACEHOLDER_ATOL,
+    rtol: float = PLACEHOLDER_RTOL,
+    activation_bound: float = PLACEHOLDER_BOUND,
+    calibrate: bool = True,
+    rescale_weights: bool = False,
+    torch_onnx_issue: str | None = None,
+    calibration_batch: int = 4,
+    **builder_kwargs: Any,
+) -> ModelCase:
+    builder = getattr(torchvision.models, name)
+    return ModelCase(
+        name=name,
+        family=family,
+        build_fn=functools.partial(builder, weights=None, **builder_kwargs),
+        input_fn=functools.partial(inputs.imagenet_images, size=size),
+        tier=tier,
+        atol=atol,
+        rtol=rtol,
+        dynamic_axes=_batch_axes("image", "logits"),
+        activation_bound=activation_bound,
+        calibrate=calibrate,
+        rescale_weights=rescale_weights,
+        torch_onnx_issue=torch_onnx_issue,
+        calibration_batch=calibration_batch,
+        description=f"torchvision.models.{name}(weights=None) on {size}x{size} ImageNet-normalised images",
+        **_IMAGE_CLASSIFIER_IO,
+    )
+
+
+LM_NTOKEN = 1000
+LM_NHID = 200
+LM_NLAYERS = 2
+LM_SEQ_LEN = 20
+
+
+def _word_lm_case(
+    rnn_type: str,
+    tier: str,
+    *,
+    tie_weights: bool = False,
+    atol: float = PLACEHOLDER_ATOL,
+    rtol: float = PLACEHOLDER_RTOL,
+    activation_bound: float = PLACEHOLDER_BOUND,
+    torch_onnx_issue: str | None = None,
+) -> ModelCase:
+    lstm = rnn_type == "LSTM"
+    name = f"word_language_model_{rnn_type.lower()}" + ("_tied" if tie_weights else "")
+    input_names = ("tokens", "h0", "c0") if lstm else ("tokens", "h0")
+    output_names = ("logits", "hn", "cn") if lstm else ("logits", "hn")
+    dynamic_axes: dict[str, dict[int, str]] = {
+        "tokens": {0: "sequence", 1: "batch"},
+        "logits": {0: "sequence", 1: "batch"},
+    }
+    for state in input_names[1:] + output_names[1:]:
+        dynamic_axes[state] = {1: "batch"}
+    return ModelCase(
+        name=name,
+        family="word_language_model",
+        build_fn=functools.partial(
+            word_language_model.RNNModel,
+            rnn_type,
+            ntoken=LM_NTOKEN,
+            ninp=LM_NHID,
+            nhid=LM_NHID,
+            nlayers=LM_NLAYERS,
+            dropout=0.2,
+            tie_weights=tie_weights,
+        ),
+        input_fn=functools.partial(
+            inputs.token_batch,
+            ntoken=LM_NTOKEN,
+            nlayers=LM_NLAYERS,
+            nhid=LM_NHID,
+            seq_len=LM_SEQ_LEN,
+            lstm=lstm,
+            nonnegative_hidden=rnn_type == "RNN_RELU",
+        ),
+        tier=tier,
+        atol=atol,
+        rtol=rtol,
+        input_names=input_names,
+        output_names=output_names,
+        dynamic_axes=dynamic_axes,
+        activation_bound=activation_bound,
+        calibrate=False,
+        # Untied: scale the decoder so logits have unit std. Tied: the decoder
+        # is the N(0, 1) embedding, which already gives logits of a few units.
+        rescale_weights=not tie_weights,
+        torch_onnx_issue=torch_onnx_issue,
+        description=(
+            f"{rnn_type} language model, ntoken={LM_NTOKEN}, nhid={LM_NHID}, nlayers={LM_NLAYERS}, "
+            f"seq_len={LM_SEQ_LEN}" + (", tied weights" if tie_weights else "")
+        ),
+    )
+
+
+def _build_cases() -> list[ModelCase]:
+    cases = [
+        _torchvision_case("alexnet", "alexnet", "smoke", calibrate=False, rescale_weights=True),
+        _torchvision_case("resnet18", "resnet", "smoke"),
+        _torchvision_case("resnet34", "resnet", "full"),
+        _torchvision_case("resnet50", "resnet", "full"),
+        _torchvision_case("resnet101", "resnet", "full"),
+        _torchvision_case("resnet152", "resnet", "full"),
+        _torchvision_case("resnext50_32x4d", "resnet", "full"),
+        _torchvision_case("resnext101_32x8d", "resnet", "full"),
+        _torchvision_case("wide_resnet50_2", "resnet", "full"),
+        _torchvision_case("wide_resnet101_2", "resnet", "full"),
+        _torchvision_case("vgg11", "vgg", "smoke", calibrate=False, rescale_weights=True),
+        _torchvision_case("vgg13", "vgg", "full", calibrate=False, rescale_weights=True),
+        _torchvision_case("vgg16", "vgg", "full", calibrate=False, rescale_weights=True),
+        _torchvision_case("vgg19", "vgg", "full", calibrate=False, rescale_weights=True),
+        _torchvision_case("vgg11_bn", "vgg", "full"),
+        _torchvision_case("vgg13_bn", "vgg", "full"),
+        _torchvision_case("vgg16_bn", "vgg", "full"),
+        _torchvision_case("vgg19_bn", "vgg", "full"),
+        _torchvision_case("densenet121", "densenet", "smoke"),
+        _torchvision_case("densenet161", "densenet", "full"),
+        _torchvision_case("densenet169", "densenet", "full"),
+        _torchvision_case("densenet201", "densenet", "full"),
+        # transform_input stays False (torchvision's default when weights=None):
+        # inputs are already ImageNet-normalised.
+        _torchvision_case("inception_v3", "inception", "smoke", size=299, aux_logits=False, init_weights=True),
+        ModelCase(
+            name="dcgan_generator",
+            family="dcgan",
+            build_fn=dcgan.Generator,
+            input_fn=inputs.latents,
+            tier="smoke",
+            atol=PLACEHOLDER_ATOL,
+            rtol=PLACEHOLDER_RTOL,
+            input_names=("latent",),
+            output_names=("image",),
+            dynamic_axes=_batch_axes("latent", "image"),
+            activation_bound=PLACEHOLDER_BOUND,
+            calibrate=True,
+            description="DCGAN generator: N(0,1) latent (N,100,1,1) -> (N,3,64,64) image",
+        ),
+        ModelCase(
+            name="dcgan_discriminator",
+            family="dcgan",
+            build_fn=dcgan.Discriminator,
+            input_fn=inputs.tanh_range_images,
+            tier="smoke",
+            atol=PLACEHOLDER_ATOL,
+            rtol=PLACEHOLDER_RTOL,
+            input_names=("image",),
+            output_names=("probability",),
+            dynamic_axes=_batch_axes("image", "probability"),
+            activation_bound=PLACEHOLDER_BOUND,
+            calibrate=True,
+            description="DCGAN discriminator: (N,3,64,64) image in [-1,1] -> (N,) probability",
+        ),
+        ModelCase(
+            name="superresolution",
+            family="superresolution",
+            build_fn=superresolution.SuperResolutionNet,
+            input_fn=inputs.luminance_images,
+            tier="smoke",
+            atol=PLACEHOLDER_ATOL,
+            rtol=PLACEHOLDER_RTOL,
+            input_names=("luminance",),
+            output_names=("upscaled",),
+            dynamic_axes=_batch_axes("luminance", "upscaled"),
+            activation_bound=PLACEHOLDER_BOUND,
+            calibrate=False,
+            description="ESPCN x3 super-resolution on (N,1,224,224) luminance in [0,1]",
+        ),
+        _word_lm_case("LSTM", "smoke"),
+        _word_lm_case("GRU", "full"),
+        _word_lm_case("RNN_TANH", "full"),
+        _word_lm_case("RNN_RELU", "full"),
+        _word_lm_case("LSTM", "full", tie_weights=True),
+    ]
+    return cases
+
+
+def _index(cases: Iterable[ModelCase]) -> dict[str, ModelCase]:
+    table: dict[str, ModelCase] = {}
+    for case in cases:
+        if case.name in table:
+            raise ValueError(f"duplicate model case name {case.name!r}")
+        table[case.name] = case
+    return table
+
+
+CASES: dict[str, ModelCase] = _index(_build_cases())
+
+
+def get(name: str) -> ModelCase:
+    """The case called `name`; a KeyError names the closest matches."""
+    try:
+        return CASES[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, CASES, n=5, cutoff=0.5)
+        hint = f"did you mean {', '.join(close)}?" if close else f"known cases: {', '.join(CASES)}"
+        raise KeyError(f"no model case {name!r}; {hint}") from None
+
+
+def _in_tier(case: ModelCase, tier: str) -> bool:
+    return TIERS.index(case.tier) <= TIERS.index(tier)
+
+
+def select(tier: str | None = None, pattern: str | None = None) -> list[ModelCase]:
+    """Cases in table order, filtered by tier level and name pattern.
+
+    `tier="smoke"` gives the smoke cases, `tier="full"` every case, None no
+    filter. `pattern` is an fnmatch pattern or a comma-separated list of them
+    ("resnet*,vgg11"); a list item without wildcards must name a case.
+    """
+    if tier is not None and tier not in TIERS:
+        raise ValueError(f"unknown tier {tier!r}; expected one of {TIERS}")
+    chosen = [case for case in CASES.values() if tier is None or _in_tier(case, tier)]
+    if pattern is None:
+        return chosen
+    items = [item.strip() for item in pattern.split(",") if item.strip()]
+    for item in items:
+        if not any(ch in item for ch in "*?["):
+            get(item)  # raises a KeyError with suggestions for a typo
+    return [case for case in chosen if any(fnmatch.fnmatchcase(case.name, item) for item in items)]
+
+
+def families_in(cases: Iterable[ModelCase]) -> set[str]:
+    """The families a set of cases covers."""
+    return {case.family for case in cases}
+
