@@ -1,0 +1,1 @@
+"""Declarative operator test table: every symbolic, every seed operator, every form."""

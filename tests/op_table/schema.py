@@ -1,0 +1,50 @@
+"""One row of the operator test table."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+ALL_OPSETS = (17, 18, 26)
+
+
+@dataclass(frozen=True)
+class OpCase:
+    """A sample that exports one operator form and checks it against torch.
+
+    `targets` are the ATen overloads (normalised, e.g. "aten.add.Tensor") that the exported
+    model must contain in its `roundtrip.aten` provenance: the runner checks this, so a row
+    cannot claim coverage it does not have. `seed_ops` names the seed-list operators covered.
+    """
+
+    name: str
+    module: Callable[[], torch.nn.Module]
+    inputs: Callable[[torch.Generator], tuple[Any, ...]]
+    targets: tuple[str, ...]
+    seed_ops: tuple[str, ...] = ()
+    atol: float = 1e-5
+    rtol: float = 1e-4
+    opsets: tuple[int, ...] = ALL_OPSETS
+    dynamic_axes: Mapping[str, Mapping[int, str]] | None = None
+    xfail: str | None = None  # mandatory reason when the form is known not to work
+    refused: str | None = None  # the exporter must raise ExportError whose message contains this
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+
+class Lambda(torch.nn.Module):
+    """Wrap a function of tensors as a module, for one-op samples."""
+
+    def __init__(self, fn: Callable[..., Any], **params: torch.Tensor) -> None:
+        super().__init__()
+        self.fn = fn
+        for name, value in params.items():
+            if isinstance(value, torch.nn.Parameter):
+                self.register_parameter(name, value)
+            else:
+                self.register_buffer(name, value)
+
+    def forward(self, *args: Any) -> Any:
+        return self.fn(self, *args)
