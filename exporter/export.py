@@ -6,7 +6,6 @@ import inspect
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ import torch
 from exporter import symbolics  # noqa: F401  (registers the built-in symbolics)
 from exporter.convert import convert
 from exporter.errors import ExportError
+from exporter.fileio import write_bytes_atomic
 from exporter.printer import format_model
 from exporter.registry import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, Dispatcher
 from exporter.serialize import PRODUCER, to_model
@@ -132,19 +132,8 @@ def save(model: onnx.ModelProto, f: str | os.PathLike | IO[bytes]) -> None:
     """Write `model` to a path (atomically: a reader never sees half a file) or a binary file."""
     if hasattr(f, "write"):
         f.write(model.SerializeToString())
-        return
-    path = os.fspath(f)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=directory, prefix=".roundtrip-", suffix=".onnx.part")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(model.SerializeToString())
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
+    else:
+        write_bytes_atomic(f, model.SerializeToString())
 
 
 def _forward_input_names(model: torch.nn.Module, args: tuple[Any, ...]) -> list[str]:

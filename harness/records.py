@@ -70,6 +70,7 @@ class Verification:
     environment: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    onnx_model: Any = field(default=None, repr=False, compare=False)  # the model verified; not serialised
 
     @property
     def worst_op(self) -> OpRecord | None:

@@ -90,6 +90,7 @@ def verify(
         checker=run_checker(onnx_proto),
         outputs=[],
         timings=timings,
+        onnx_model=onnx_proto,
     )
 
     with device_context(spec, tf32=tf32) as environment:
