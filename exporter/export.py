@@ -101,7 +101,7 @@ def export_program(
     dispatcher = Dispatcher(opset, custom_symbolics)
 
     started = time.perf_counter()
-    program = capture(model, args, kwargs, dynamic_shapes_for(args, names, dynamic_axes), dispatcher.known_targets())
+    program = capture(model, args, kwargs, dynamic_shapes_for(args, names, dynamic_axes, output_names or ()), dispatcher.known_targets())
     captured = time.perf_counter()
     conversion = convert(
         program,

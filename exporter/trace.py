@@ -35,15 +35,19 @@ def dynamic_shapes_for(
     args: Sequence[Any],
     input_names: Sequence[str],
     dynamic_axes: Mapping[str, Mapping[int, str] | Sequence[int]] | None,
+    output_names: Sequence[str] = (),
 ) -> tuple[Any, ...] | None:
-    """torch.export dynamic_shapes from the seed-style `dynamic_axes={name: {axis: dim_name}}`."""
+    """torch.export dynamic_shapes from the seed-style `dynamic_axes={name: {axis: dim_name}}`.
+
+    Entries for outputs are accepted and need nothing: their dynamic axes follow from the inputs'.
+    """
     if not dynamic_axes:
         return None
-    unknown = sorted(set(dynamic_axes) - set(input_names))
+    unknown = sorted(set(dynamic_axes) - set(input_names) - set(output_names))
     if unknown:
         raise ExportError(
-            f"dynamic_axes names {unknown}, which are not model inputs; inputs are {list(input_names)} "
-            "(dynamic axes of outputs follow from the inputs' and need not be given)"
+            f"dynamic_axes names {unknown}, which are neither inputs {list(input_names)} nor "
+            f"outputs {list(output_names)} of the model"
         )
     dims: dict[str, torch.export.Dim] = {}
     specs: list[Any] = []

@@ -1,0 +1,65 @@
+"""Every selected zoo case through both exporters: checker, backend vs torch, two batch sizes.
+
+The tier comes from `--zoo-tier` (smoke by default: one small case per family) and
+`--zoo-cases`; the device from `--device`. Per-op analysis is covered elsewhere; here the
+question is whether each model survives the round trip within its case tolerance.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import harness
+import model_zoo_cases
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "zoo_case" in metafunc.fixturenames:
+        tier = metafunc.config.getoption("roundtrip_tier")
+        pattern = metafunc.config.getoption("roundtrip_cases")
+        cases = model_zoo_cases.select(tier=None if pattern else tier, pattern=pattern)
+        metafunc.parametrize("zoo_case", cases, ids=[c.name for c in cases])
+
+
+def _input_axes(case: model_zoo_cases.ModelCase) -> dict[str, dict[int, str]]:
+    return {name: axes for name, axes in case.dynamic_axes.items() if name in case.input_names}
+
+
+def _verify(case, device: str, exporter: str):
+    module = case.module(0)
+    common = dict(
+        device=device, dynamic_axes=_input_axes(case), input_names=list(case.input_names),
+        output_atol=case.atol, output_rtol=case.rtol, allowed_mismatch=case.allowed_mismatch_fraction,
+        model_name=case.name, per_op=False,
+    )
+    traced = harness.verify(module, case.inputs(0), exporter=exporter, **common)
+    other = harness.verify(module, case.inputs(1, case.other_batch), onnx_model=traced.onnx_model, **common)
+    return traced, other
+
+
+def _assert_passed(verification) -> None:
+    assert verification.checker.passed, verification.checker.message
+    failing = [c.to_dict() for c in verification.outputs if not c.passed]
+    assert verification.passed and not failing, failing or verification.notes
+
+
+def test_roundtrip_export(zoo_case, roundtrip_device, roundtrip_records):
+    traced, other = _verify(zoo_case, roundtrip_device, "roundtrip")
+    roundtrip_records(traced)
+    _assert_passed(traced)
+    _assert_passed(other)
+    assert other.outputs[0].shape_actual[_batch_axis(zoo_case)] == zoo_case.other_batch
+
+
+def test_torch_onnx_export(zoo_case, roundtrip_device, request):
+    if zoo_case.torch_onnx_issue:
+        request.applymarker(pytest.mark.xfail(reason=f"torch.onnx: {zoo_case.torch_onnx_issue}", strict=True))
+    traced, other = _verify(zoo_case, roundtrip_device, "torch.onnx")
+    _assert_passed(traced)
+    _assert_passed(other)
+
+
+def _batch_axis(case) -> int:
+    first_output = case.output_names[0]
+    axes = case.dynamic_axes.get(first_output, {0: "batch"})
+    return next(axis for axis, name in axes.items() if "batch" in name)
