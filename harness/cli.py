@@ -27,15 +27,51 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default="reports/latest.json",
                      help="JSON report path; a Markdown summary is written beside it (default reports/latest.json)")
     run.add_argument("-v", "--verbose", action="store_true", help="log progress")
+
+    tolerances = commands.add_parser("tolerances", help="show the per-op tolerance table, or calibrate it")
+    tolerances.add_argument("--table", default=None, help="table to read (default: the one shipped)")
+    tolerances.add_argument("--calibrate", nargs="+", metavar="REPORT", default=None,
+                            help="rewrite the table from the isolated errors in these run reports")
+    tolerances.add_argument("--margin", type=float, default=4.0, help="calibration margin (default 4x)")
+    tolerances.add_argument("--out", default=None, help="where to write the calibrated table (default: --table,"
+                            " or the shipped table)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     options = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if options.verbose else logging.WARNING, format="%(message)s")
+    logging.basicConfig(level=logging.INFO if getattr(options, "verbose", False) else logging.WARNING, format="%(message)s")
     if options.command == "run":
         return run(options)
+    if options.command == "tolerances":
+        return tolerances(options)
     return 2
+
+
+def tolerances(options: argparse.Namespace) -> int:
+    from harness import tolerances as tolerance_tables
+
+    table = tolerance_tables.load(options.table)
+    if options.calibrate:
+        from exporter.fileio import write_text_atomic
+        from harness.calibrate import calibrate
+
+        reports = []
+        for path in options.calibrate:
+            try:
+                with open(path) as handle:
+                    reports.append((path, json.load(handle)))
+            except (OSError, json.JSONDecodeError) as error:
+                print(f"roundtrip tolerances: cannot read report {path}: {error}", file=sys.stderr)
+                return 2
+        table = calibrate(table, reports, margin=options.margin)
+        out = options.out or options.table or tolerance_tables.shipped_path()
+        write_text_atomic(out, json.dumps(table.to_dict(), indent=1) + "\n")
+        print(f"wrote {len(table.rows)} rows to {out}")
+    print(f"{'aten':<48} {'device':<6} {'atol':>9} {'rtol':>9}  source")
+    for row in table.to_dict()["rows"]:
+        print(f"{row['aten']:<48} {row['device']:<6} {row['atol']:>9.3g} {row['rtol']:>9.3g}  {row['source']}")
+    return 0
 
 
 def run(options: argparse.Namespace) -> int:
@@ -95,7 +131,8 @@ def verify_case(case: Any, options: argparse.Namespace) -> dict[str, Any]:
 
     started = time.perf_counter()
     common = dict(
-        device=options.device, exporter=options.exporter, dynamic_axes=case.dynamic_axes,
+        device=options.device, exporter=options.exporter,
+        dynamic_axes={k: v for k, v in case.dynamic_axes.items() if k in case.input_names},
         input_names=case.input_names, output_atol=case.atol, output_rtol=case.rtol,
         allowed_mismatch=case.allowed_mismatch_fraction, model_name=case.name,
     )

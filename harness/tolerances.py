@@ -57,6 +57,11 @@ class ToleranceTable:
 DEFAULT_TABLE_PATH = "data/tolerances.json"
 
 
+def shipped_path() -> str:
+    """Filesystem path of the table shipped with the harness."""
+    return str(resources.files("harness").joinpath(DEFAULT_TABLE_PATH))
+
+
 def load(path: str | os.PathLike | None = None) -> ToleranceTable:
     """The table at `path`, or the one shipped with the harness."""
     if path is None:
