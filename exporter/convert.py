@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch.export.graph_signature import InputKind
+from torch.export.graph_signature import InputKind, OutputKind
 
 from exporter.errors import SymbolicError, UnsupportedOperator, UnsupportedOperatorError
 from exporter.graph import Dim, Graph, Value
@@ -233,8 +233,11 @@ def _name_one(graph: Graph, value: Any, name: str, meta: Any, start: int, shapes
 
 def _add_outputs(program, graph, env, conversion, output_names) -> None:
     output_node = next(n for n in program.graph.nodes if n.op == "output")
+    kinds = [spec.kind for spec in program.graph_signature.output_specs]
+    # Buffer/parameter mutations (e.g. Embedding(max_norm=...)'s renorm) are state, not outputs.
+    user_items = [item for item, kind in zip(output_node.args[0], kinds) if kind == OutputKind.USER_OUTPUT]
     used: set[str] = set()
-    for index, item in enumerate(output_node.args[0]):
+    for index, item in enumerate(user_items):
         if not isinstance(item, torch.fx.Node):
             raise SymbolicError(f"output {index} is a constant ({item!r}); only tensor outputs can be exported")
         value = env[item.name]

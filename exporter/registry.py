@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,6 +107,20 @@ def register_symbolic(target: Any, fn: SymbolicFn, *, opset: int | None = None) 
 def unregister_symbolic(target: Any) -> None:
     """Remove a user symbolic; built-ins are untouched."""
     USER.unregister(target)
+
+
+CaptureHook = Callable[[Any, frozenset], AbstractContextManager]
+CAPTURE_HOOKS: list[CaptureHook] = []
+
+
+def capture_hook(fn: CaptureHook) -> CaptureHook:
+    """Register `fn(model, kept_targets)`, a context manager entered around torch.export capture.
+
+    For symbolic families whose ops need help to reach the registry whole: e.g. the recurrent
+    layers, whose decompositions unroll the sequence and would fix a dynamic sequence length.
+    """
+    CAPTURE_HOOKS.append(fn)
+    return fn
 
 
 class Dispatcher:

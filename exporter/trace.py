@@ -7,14 +7,16 @@ pooling and the recurrent layers reach the symbolics whole instead of as core-AT
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import torch
 
 from exporter.errors import ExportError
+from exporter.registry import CAPTURE_HOOKS
 
 logger = logging.getLogger(__name__)
 
@@ -80,11 +82,16 @@ def capture(
     keep: Iterable[str],
 ) -> torch.export.ExportedProgram:
     """Export `model` and decompose everything except the overloads named in `keep`."""
-    with eval_mode(model):
+    keep_set = frozenset(keep)
+    if dynamic_shapes is not None and _takes_only_var_positional(model):
+        dynamic_shapes = (dynamic_shapes,)  # forward(*args): torch.export nests them under `args`
+    with eval_mode(model), _capture_hooks(model, keep_set):
         try:
             program = torch.export.export(
                 model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False
             )
+        except ExportError:
+            raise  # a capture hook's refusal, which already says what to do
         except Exception as error:  # torch raises many types; all mean "could not capture"
             raise ExportError(
                 f"torch.export could not capture {type(model).__name__}: {type(error).__name__}: "
@@ -93,7 +100,6 @@ def capture(
                 "the model really treats as dynamic."
             ) from error
         table = torch.export.default_decompositions()
-        keep_set = set(keep)
         for op in list(table.keys()):
             if str(op) in keep_set:
                 table.pop(op)
@@ -104,6 +110,23 @@ def capture(
                 f"decomposing the captured graph of {type(model).__name__} failed: "
                 f"{type(error).__name__}: {_first_lines(str(error))}"
             ) from error
+
+
+@contextmanager
+def _capture_hooks(model: torch.nn.Module, keep: frozenset[str]):
+    """Enter every registered capture hook (see `exporter.registry.capture_hook`)."""
+    with ExitStack() as stack:
+        for hook in CAPTURE_HOOKS:
+            stack.enter_context(hook(model, keep))
+        yield
+
+
+def _takes_only_var_positional(model: torch.nn.Module) -> bool:
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    return len(params) == 1 and params[0].kind == inspect.Parameter.VAR_POSITIONAL
 
 
 def _first_lines(text: str, count: int = 12) -> str:

@@ -1,4 +1,16 @@
-"""The exporters a verification can hold to account: roundtrip, torch.onnx (dynamo), torchscript."""
+"""The exporters a verification can hold to account: roundtrip, torch.onnx (dynamo), torchscript.
+
+Each export comes with the FX program whose node values torch provides, when there is one:
+
+* roundtrip: `exporter.export_program`'s program; ONNX values are named after its FX nodes.
+* torch.onnx: the ONNXProgram's own `exported_program`, exported with `optimize=False` so that
+  every FX value keeps its name in the ONNX graph (the optimizer fuses values away).
+* torchscript: no FX program: the harness compares outputs with the eager module and
+  verifies per ONNX node against onnx's ReferenceEvaluator.
+
+A given `onnx_model` is paired with the program of the exporter that made it (`exporter=`),
+so its value names join; without one (or when capture fails) it is verified per ONNX node.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +18,15 @@ import io
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import onnx
 import torch
 
-import exporter as roundtrip_exporter
-
 logger = logging.getLogger(__name__)
+
+EXPORTERS = ("roundtrip", "torch.onnx", "torchscript")
 
 
 @dataclass
@@ -22,8 +34,9 @@ class ExportedForVerification:
     """The ONNX model under test and the FX program whose node values torch provides."""
 
     model: onnx.ModelProto
-    program: torch.export.ExportedProgram
+    program: torch.export.ExportedProgram | None
     exporter: str
+    notes: list[str] = field(default_factory=list)
 
 
 def export_for_verification(
@@ -36,22 +49,36 @@ def export_for_verification(
     dynamic_axes: Mapping[str, Mapping[int, str]] | None = None,
     input_names: Sequence[str] | None = None,
 ) -> ExportedForVerification:
-    if onnx_model is not None or exporter in ("roundtrip", "torchscript"):
-        ours = roundtrip_exporter.export_program(
-            model, args, opset_version=opset_version, dynamic_axes=dynamic_axes, input_names=input_names
-        )
-        if onnx_model is not None:
-            proto = onnx_model if isinstance(onnx_model, onnx.ModelProto) else onnx.load(os.fspath(onnx_model))
-            return ExportedForVerification(proto, ours.program, "given")
-        if exporter == "roundtrip":
+    """Export `model` with `exporter` (or take `onnx_model`, made by `exporter`)."""
+    if exporter not in EXPORTERS:
+        raise ValueError(f"exporter={exporter!r}; choose one of {EXPORTERS}")
+    given = None
+    if onnx_model is not None:
+        given = onnx_model if isinstance(onnx_model, onnx.ModelProto) else onnx.load(os.fspath(onnx_model))
+    kwargs = dict(opset_version=opset_version, dynamic_axes=dynamic_axes, input_names=input_names)
+    if exporter == "roundtrip":
+        import exporter as roundtrip_exporter
+
+        if given is None:
+            ours = roundtrip_exporter.export_program(model, args, **kwargs)
             return ExportedForVerification(ours.model, ours.program, exporter)
-        return ExportedForVerification(_torchscript(model, args, opset_version, dynamic_axes, input_names),
-                                       ours.program, exporter)
+        try:
+            program = roundtrip_exporter.export_program(model, args, **kwargs).program
+        except roundtrip_exporter.ExportError as error:
+            return ExportedForVerification(given, None, "given", [
+                f"roundtrip could not capture the module ({type(error).__name__}), so the given model "
+                "is verified per ONNX node against onnx's ReferenceEvaluator"
+            ])
+        return ExportedForVerification(given, program, "given")
     if exporter == "torch.onnx":
-        program = torch_onnx_export(model, args, opset_version=opset_version, dynamic_axes=dynamic_axes,
-                                    input_names=input_names)
-        return ExportedForVerification(program.model_proto, program.exported_program, exporter)
-    raise ValueError(f"unknown exporter {exporter!r}")
+        program = torch_onnx_export(model, args, **kwargs)
+        if given is None:
+            return ExportedForVerification(program.model_proto, program.exported_program, exporter)
+        return ExportedForVerification(given, program.exported_program, "given")
+    if given is None:
+        given = torchscript_export(model, args, **kwargs)
+        return ExportedForVerification(given, None, exporter)
+    return ExportedForVerification(given, None, "given")
 
 
 def torch_onnx_export(model, args, *, opset_version=None, dynamic_axes=None, input_names=None,
@@ -70,7 +97,8 @@ def torch_onnx_export(model, args, *, opset_version=None, dynamic_axes=None, inp
     return torch.onnx.export(model, args, **kwargs)
 
 
-def _torchscript(model, args, opset_version, dynamic_axes, input_names) -> onnx.ModelProto:
+def torchscript_export(model, args, *, opset_version=None, dynamic_axes=None, input_names=None) -> onnx.ModelProto:
+    """torch.onnx's TorchScript-based exporter (`dynamo=False`)."""
     model.eval()
     buffer = io.BytesIO()
     torch.onnx.export(

@@ -1,16 +1,36 @@
-"""Join an ONNX model to the FX graph it came from: node groups and value names per FX node."""
+"""Join an ONNX model to the FX graph it came from: node groups and value names per FX node.
+
+Two exporters are understood:
+
+* roundtrip: every node carries `roundtrip.fx_node` (and aten/scope/source); the value of FX
+  node `n` is named `n`, its second output `n__1`.
+* torch.onnx (dynamo): every node carries `pkg.torch.onnx.fx_node`, the FX node printed as
+  `%name : ... = call_function[...]`; values are named after FX nodes too, but a multi-output
+  op's outputs are named after its `getitem` users. Export with `optimize=False` to keep every
+  FX value (the optimizer fuses, e.g., Conv+BatchNormalization and the conv2d value vanishes).
+
+A model with no such metadata is joined by value name alone: the group of FX node `n` is the
+chain of producers that ends in `n`'s value, walked back until values with a torch counterpart
+(graph inputs, initializers, other FX nodes' values).
+"""
 
 from __future__ import annotations
 
 import json
 import operator
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import onnx
 import torch
 import torch.fx
+from torch.export.graph_signature import InputKind
 
 FX_NODE_KEY = "roundtrip.fx_node"
+TORCH_ONNX_FX_NODE_KEY = "pkg.torch.onnx.fx_node"
+_TORCH_ONNX_FX_NAME = re.compile(r"^%(\S+?) :")
 
 
 @dataclass
@@ -23,13 +43,27 @@ class NodeGroup:
     outputs: dict[int, str] = field(default_factory=dict)  # FX output index -> ONNX value name
     scope: str = ""
     source: str = ""
+    mapped_by: str = ""  # "metadata" | "value names" | "" (no ONNX nodes)
 
 
 def _metadata(node: onnx.NodeProto) -> dict[str, str]:
     return {p.key: p.value for p in node.metadata_props}
 
 
+def fx_node_name(node: onnx.NodeProto) -> str | None:
+    """The FX node an ONNX node was emitted for, from roundtrip's or torch.onnx's metadata."""
+    for entry in node.metadata_props:
+        if entry.key == FX_NODE_KEY:
+            return entry.value
+        if entry.key == TORCH_ONNX_FX_NODE_KEY:
+            found = _TORCH_ONNX_FX_NAME.match(entry.value)
+            if found:
+                return found.group(1)
+    return None
+
+
 def renamed_values(model: onnx.ModelProto) -> dict[str, str]:
+    """FX value name -> ONNX name, for values renamed by input_names/output_names (roundtrip)."""
     for entry in model.metadata_props:
         if entry.key == "roundtrip.renamed_values":
             return json.loads(entry.value)
@@ -44,40 +78,160 @@ def compute_nodes(program: torch.export.ExportedProgram) -> list[torch.fx.Node]:
     ]
 
 
-def map_model(model: onnx.ModelProto, program: torch.export.ExportedProgram) -> dict[str, NodeGroup]:
+def _output_candidates(fx_node: torch.fx.Node) -> dict[int, list[str]]:
+    """ONNX names that may carry each output of `fx_node`, in order of preference."""
+    val = fx_node.meta.get("val")
+    if not isinstance(val, (tuple, list)):
+        return {0: [fx_node.name]}
+    candidates = {i: [fx_node.name if i == 0 else f"{fx_node.name}__{i}"] for i in range(len(val))}
+    for user in fx_node.users:
+        if user.target is operator.getitem and isinstance(user.args[1], int) and user.args[1] in candidates:
+            candidates[user.args[1]].append(user.name)
+    return candidates
+
+
+def map_model(
+    model: onnx.ModelProto, program: torch.export.ExportedProgram, root_name: str = ""
+) -> dict[str, NodeGroup]:
     """FX node name -> NodeGroup, joining on provenance metadata and on value names."""
     renamed = renamed_values(model)
     produced = {out: node for node in model.graph.node for out in node.output if out}
+    nodes = compute_nodes(program)
+    by_name = {n.name: n for n in program.graph.nodes}
     by_fx: dict[str, list[onnx.NodeProto]] = {}
     for node in model.graph.node:
-        fx = _metadata(node).get(FX_NODE_KEY)
+        fx = fx_node_name(node)
+        if fx in by_name and by_name[fx].target is operator.getitem:
+            fx = by_name[fx].args[0].name
         if fx:
             by_fx.setdefault(fx, []).append(node)
     groups: dict[str, NodeGroup] = {}
-    for fx_node in compute_nodes(program):
+    for fx_node in nodes:
         group = NodeGroup(fx_node.name, str(fx_node.target))
-        val = fx_node.meta.get("val")
-        count = len(val) if isinstance(val, (tuple, list)) else 1
-        for index in range(count):
-            name = fx_node.name if index == 0 else f"{fx_node.name}__{index}"
-            name = renamed.get(name, name)
-            if name in produced:
-                group.outputs[index] = name
-        group.nodes = by_fx.get(fx_node.name) or [produced[n] for n in group.outputs.values()]
-        if group.nodes:
-            meta = _metadata(group.nodes[0])
-            group.scope = meta.get("roundtrip.scope", "")
-            group.source = meta.get("roundtrip.source", "")
+        for index, names in _output_candidates(fx_node).items():
+            found = next((renamed.get(n, n) for n in names if renamed.get(n, n) in produced), None)
+            if found is not None:
+                group.outputs[index] = found
         groups[fx_node.name] = group
+    known = known_values(model, groups)
+    for fx_node in nodes:
+        group = groups[fx_node.name]
+        if by_fx.get(fx_node.name):
+            group.nodes, group.mapped_by = by_fx[fx_node.name], "metadata"
+        elif group.outputs:
+            group.nodes = producer_chain(model, group.outputs.values(), known - set(group.outputs.values()))
+            group.mapped_by = "value names"
+        meta = _metadata(group.nodes[0]) if group.nodes else {}
+        group.scope = meta.get("roundtrip.scope") or _scope(fx_node, root_name or model.graph.name)
+        group.source = meta.get("roundtrip.source") or _source(fx_node)
     return groups
 
 
-def expose_values(model: onnx.ModelProto, names_and_types: dict[str, int]) -> onnx.ModelProto:
-    """A copy of `model` whose graph outputs also include every named value (one run shows all)."""
+def known_values(model: onnx.ModelProto, groups: dict[str, NodeGroup]) -> set[str]:
+    """Values whose torch counterpart is known: graph inputs, initializers, FX node values."""
+    known = {i.name for i in model.graph.input} | {i.name for i in model.graph.initializer}
+    for group in groups.values():
+        known.update(group.outputs.values())
+    return known
+
+
+def producer_chain(model: onnx.ModelProto, outputs: Iterable[str], stop: set[str]) -> list[onnx.NodeProto]:
+    """The nodes that compute `outputs` from values in `stop`, in graph order."""
+    produced = {out: index for index, node in enumerate(model.graph.node) for out in node.output if out}
+    wanted: set[int] = set()
+    pending = [name for name in outputs if name in produced]
+    while pending:
+        index = produced[pending.pop()]
+        if index in wanted:
+            continue
+        wanted.add(index)
+        for name in external_inputs([model.graph.node[index]]):
+            if name and name not in stop and name in produced:
+                pending.append(name)
+    return [model.graph.node[i] for i in sorted(wanted)]
+
+
+def external_inputs(nodes: Iterable[onnx.NodeProto]) -> list[str]:
+    """Values the nodes read but do not produce (subgraph references to outer values included),
+    in first-use order; empty (omitted optional) inputs are left out."""
+    produced: set[str] = set()
+    needed: list[str] = []
+    for node in nodes:
+        for name in [*node.input, *_outer_references(node)]:
+            if name and name not in produced and name not in needed:
+                needed.append(name)
+        produced.update(o for o in node.output if o)
+    return needed
+
+
+def _outer_references(node: onnx.NodeProto) -> list[str]:
+    """Names a node's subgraphs (If/Loop/Scan bodies) read from the enclosing scope."""
+    found: list[str] = []
+    for attribute in node.attribute:
+        for graph in [attribute.g] if attribute.HasField("g") else list(attribute.graphs):
+            defined = {i.name for i in graph.input} | {i.name for i in graph.initializer}
+            for inner in graph.node:
+                for name in [*inner.input, *_outer_references(inner)]:
+                    if name and name not in defined and name not in found:
+                        found.append(name)
+                defined.update(inner.output)
+    return found
+
+
+def user_input_names(model: onnx.ModelProto, program: torch.export.ExportedProgram) -> dict[str, str]:
+    """ONNX graph input name -> FX placeholder name for the user's tensor inputs (positional)."""
+    initializers = {i.name for i in model.graph.initializer}
+    graph_inputs = [i.name for i in model.graph.input if i.name not in initializers]
+    user = {s.arg.name for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT}
+    placeholders = [
+        n.name for n in program.graph.nodes
+        if n.op == "placeholder" and n.name in user and isinstance(n.meta.get("val"), torch.Tensor)
+    ]
+    return dict(zip(graph_inputs, placeholders))
+
+
+def value_sources(
+    model: onnx.ModelProto, program: torch.export.ExportedProgram, groups: dict[str, NodeGroup]
+) -> dict[str, tuple[str, int]]:
+    """ONNX value name -> (FX node name, output index) for every value torch also computes."""
+    sources = {onnx_name: (fx, 0) for onnx_name, fx in user_input_names(model, program).items()}
+    for group in groups.values():
+        for index, name in group.outputs.items():
+            sources[name] = (group.fx_node, index)
+    return sources
+
+
+def expose_values(model: onnx.ModelProto, names: Iterable[str]) -> onnx.ModelProto:
+    """A copy of `model` whose graph outputs also include every named value (one run shows all).
+
+    The extra outputs are untyped: the backend infers their types, so a value whose ONNX type
+    differs from torch's is still exposed (and the difference reported) instead of failing the
+    whole session.
+    """
     exposed = onnx.ModelProto()
     exposed.CopyFrom(model)
     existing = {o.name for o in exposed.graph.output}
-    for name, elem_type in names_and_types.items():
+    for name in names:
         if name not in existing:
-            exposed.graph.output.append(onnx.helper.make_tensor_value_info(name, elem_type, None))
+            exposed.graph.output.append(onnx.helper.make_value_info(name, onnx.TypeProto()))
+            existing.add(name)
     return exposed
+
+
+def _scope(fx_node: torch.fx.Node, root_name: str) -> str:
+    from exporter.provenance import scope_of
+
+    return scope_of(fx_node, root_name)
+
+
+def _source(fx_node: torch.fx.Node) -> str:
+    from exporter.provenance import source_of
+
+    return source_of(fx_node)
+
+
+def output_at(value: Any, index: int) -> Any:
+    """Output `index` of an FX node's value (a tensor, SymInt, or a tuple of them)."""
+    if isinstance(value, (tuple, list)):
+        return value[index] if index < len(value) else None
+    return value if index == 0 else None

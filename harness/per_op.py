@@ -1,28 +1,266 @@
-"""Per-op analysis beyond accumulated error: isolated error, fp64 truth and attribution."""
+"""Per-op analysis of an ONNX model that maps onto an FX graph (roundtrip, torch.onnx).
+
+For every FX node n with an ONNX subgraph: accumulated error (one instrumented run), isolated
+error (all subgraphs batched into one run, fed torch's values), the fp64 truth and who
+diverged from it (harness.truth), and on CUDA the torch CPU-vs-CUDA noise floor. The op's
+tolerance row decides `passed` from the isolated comparison.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import onnx
 import torch
 
-from harness.backend import DeviceSpec
-from harness.mapping import NodeGroup
-from harness.records import Verification
-from harness.tolerances import ToleranceTable
+from harness.accumulated import ModelRunner, run_instrumented
+from harness.compare import Comparison, as_array, compare, dtype_name
+from harness.isolate import Subgraph, isolate
+from harness.mapping import NodeGroup, output_at, value_sources
+from harness.records import OpArtifacts, OpRecord, Verification
+from harness.tolerances import Tolerance, ToleranceTable
+from harness.truth import NoiseModel, Replayer, attribute, load_noise_model, no_truth_reason, reduction_length
+
+logger = logging.getLogger(__name__)
 
 
-def analyse(
-    verification: Verification,
-    onnx_proto: onnx.ModelProto,
-    groups: dict[str, NodeGroup],
-    program: torch.export.ExportedProgram,
-    values: dict[str, Any],
-    args: tuple[Any, ...],
-    spec: DeviceSpec,
-    table: ToleranceTable,
-    tf32: bool,
-) -> None:
-    """Fill each OpRecord's isolated/truth fields (in place)."""
-    return None
+@dataclass
+class FxAnalysis:
+    """Inputs of the per-op analysis of one verification."""
+
+    onnx_model: onnx.ModelProto  # as the backend loads it (shared weights stubbed on onnxruntime)
+    source_model: onnx.ModelProto  # with its weights, for reproducers
+    program: torch.export.ExportedProgram
+    groups: dict[str, NodeGroup]
+    values: dict[str, Any]  # torch's value of every FX node, on the device under test
+    feeds: dict[str, np.ndarray]  # the model inputs
+    device: str  # "cpu" | "cuda" | "reference"
+    table: ToleranceTable
+    run: ModelRunner
+    initializer: Callable[[onnx.TensorProto], onnx.TensorProto] = lambda t: t
+    production: Sequence[np.ndarray] | None = None
+    noise_model: NoiseModel = field(default_factory=load_noise_model)
+    environment: dict[str, Any] = field(default_factory=dict)
+    isolated_comparisons: dict[str, dict[str, Comparison]] = field(default_factory=dict)  # filled: fx -> name -> cmp
+
+
+def analyse(verification: Verification, analysis: FxAnalysis) -> None:
+    """Fill `verification.ops` (and instrumented_vs_production, timings, notes) in place."""
+    timings = verification.timings
+    records = {fx: _record(group, analysis) for fx, group in analysis.groups.items()}
+    verification.ops = list(records.values())
+    verification.op_reference = "torch"
+
+    started = time.perf_counter()
+    exposed = [name for group in analysis.groups.values() for name in group.outputs.values()]
+    instrumented = run_instrumented(analysis.onnx_model, exposed, analysis.feeds, analysis.run, analysis.production)
+    verification.instrumented_vs_production = instrumented.final_vs_production
+    if instrumented.differs_from_production:
+        verification.notes.append(instrumented.production_note())
+    for fx, group in analysis.groups.items():
+        records[fx].accumulated = _worst(_compare_outputs(group, instrumented.values, analysis, records[fx]))
+    timings["accumulated_s"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    _isolated(records, analysis)
+    timings["isolated_s"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    _truth(records, analysis)
+    timings["truth_s"] = time.perf_counter() - started
+
+    if analysis.device == "cuda":
+        started = time.perf_counter()
+        _noise_floor(records, analysis)
+        timings["noise_floor_s"] = time.perf_counter() - started
+    verification.environment.setdefault("noise_model", analysis.noise_model.to_dict())
+
+
+def _record(group: NodeGroup, analysis: FxAnalysis) -> OpRecord:
+    tolerance = analysis.table.lookup(group.aten, analysis.device)
+    return OpRecord(
+        fx_node=group.fx_node, aten=group.aten,
+        onnx_nodes=[n.name for n in group.nodes], onnx_ops=[n.op_type for n in group.nodes],
+        scope=group.scope, source=group.source, tolerance=tolerance.to_dict(),
+    )
+
+
+def _tolerance(record: OpRecord) -> Tolerance:
+    return Tolerance(**record.tolerance)
+
+
+def _torch_output(analysis: FxAnalysis, group: NodeGroup, index: int) -> Any:
+    return output_at(analysis.values.get(group.fx_node), index)
+
+
+def _compare_outputs(group: NodeGroup, actual: Mapping[str, Any], analysis: FxAnalysis,
+                     record: OpRecord) -> list[Comparison]:
+    tolerance = _tolerance(record)
+    comparisons = []
+    for index, name in sorted(group.outputs.items()):
+        expected = _torch_output(analysis, group, index)
+        if name in actual and _comparable(expected):
+            comparisons.append(compare(actual[name], as_array(expected), atol=tolerance.atol,
+                                       rtol=tolerance.rtol, name=name))
+    return comparisons
+
+
+def _comparable(value: Any) -> bool:
+    return isinstance(value, (torch.Tensor, int, float, bool)) or type(value).__name__ in ("SymInt", "SymFloat")
+
+
+def _worst(comparisons: list[Comparison]) -> Comparison | None:
+    return max(comparisons, key=lambda c: (not c.passed, c.tolerance_ratio), default=None)
+
+
+# --- isolated --------------------------------------------------------------------------------
+
+
+def torch_lookup(analysis: FxAnalysis) -> Callable[[str], np.ndarray | str]:
+    """ONNX value name -> torch's value as numpy, or why there is none."""
+    sources = value_sources(analysis.onnx_model, analysis.program, analysis.groups)
+    cache: dict[str, np.ndarray] = {}
+
+    def lookup(name: str) -> np.ndarray | str:
+        if name in cache:
+            return cache[name]
+        if name not in sources:
+            return "it is an intermediate of another op's subgraph, torch has no value for it"
+        fx, index = sources[name]
+        value = output_at(analysis.values.get(fx), index)
+        if value is None:
+            return f"torch's value for {fx} output {index} is None"
+        if not _comparable(value):
+            return f"torch's value for {fx} is a {type(value).__name__}, not a tensor or scalar"
+        cache[name] = as_array(value)
+        return cache[name]
+
+    return lookup
+
+
+def _isolated(records: dict[str, OpRecord], analysis: FxAnalysis) -> None:
+    subgraphs = [
+        Subgraph(fx, group.nodes, [name for _, name in sorted(group.outputs.items())])
+        for fx, group in analysis.groups.items()
+    ]
+    result = isolate(analysis.onnx_model, subgraphs, torch_lookup(analysis), analysis.run, analysis.initializer)
+    isolated_by_name = analysis.isolated_comparisons
+    for fx, group in analysis.groups.items():
+        record = records[fx]
+        if fx in result.not_isolable:
+            record.not_isolable = result.not_isolable[fx]
+            continue
+        if fx in result.borrowed:
+            record.notes.append(
+                f"its isolated subgraph also computes {len(result.borrowed[fx])} node(s) of other ops whose "
+                f"values torch does not have: {', '.join(result.borrowed[fx][:5])}"
+            )
+        actual = dict(zip([name for _, name in sorted(group.outputs.items())], result.outputs[fx]))
+        comparisons = _compare_outputs(group, actual, analysis, record)
+        isolated_by_name[fx] = {c.name: c for c in comparisons}
+        record.isolated = _worst(comparisons)
+        record.passed = all(c.passed for c in comparisons) if comparisons else None
+        record.artifacts = OpArtifacts(
+            source=analysis.source_model, nodes=list(result.subgraphs[fx].nodes), inputs=result.inputs.get(fx, {}),
+            expected={name: as_array(_torch_output(analysis, group, index))
+                      for index, name in sorted(group.outputs.items())
+                      if _comparable(_torch_output(analysis, group, index))},
+            reference="torch", device=analysis.device, tolerance=record.tolerance,
+            environment=analysis.environment, isolated_outputs=actual,
+        )
+
+
+# --- fp64 truth and attribution --------------------------------------------------------------
+
+
+def _truth(records: dict[str, OpRecord], analysis: FxAnalysis) -> None:
+    nodes = [n for n in analysis.program.graph.nodes if n.name in records]
+    replay = Replayer(nodes, analysis.values, device="cpu", dtype=torch.float64)
+    for node in nodes:
+        record = records[node.name]
+        group = analysis.groups[node.name]
+        reason = no_truth_reason(node)
+        if reason or not group.outputs:
+            if reason:
+                record.notes.append(f"no fp64 truth: {reason}")
+            replay.skip(node)
+            continue
+        try:
+            truth, args = replay(node)
+        except Exception as error:  # an overload without a float64 kernel, say
+            record.notes.append(f"no fp64 truth: the float64 call failed: {type(error).__name__}: {error}"[:300])
+            continue
+        _fill_truth(record, group, node, truth, args, analysis)
+
+
+def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: Any, args: list[Any],
+                analysis: FxAnalysis) -> None:
+    tolerance = _tolerance(record)
+    isolated = record.artifacts.isolated_outputs if record.artifacts is not None else {}
+    length = reduction_length(node, args, truth)
+    backend_side, torch_side = [], []
+    noise = 0.0
+    for index, name in sorted(group.outputs.items()):
+        expected = output_at(truth, index)
+        torch_value = _torch_output(analysis, group, index)
+        if not _comparable(expected) or not _comparable(torch_value):
+            continue
+        expected_array = as_array(expected)
+        torch_array = as_array(torch_value)
+        noise = max(noise, analysis.noise_model.bound(torch_array.dtype, length))
+        torch_side.append(compare(torch_array, expected_array, atol=tolerance.atol, rtol=tolerance.rtol,
+                                  name=name, check_dtype=False))
+        if name in isolated:
+            backend = as_array(isolated[name])
+            if _identical(analysis.isolated_comparisons.get(node.name, {}).get(name)):
+                backend_side.append(dataclasses.replace(torch_side[-1], dtype_actual=dtype_name(backend.dtype)))
+            else:
+                backend_side.append(compare(backend, expected_array, atol=tolerance.atol,
+                                            rtol=tolerance.rtol, name=name, check_dtype=False))
+    if not torch_side:
+        return
+    record.reduction_length = length
+    record.noise_bound = noise
+    record.torch_truth = max(torch_side, key=lambda c: c.normalized)
+    record.truth = max(backend_side, key=lambda c: c.normalized) if backend_side else None
+    record.attribution = attribute(record.truth, record.torch_truth, record.noise_bound, analysis.noise_model)
+
+
+def _identical(isolated: Comparison | None) -> bool:
+    """The isolated comparison found the backend's output equal to torch's (so their errors
+    against the truth are the same comparison)."""
+    return (isolated is not None and isolated.shape_match and isolated.dtype_match
+            and isolated.max_abs == 0 and isolated.nonfinite_mismatch == 0)
+
+
+# --- noise floor (CUDA) ------------------------------------------------------------------------
+
+
+def _noise_floor(records: dict[str, OpRecord], analysis: FxAnalysis) -> None:
+    """torch CPU fp32 against torch on the device, per op, on the same inputs."""
+    nodes = [n for n in analysis.program.graph.nodes if n.name in records]
+    replay = Replayer(nodes, analysis.values, device="cpu", dtype=None)
+    for node in nodes:
+        record, group = records[node.name], analysis.groups[node.name]
+        if no_truth_reason(node) or not group.outputs:
+            replay.skip(node)
+            continue
+        try:
+            cpu_value, _ = replay(node)
+        except Exception as error:
+            record.notes.append(f"no noise floor: the CPU call failed: {type(error).__name__}: {error}"[:300])
+            continue
+        tolerance = _tolerance(record)
+        floors = [
+            compare(as_array(_torch_output(analysis, group, index)), as_array(output_at(cpu_value, index)),
+                    atol=tolerance.atol, rtol=tolerance.rtol, name=name)
+            for index, name in sorted(group.outputs.items())
+            if _comparable(_torch_output(analysis, group, index)) and _comparable(output_at(cpu_value, index))
+        ]
+        record.noise_floor = _worst(floors)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from harness.compare import Comparison
 
 
@@ -18,8 +20,37 @@ class CheckerResult:
 
 
 @dataclass
+class OpArtifacts:
+    """What a reproducer of one op needs: its subgraph, inputs and expected outputs."""
+
+    source: Any  # onnx.ModelProto holding the nodes' initializers
+    nodes: list[Any]  # onnx.NodeProto
+    inputs: dict[str, np.ndarray]
+    expected: dict[str, np.ndarray]
+    reference: str  # what `expected` is: "torch" or "onnx.reference"
+    device: str
+    tolerance: dict[str, Any]
+    environment: dict[str, Any] = field(default_factory=dict)
+    isolated_outputs: dict[str, np.ndarray] = field(default_factory=dict)  # the backend's, isolated
+
+
+@dataclass
 class OpRecord:
-    """One FX node: where it came from, what it became, and how far the backend is from torch."""
+    """One op: where it came from, what it became, and how far the backend is from torch.
+
+    An op is an FX node (`fx_node`, `aten` its ATen overload) when the ONNX model maps onto the
+    FX graph. Without such a mapping (torchscript models, `verify_onnx`) an op is one ONNX node:
+    `fx_node` then holds the ONNX node's name and `aten` reads `onnx::<OpType>`, and the
+    reference is onnx's ReferenceEvaluator instead of torch.
+
+    accumulated: backend vs reference in one run from the model inputs (errors add up).
+    isolated:    the op's subgraph alone fed the reference's inputs (the op's own error);
+                 `passed` is decided by it against `tolerance`. `not_isolable` says why not.
+    truth:       backend (isolated) vs the op in float64 on the same inputs; torch_truth: torch
+                 fp32 vs the same; `attribution` names who diverged (harness.truth), with
+                 `noise_bound` the normalised error fp32 noise alone can explain.
+    noise_floor: torch CPU vs torch CUDA on the op's inputs (CUDA runs only).
+    """
 
     fx_node: str
     aten: str
@@ -31,10 +62,20 @@ class OpRecord:
     isolated: Comparison | None = None
     truth: Comparison | None = None  # backend vs fp64 reference
     torch_truth: Comparison | None = None  # torch fp32 vs fp64 reference
-    attribution: str = ""  # "backend", "torch", "both-noise", ...
+    attribution: str = ""  # "backend", "torch", "both", "both-noise"; "" when unknown
     noise_floor: Comparison | None = None  # torch CPU vs torch CUDA
     tolerance: dict[str, Any] = field(default_factory=dict)
     passed: bool | None = None
+    not_isolable: str = ""  # why the op has no isolated error ("" when it has one)
+    noise_bound: float | None = None  # normalised fp noise bound used for attribution
+    reduction_length: int | None = None
+    notes: list[str] = field(default_factory=list)
+    artifacts: Any = field(default=None, repr=False, compare=False)  # reproducer inputs; not serialised
+
+    @property
+    def name(self) -> str:
+        """The row's key: the FX node, or the ONNX node for ONNX-level rows."""
+        return self.fx_node
 
     @property
     def error_ratio(self) -> float:
@@ -47,6 +88,8 @@ class OpRecord:
             "fx_node": self.fx_node, "aten": self.aten, "onnx_nodes": self.onnx_nodes,
             "onnx_ops": self.onnx_ops, "scope": self.scope, "source": self.source,
             "attribution": self.attribution, "tolerance": self.tolerance, "passed": self.passed,
+            "not_isolable": self.not_isolable, "noise_bound": self.noise_bound,
+            "reduction_length": self.reduction_length, "notes": list(self.notes),
         }
         for key in ("accumulated", "isolated", "truth", "torch_truth", "noise_floor"):
             value = getattr(self, key)
@@ -70,13 +113,22 @@ class Verification:
     environment: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    op_reference: str = ""  # what per-op errors are measured against: "torch" | "onnx.reference"
     onnx_model: Any = field(default=None, repr=False, compare=False)  # the model verified; not serialised
 
     @property
     def worst_op(self) -> OpRecord | None:
-        """The op with the largest isolated error relative to its tolerance."""
-        measured = [op for op in self.ops if (op.isolated or op.accumulated) is not None]
-        return max(measured, key=lambda op: op.error_ratio, default=None)
+        """The op with the largest isolated error relative to its tolerance.
+
+        Only isolated errors compete when any op has one: an accumulated error carries every
+        error before it, so it would blame a downstream op. Without isolation (per-op
+        analysis off or impossible) the largest accumulated error stands in.
+        """
+        isolated = [op for op in self.ops if op.isolated is not None]
+        if isolated:
+            return max(isolated, key=lambda op: op.isolated.tolerance_ratio)
+        measured = [op for op in self.ops if op.accumulated is not None]
+        return max(measured, key=lambda op: op.accumulated.tolerance_ratio, default=None)
 
     @property
     def max_output_error(self) -> float:
@@ -92,5 +144,5 @@ class Verification:
             "ops": [op.to_dict() for op in self.ops],
             "instrumented_vs_production": [c.to_dict() for c in self.instrumented_vs_production],
             "cpu_placed_nodes": self.cpu_placed_nodes, "environment": self.environment,
-            "timings": self.timings, "notes": self.notes,
+            "timings": self.timings, "notes": self.notes, "op_reference": self.op_reference,
         }

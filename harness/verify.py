@@ -1,8 +1,16 @@
 """`harness.verify`: prove, op by op, that an ONNX model computes what the module computes.
 
-Steps: export (or take the given ONNX model) -> onnx checker -> production backend run vs
-torch outputs -> ONE instrumented run exposing every mapped FX value (accumulated error per
-op) -> per-op isolation and fp64 truth (harness.per_op) -> a `Verification` record.
+Steps: export (or take the given ONNX model) -> onnx checker -> torch values of every FX node
+-> production backend run vs torch outputs -> per-op analysis:
+
+* with an FX mapping (roundtrip, torch.onnx): ONE instrumented run (accumulated error per
+  op), ONE batched isolation run (isolated error per op, fed torch's values), the fp64 truth
+  and attribution per op, and on CUDA the torch CPU-vs-CUDA noise floor (harness.per_op);
+* without one (torchscript): the same per ONNX node against onnx's ReferenceEvaluator
+  (harness.reference).
+
+On onnxruntime the production, instrumented and isolation sessions share the weight arrays
+(backend.SharedWeights), so the model's weights are serialised once.
 """
 
 from __future__ import annotations
@@ -17,12 +25,11 @@ import numpy as np
 import onnx
 import torch
 
-from exporter.dtypes import onnx_type
 from harness import backend as backends
-from harness.compare import Comparison, compare
+from harness.compare import as_array, compare
 from harness.devices import device_context
-from harness.mapping import NodeGroup, expose_values, map_model
-from harness.records import CheckerResult, OpRecord, Verification
+from harness.exporters import EXPORTERS, ExportedForVerification, export_for_verification
+from harness.records import CheckerResult, Verification
 from harness.tolerances import ToleranceTable, load as load_tolerances
 from harness.torch_values import output_values, record_values
 
@@ -30,10 +37,9 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_OUTPUT_ATOL = 1e-4
 DEFAULT_OUTPUT_RTOL = 1e-3
-EXPORTERS = ("roundtrip", "torch.onnx", "torchscript")
 
 
-def run_checker(model: onnx.ModelProto) -> CheckerResult:
+def run_checker(model: onnx.ModelProto | bytes) -> CheckerResult:
     """onnx.checker with full_check (shape inference included); failures are recorded, not raised."""
     try:
         onnx.checker.check_model(model, full_check=True)
@@ -60,81 +66,110 @@ def verify(
     tf32: bool = False,
     model_name: str | None = None,
 ) -> Verification:
-    """Export `model` on `args` (or take `onnx_model`) and verify it on `device` ("cpu"/"cuda").
+    """Export `model` on `args` (or take `onnx_model`, made by `exporter`) and verify it on
+    `device` ("cpu", "cuda[:n]" or "reference").
 
     The model passes when the checker passes and every output is inside
-    `output_atol + output_rtol*|expected|` (up to `allowed_mismatch` of the elements).
+    `output_atol + output_rtol*|expected|` (up to `allowed_mismatch` of the elements). A CUDA
+    request that cannot run on CUDA raises `backend.BackendUnavailableError` with the reason.
     """
     if exporter not in EXPORTERS:
         raise ValueError(f"exporter={exporter!r}; choose one of {EXPORTERS}")
     args = args if isinstance(args, tuple) else (args,)
-    table = tolerances if isinstance(tolerances, ToleranceTable) else load_tolerances(tolerances)
     spec = backends.DeviceSpec.parse(device)
-    timings: dict[str, float] = {}
-
+    if spec.kind == "cuda":  # fail before exporting: the reason is the answer
+        reason = backends.cuda_unavailable_reason()
+        if reason:
+            raise backends.BackendUnavailableError(f"CUDA was requested but cannot be used: {reason}")
     started = time.perf_counter()
-    from harness.exporters import export_for_verification
-
     exported = export_for_verification(
         exporter, model, args, onnx_model=onnx_model, opset_version=opset_version,
         dynamic_axes=dynamic_axes, input_names=input_names,
     )
-    timings["export_s"] = time.perf_counter() - started
-    onnx_proto = exported.model
-
-    verification = Verification(
-        model_name=model_name or type(model).__name__,
-        exporter=exporter if onnx_model is None else "given",
-        device=spec.torch_device if spec.kind != "reference" else "reference",
-        passed=False,
-        checker=run_checker(onnx_proto),
-        outputs=[],
-        timings=timings,
-        onnx_model=onnx_proto,
+    export_s = time.perf_counter() - started
+    verification = verify_exported(
+        exported, args, module=model, device=device, tolerances=tolerances, per_op=per_op,
+        output_atol=output_atol, output_rtol=output_rtol, allowed_mismatch=allowed_mismatch,
+        tf32=tf32, model_name=model_name or type(model).__name__,
     )
+    verification.timings = {"export_s": export_s, **verification.timings}
+    return verification
+
+
+def verify_exported(
+    exported: ExportedForVerification,
+    args: tuple[Any, ...],
+    *,
+    module: torch.nn.Module | None = None,
+    device: str = "cpu",
+    tolerances: ToleranceTable | str | None = None,
+    per_op: bool = True,
+    output_atol: float = DEFAULT_OUTPUT_ATOL,
+    output_rtol: float = DEFAULT_OUTPUT_RTOL,
+    allowed_mismatch: float = 0.0,
+    tf32: bool = False,
+    model_name: str = "model",
+) -> Verification:
+    """Verify an already exported model (`verify` without the export; benchmarks time this).
+
+    Torch's values come from `exported.program`, or from `module` run eagerly when there is
+    no program (then per-op analysis is per ONNX node against the ReferenceEvaluator).
+    """
+    table = tolerances if isinstance(tolerances, ToleranceTable) else load_tolerances(tolerances)
+    spec = backends.DeviceSpec.parse(device)
+    onnx_proto = exported.model
+    serialized = onnx_proto.SerializeToString()  # once, for the checker and the production session
+    timings: dict[str, float] = {}
+    verification = Verification(
+        model_name=model_name, exporter=exported.exporter,
+        device=spec.torch_device if spec.kind != "reference" else "reference",
+        passed=False, checker=run_checker(serialized), outputs=[], timings=timings,
+        notes=list(exported.notes), onnx_model=onnx_proto,
+    )
+    if exported.program is None and module is None:
+        raise ValueError("an export without an FX program needs the module to compute torch's outputs")
 
     with device_context(spec, tf32=tf32) as environment:
-        verification.environment = {**environment, **_versions()}
+        verification.environment = {**environment, **_versions(), "torch_seed": torch.initial_seed()}
         started = time.perf_counter()
         torch_args = tuple(a.to(spec.torch_device) if isinstance(a, torch.Tensor) else a for a in args)
-        values = record_values(exported.program, torch_args, device=spec.torch_device)
-        expected_outputs = _flatten_outputs(output_values(exported.program, values))
+        values: dict[str, Any] = {}
+        if exported.program is not None:
+            values = record_values(exported.program, torch_args, device=spec.torch_device)
+            expected_outputs = _flatten(output_values(exported.program, values))
+        else:
+            with torch.no_grad():
+                expected_outputs = _flatten(module.to(spec.torch_device)(*torch_args))
         timings["torch_s"] = time.perf_counter() - started
 
         started = time.perf_counter()
-        rep = backends.prepare(onnx_proto, _backend_device(spec), tf32=tf32) if spec.kind != "reference" \
-            else backends.prepare(onnx_proto, "reference")
-        actual_outputs = rep.run(list(_numpy_args(args)))
+        shared = backends.SharedWeights.of(onnx_proto) if spec.kind != "reference" else None
+        rep = backends.prepare(onnx_proto, spec.backend_device, tf32=tf32, profile=spec.kind == "cuda",
+                               serialized=serialized)
+        del serialized
+        feeds = dict(zip(rep.input_names, _numpy_args(args)))
+        actual_outputs = rep.run(feeds)
+        if spec.kind == "cuda":
+            verification.cpu_placed_nodes = backends.cpu_placed_nodes(backends.node_placement(rep))
+            if verification.cpu_placed_nodes:
+                verification.notes.append(
+                    f"onnxruntime ran {len(verification.cpu_placed_nodes)} node(s) on the CPU inside the "
+                    "CUDA session; see cpu_placed_nodes"
+                )
         timings["backend_s"] = time.perf_counter() - started
 
-    verification.outputs = [
-        compare(a, _to_numpy(e), atol=output_atol, rtol=output_rtol, name=name,
-                allowed_mismatch=allowed_mismatch)
-        for a, e, name in zip(actual_outputs, expected_outputs, rep.output_names)
-    ]
-    if len(actual_outputs) != len(expected_outputs):
-        verification.notes.append(
-            f"the ONNX model has {len(actual_outputs)} outputs, torch {len(expected_outputs)}"
-        )
-
-    if per_op:
-        started = time.perf_counter()
-        groups = map_model(onnx_proto, exported.program)
-        instrumented = accumulated_errors(
-            onnx_proto, groups, values, args, spec, table, tf32=tf32, production=actual_outputs,
-        )
-        verification.ops = instrumented.ops
-        verification.instrumented_vs_production = instrumented.final_vs_production
-        if any(not c.passed for c in instrumented.final_vs_production):
+        verification.outputs = [
+            compare(a, as_array(e), atol=output_atol, rtol=output_rtol, name=name, allowed_mismatch=allowed_mismatch)
+            for a, e, name in zip(actual_outputs, expected_outputs, rep.output_names)
+        ]
+        if len(actual_outputs) != len(expected_outputs):
             verification.notes.append(
-                "the instrumented run's final outputs differ from the production run's "
-                "(exposing intermediates changed fusions); see instrumented_vs_production"
+                f"the ONNX model has {len(actual_outputs)} outputs, torch {len(expected_outputs)}"
             )
-        timings["accumulated_s"] = time.perf_counter() - started
-        from harness import per_op as per_op_analysis
-
-        per_op_analysis.analyse(verification, onnx_proto, groups, exported.program, values, args, spec, table, tf32)
-        timings["per_op_s"] = time.perf_counter() - started
+        if per_op:
+            started = time.perf_counter()
+            _per_op(verification, exported, values, feeds, spec, table, tf32, shared, actual_outputs)
+            timings["per_op_s"] = time.perf_counter() - started
 
     verification.passed = (
         verification.checker.passed
@@ -145,92 +180,54 @@ def verify(
     return verification
 
 
-class _Instrumented:
-    def __init__(self, ops: list[OpRecord], final_vs_production: list[Comparison]) -> None:
-        self.ops = ops
-        self.final_vs_production = final_vs_production
+def model_runner(spec: backends.DeviceSpec, tf32: bool, shared: backends.SharedWeights | None):
+    """A function that loads a model variant on the device under test and runs it once."""
+    def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        options = {} if spec.kind == "reference" else {"spinning": False}
+        rep = backends.prepare(model, spec.backend_device, tf32=tf32, shared_weights=shared, **options)
+        return dict(zip(rep.output_names, rep.run(feeds)))
+
+    return run
 
 
-def accumulated_errors(
-    onnx_proto: onnx.ModelProto,
-    groups: dict[str, NodeGroup],
-    values: dict[str, Any],
-    args: tuple[Any, ...],
-    spec: backends.DeviceSpec,
-    table: ToleranceTable,
-    *,
-    tf32: bool = False,
-    production: list[np.ndarray] | None = None,
-) -> _Instrumented:
-    """Per-op accumulated error from ONE run of the model with every mapped value exposed."""
-    exposed: dict[str, int] = {}
-    for group in groups.values():
-        for index, name in group.outputs.items():
-            torch_value = _output_at(values[group.fx_node], index)
-            if isinstance(torch_value, torch.Tensor):
-                exposed[name] = onnx_type(torch_value.dtype)
-            elif isinstance(torch_value, (int, torch.SymInt)):
-                exposed[name] = onnx.TensorProto.INT64
-    instrumented = expose_values(onnx_proto, exposed)
-    rep = backends.prepare(instrumented, _backend_device(spec), tf32=tf32) if spec.kind != "reference" \
-        else backends.prepare(instrumented, "reference")
-    results = dict(zip(rep.output_names, rep.run(list(_numpy_args(args)))))
+def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, production) -> None:
+    run = model_runner(spec, tf32, shared)
+    source = exported.model
+    loaded = shared.stubbed(source) if shared is not None else source
+    initializer = shared.stub if shared is not None else (lambda t: t)
+    groups = None
+    if exported.program is not None:
+        from harness.mapping import map_model
 
-    ops: list[OpRecord] = []
-    for group in groups.values():
-        tolerance = table.lookup(group.aten, spec.kind)
-        record = OpRecord(
-            fx_node=group.fx_node, aten=group.aten,
-            onnx_nodes=[n.name for n in group.nodes], onnx_ops=[n.op_type for n in group.nodes],
-            scope=group.scope, source=group.source, tolerance=tolerance.to_dict(),
+        groups = map_model(source, exported.program, verification.model_name)
+        if not any(g.outputs for g in groups.values()):
+            verification.notes.append(
+                "no ONNX value carries an FX node's name: the model is verified per ONNX node instead"
+            )
+            groups = None
+    if groups is not None:
+        from harness import per_op as fx_analysis
+
+        analysis = fx_analysis.FxAnalysis(
+            onnx_model=loaded, source_model=source, program=exported.program, groups=groups,
+            values=values, feeds=feeds, device=spec.kind, table=table, run=run,
+            initializer=initializer, production=production, environment=verification.environment,
         )
-        comparisons = []
-        for index, name in sorted(group.outputs.items()):
-            torch_value = _output_at(values[group.fx_node], index)
-            if name in results and torch_value is not None:
-                comparisons.append(compare(results[name], _to_numpy(torch_value), atol=tolerance.atol,
-                                           rtol=tolerance.rtol, name=name))
-        if comparisons:
-            record.accumulated = max(comparisons, key=lambda c: c.tolerance_ratio)
-            record.passed = all(c.passed for c in comparisons)
-        ops.append(record)
+        fx_analysis.analyse(verification, analysis)
+        return
+    from harness.reference import analyse_nodes
 
-    final = []
-    if production is not None:
-        n_outputs = len(production)
-        for name, prod in zip(rep.output_names[:n_outputs], production):
-            final.append(compare(results[name], prod, atol=0.0, rtol=0.0, name=name))
-    return _Instrumented(ops, final)
+    analyse_nodes(verification, loaded, source, feeds, spec.kind, table, run, initializer, production=production)
 
 
-def _output_at(value: Any, index: int) -> Any:
-    if isinstance(value, (tuple, list)):
-        return value[index] if index < len(value) else None
-    return value if index == 0 else None
-
-
-def _flatten_outputs(outputs: Sequence[Any]) -> list[Any]:
-    flat: list[Any] = []
-    for item in outputs:
-        if isinstance(item, (tuple, list)):
-            flat.extend(_flatten_outputs(item))
-        else:
-            flat.append(item)
-    return flat
-
-
-def _to_numpy(value: Any) -> np.ndarray:
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu().numpy()
-    return np.asarray(value)
+def _flatten(outputs: Any) -> list[Any]:
+    if isinstance(outputs, (tuple, list)):
+        return [leaf for item in outputs for leaf in _flatten(item)]
+    return [outputs]
 
 
 def _numpy_args(args: Sequence[Any]) -> list[np.ndarray]:
-    return [_to_numpy(a) for a in args if isinstance(a, (torch.Tensor, np.ndarray))]
-
-
-def _backend_device(spec: backends.DeviceSpec) -> str:
-    return f"CUDA:{spec.index}" if spec.kind == "cuda" else "CPU"
+    return [as_array(a) for a in args if isinstance(a, (torch.Tensor, np.ndarray))]
 
 
 def _versions() -> dict[str, Any]:

@@ -2,4 +2,4 @@
 
 from __future__ import annotations
 
-from exporter.symbolics import elementwise, nn, shape  # noqa: F401
+from exporter.symbolics import conv, elementwise, indexing, nn, pooling, reduction, rnn, shape  # noqa: F401

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+import torch.fx
 
 from exporter.graph import Graph, Value
 
@@ -79,3 +80,110 @@ def rank_of(value: Value) -> int:
     if value.rank is None:
         raise ValueError(f"the rank of {value.name} is unknown")
     return value.rank
+
+
+# -- operand metadata -----------------------------------------------------------------------
+
+INT64_MAX = 9223372036854775807
+
+
+def arg_meta(g: Graph, index: int) -> Any:
+    """The FX node's `index`-th argument as torch saw it: a FakeTensor, or the Python scalar."""
+    arg = g.ctx.node.args[index] if index < len(g.ctx.node.args) else None
+    return arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg
+
+
+def result_type(g: Graph, *indices: int) -> torch.dtype:
+    """torch's promoted dtype of the FX node's arguments at `indices` (what it computes in).
+
+    Comparisons return bool but compare in this dtype; 0-d tensors and Python scalars take part
+    in promotion the way torch lets them.
+    """
+    operands = []
+    for index in indices:
+        meta = arg_meta(g, index)
+        if isinstance(meta, torch.Tensor):
+            operands.append(torch.empty(() if meta.dim() == 0 else (1,), dtype=meta.dtype))
+        elif isinstance(meta, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            operands.append({torch.SymInt: 1, torch.SymFloat: 1.0, torch.SymBool: True}[type(meta)])
+        elif meta is not None:
+            operands.append(meta)
+    tensors = [o for o in operands if isinstance(o, torch.Tensor)]
+    if len(operands) == 1:
+        return tensors[0].dtype if tensors else torch.tensor(operands[0]).dtype
+    if not tensors:
+        return torch.tensor(operands[0]).dtype
+    dtype = torch.result_type(operands[0], operands[1])
+    for other in operands[2:]:
+        dtype = torch.result_type(torch.empty((1,), dtype=dtype), other)
+    return dtype
+
+
+def output_shape(g: Graph, index: int = 0) -> tuple[Any, ...]:
+    """The shape (ints or SymInts) of the FX node's `index`-th tensor output."""
+    meta = g.ctx.output_meta
+    if isinstance(meta, (tuple, list)):
+        meta = meta[index]
+    return tuple(meta.shape)
+
+
+# -- shapes and axes ------------------------------------------------------------------------
+
+
+def normalize_dim(dim: int, rank: int) -> int:
+    """`dim` in [0, rank); torch's negative dims count from the end."""
+    if not -max(rank, 1) <= dim < max(rank, 1):
+        raise ValueError(f"dim {dim} is out of range for rank {rank}")
+    return dim % max(rank, 1)
+
+
+def dim_size(g: Graph, value: Value, dim: int) -> int | Value:
+    """Size of `dim`: a Python int when static, else a 1-D int64 Value read with Shape."""
+    size = value.shape[dim] if value.shape is not None else None
+    if isinstance(size, int):
+        return size
+    dim = normalize_dim(dim, rank_of(value))
+    return g.op("Shape", value, start_i=dim, end_i=dim + 1)
+
+
+def unsqueeze(g: Graph, value: Value, axes: Sequence[int]) -> Value:
+    return g.op("Unsqueeze", value, g.constant(list(axes), torch.int64))
+
+
+def squeeze(g: Graph, value: Value, axes: Sequence[int]) -> Value:
+    return g.op("Squeeze", value, g.constant(list(axes), torch.int64))
+
+
+def scalar_of(g: Graph, value: Any, dtype: torch.dtype) -> Value:
+    """A 0-d Value of `dtype` from a Python number or a (0-d or 1-element) Value."""
+    if isinstance(value, Value):
+        value = cast_to(g, value, dtype)
+        return value if value.rank == 0 else g.op("Reshape", value, g.constant([], torch.int64))
+    return g.constant(value, dtype)
+
+
+# -- opset-dependent signatures, decided in one place -----------------------------------------
+
+# Reduce* ops take `axes` as an input from these opsets on (an attribute before).
+AXES_INPUT_SINCE = {
+    "ReduceSum": 13, "ReduceMean": 18, "ReduceMax": 18, "ReduceMin": 18, "ReduceProd": 18,
+    "ReduceL1": 18, "ReduceL2": 18, "ReduceLogSumExp": 18, "ReduceSumSquare": 18,
+}
+
+
+def reduce(g: Graph, op_type: str, value: Value, axes: Sequence[int] | None, keepdims: bool) -> Value:
+    """`op_type` over `axes` (None: every axis), with the axes spelled as this opset wants them."""
+    if axes is None:
+        return g.op(op_type, value, keepdims_i=int(keepdims))
+    if g.opset_version >= AXES_INPUT_SINCE[op_type]:
+        return g.op(op_type, value, g.constant(list(axes), torch.int64), keepdims_i=int(keepdims))
+    return g.op(op_type, value, axes_i=list(axes), keepdims_i=int(keepdims))
+
+
+def emits_no_nodes(fn: Any) -> Any:
+    """Mark a symbolic that translates to no ONNX node (a check torch.export already proved).
+
+    Tests use the mark: such a target shows in the FX graph but never in node provenance.
+    """
+    fn.emits_no_nodes = True
+    return fn

@@ -1,23 +1,398 @@
-"""Element-wise arithmetic and activations."""
+"""Element-wise arithmetic, comparisons and activations.
+
+Type promotion is torch's: the FX node's result dtype (`g.ctx.output_dtype`) is what torch
+decided, so operands are cast to it before the ONNX op; comparisons compute in the operands'
+promoted dtype (`result_type`) and yield bool. Python scalars become constants of that dtype.
+"""
 
 from __future__ import annotations
 
+import math
+
+import torch
+
 from exporter.graph import Graph, Value
 from exporter.registry import symbolic
-from exporter.symbolics._helpers import promote
+from exporter.symbolics._helpers import cast_to, normalize_dim, promote, rank_of, result_type
+
+# -- arithmetic --------------------------------------------------------------------------------
+
+
+def _scaled(g: Graph, other, alpha) -> Value:
+    """`alpha * other` in the result dtype (alpha=1 adds nothing)."""
+    (other,) = promote(g, other)
+    if alpha == 1:
+        return other
+    (alpha,) = promote(g, alpha)
+    return g.op("Mul", other, alpha)
 
 
 @symbolic("aten::add.Tensor", "aten::add.Scalar")
 def add(g: Graph, self: Value, other, alpha=1):
     """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
+    (self,) = promote(g, self)
+    return g.op("Add", self, _scaled(g, other, alpha))
+
+
+@symbolic("aten::sub.Tensor", "aten::sub.Scalar")
+def sub(g: Graph, self: Value, other, alpha=1):
+    """sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
+
+    `rsub` (`2 - x`, `torch.rsub`) reaches here as sub.Tensor with swapped operands.
+    """
+    (self,) = promote(g, self)
+    return g.op("Sub", self, _scaled(g, other, alpha))
+
+
+@symbolic("aten::mul.Tensor", "aten::mul.Scalar")
+def mul(g: Graph, self: Value, other):
+    """mul.Tensor(Tensor self, Tensor other) -> Tensor"""
     self, other = promote(g, self, other)
-    if alpha != 1:
-        (other_scaled,) = promote(g, alpha)
-        other = g.op("Mul", other, other_scaled)
-    return g.op("Add", self, other)
+    return g.op("Mul", self, other)
 
 
-@symbolic("aten::relu", "aten::relu_")
+@symbolic("aten::div.Tensor", "aten::div.Scalar")
+def div(g: Graph, self: Value, other):
+    """div.Tensor(Tensor self, Tensor other) -> Tensor
+
+    True division: integer operands divide as the float result dtype.
+    """
+    self, other = promote(g, self, other)
+    return g.op("Div", self, other)
+
+
+def trunc(g: Graph, value: Value) -> Value:
+    """Round toward zero (ONNX has no Trunc): Ceil below zero, Floor above."""
+    negative = g.op("Less", value, cast_to(g, 0, value.dtype))
+    return g.op("Where", negative, g.op("Ceil", value), g.op("Floor", value))
+
+
+def floor_divide(g: Graph, self: Value, other: Value) -> Value:
+    """Division rounded down, both operands already in the result dtype.
+
+    Integers: ONNX Div truncates, so divide `a - mod(a, b)` (Mod with fmod=0 is the floored,
+    divisor-signed remainder), which is an exact multiple of b. Floats: Floor(a / b).
+    """
+    if self.dtype is not None and self.dtype.is_floating_point:
+        return g.op("Floor", g.op("Div", self, other))
+    remainder = g.op("Mod", self, other, fmod_i=0)
+    return g.op("Div", g.op("Sub", self, remainder), other)
+
+
+@symbolic("aten::div.Tensor_mode", "aten::div.Scalar_mode")
+def div_mode(g: Graph, self: Value, other, *, rounding_mode=None):
+    """div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor
+
+    Limits: float "floor" is Floor(a / b); torch's fmod-based formula can differ by one where
+    a / b rounds onto an integer.
+    """
+    self, other = promote(g, self, other)
+    if rounding_mode is None:
+        return g.op("Div", self, other)
+    if rounding_mode == "floor":
+        return floor_divide(g, self, other)
+    quotient = g.op("Div", self, other)
+    if self.dtype is not None and self.dtype.is_floating_point:
+        quotient.dtype = self.dtype
+        return trunc(g, quotient)
+    return quotient  # ONNX integer Div truncates, as "trunc" asks
+
+
+@symbolic("aten::neg")
+def neg(g: Graph, self: Value):
+    """neg(Tensor self) -> Tensor"""
+    (self,) = promote(g, self)
+    return g.op("Neg", self)
+
+
+@symbolic("aten::abs")
+def abs(g: Graph, self: Value):
+    """abs(Tensor self) -> Tensor"""
+    (self,) = promote(g, self)
+    return g.op("Abs", self)
+
+
+@symbolic("aten::sqrt")
+def sqrt(g: Graph, self: Value):
+    """sqrt(Tensor self) -> Tensor"""
+    (self,) = promote(g, self)
+    return g.op("Sqrt", self)
+
+
+@symbolic("aten::exp")
+def exp(g: Graph, self: Value):
+    """exp(Tensor self) -> Tensor"""
+    (self,) = promote(g, self)
+    return g.op("Exp", self)
+
+
+@symbolic("aten::tanh")
+def tanh(g: Graph, self: Value):
+    """tanh(Tensor self) -> Tensor"""
+    (self,) = promote(g, self)
+    return g.op("Tanh", self)
+
+
+@symbolic("aten::sigmoid")
+def sigmoid(g: Graph, self: Value):
+    """sigmoid(Tensor self) -> Tensor"""
+    (self,) = promote(g, self)
+    return g.op("Sigmoid", self)
+
+
+@symbolic("aten::pow.Tensor_Scalar", "aten::pow.Tensor_Tensor")
+def pow_tensor(g: Graph, self: Value, exponent):
+    """pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
+    self, exponent = promote(g, self, exponent)
+    return g.op("Pow", self, exponent)
+
+
+@symbolic("aten::pow.Scalar")
+def pow_scalar(g: Graph, self, exponent: Value):
+    """pow.Scalar(Scalar self, Tensor exponent) -> Tensor"""
+    self, exponent = promote(g, self, exponent)
+    return g.op("Pow", self, exponent)
+
+
+# -- clamping and element-wise max/min ------------------------------------------------------------
+
+
+@symbolic("aten::clamp")
+def clamp(g: Graph, self: Value, min=None, max=None):
+    """clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor"""
+    self, low, high = promote(g, self, min, max)
+    return g.op("Clip", self, low, high)
+
+
+@symbolic("aten::clamp_min")
+def clamp_min(g: Graph, self: Value, min):
+    """clamp_min(Tensor self, Scalar min) -> Tensor"""
+    self, low = promote(g, self, min)
+    return g.op("Clip", self, low)
+
+
+@symbolic("aten::clamp_max")
+def clamp_max(g: Graph, self: Value, max):
+    """clamp_max(Tensor self, Scalar max) -> Tensor"""
+    self, high = promote(g, self, max)
+    return g.op("Clip", self, None, high)
+
+
+@symbolic("aten::clamp.Tensor")
+def clamp_tensor(g: Graph, self: Value, min=None, max=None):
+    """clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor
+
+    Clip wants scalar bounds, so tensor bounds are Max then Min (torch's order: min wins).
+    """
+    self, low, high = promote(g, self, min, max)
+    if low is not None:
+        self = g.op("Max", self, low)
+    if high is not None:
+        self = g.op("Min", self, high)
+    return self
+
+
+@symbolic("aten::maximum", "aten::max.other")
+def maximum(g: Graph, self: Value, other: Value):
+    """maximum(Tensor self, Tensor other) -> Tensor"""
+    self, other = promote(g, self, other)
+    return g.op("Max", self, other)
+
+
+@symbolic("aten::minimum", "aten::min.other")
+def minimum(g: Graph, self: Value, other: Value):
+    """minimum(Tensor self, Tensor other) -> Tensor"""
+    self, other = promote(g, self, other)
+    return g.op("Min", self, other)
+
+
+# -- comparisons and selection ----------------------------------------------------------------------
+
+def _compare(g: Graph, onnx_op: str, self: Value, other) -> Value:
+    """`onnx_op` on both operands cast to their promoted dtype (torch compares in it), bool out."""
+    self, other = promote(g, self, other, dtype=result_type(g, 0, 1))
+    return g.op(onnx_op, self, other)
+
+
+@symbolic("aten::eq.Tensor", "aten::eq.Scalar")
+def eq(g: Graph, self: Value, other):
+    """eq.Tensor(Tensor self, Tensor other) -> Tensor"""
+    return _compare(g, "Equal", self, other)
+
+
+@symbolic("aten::ne.Tensor", "aten::ne.Scalar")
+def ne(g: Graph, self: Value, other):
+    """ne.Tensor(Tensor self, Tensor other) -> Tensor"""
+    return g.op("Not", _compare(g, "Equal", self, other))
+
+
+@symbolic("aten::lt.Tensor", "aten::lt.Scalar")
+def lt(g: Graph, self: Value, other):
+    """lt.Tensor(Tensor self, Tensor other) -> Tensor"""
+    return _compare(g, "Less", self, other)
+
+
+@symbolic("aten::le.Tensor", "aten::le.Scalar")
+def le(g: Graph, self: Value, other):
+    """le.Tensor(Tensor self, Tensor other) -> Tensor"""
+    return _compare(g, "LessOrEqual", self, other)
+
+
+@symbolic("aten::gt.Tensor", "aten::gt.Scalar")
+def gt(g: Graph, self: Value, other):
+    """gt.Tensor(Tensor self, Tensor other) -> Tensor"""
+    return _compare(g, "Greater", self, other)
+
+
+@symbolic("aten::ge.Tensor", "aten::ge.Scalar")
+def ge(g: Graph, self: Value, other):
+    """ge.Tensor(Tensor self, Tensor other) -> Tensor"""
+    return _compare(g, "GreaterOrEqual", self, other)
+
+
+@symbolic("aten::where.self")
+def where(g: Graph, condition: Value, self: Value, other: Value):
+    """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
+    self, other = promote(g, self, other)
+    return g.op("Where", cast_to(g, condition, torch.bool), self, other)
+
+
+# -- activations ------------------------------------------------------------------------------------
+
+
+@symbolic("aten::relu")
 def relu(g: Graph, self: Value):
     """relu(Tensor self) -> Tensor"""
     return g.op("Relu", self)
+
+
+@symbolic("aten::hardtanh")
+def hardtanh(g: Graph, self: Value, min_val=-1, max_val=1):
+    """hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
+    self, low, high = promote(g, self, min_val, max_val)
+    return g.op("Clip", self, low, high)
+
+
+@symbolic("aten::relu6")
+def relu6(g: Graph, self: Value):
+    """relu6(Tensor self) -> Tensor"""
+    return hardtanh(g, self, 0, 6)
+
+
+@symbolic("aten::leaky_relu")
+def leaky_relu(g: Graph, self: Value, negative_slope=0.01):
+    """leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
+    return g.op("LeakyRelu", self, alpha_f=negative_slope)
+
+
+@symbolic("aten::elu")
+def elu(g: Graph, self: Value, alpha=1, scale=1, input_scale=1):
+    """elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor
+
+    ONNX Elu when scale == input_scale == 1; otherwise (selu) torch's formula
+    `x > 0 ? scale * x : scale * alpha * (exp(x * input_scale) - 1)`.
+    """
+    if scale == 1 and input_scale == 1:
+        return g.op("Elu", self, alpha_f=alpha)
+    dtype = self.dtype
+    exp = g.op("Exp", g.op("Mul", self, g.constant(input_scale, dtype)))
+    negative = g.op("Mul", g.op("Sub", exp, g.constant(1, dtype)), g.constant(scale * alpha, dtype))
+    positive = g.op("Mul", self, g.constant(scale, dtype))
+    return g.op("Where", g.op("Greater", self, g.constant(0, dtype)), positive, negative)
+
+
+@symbolic("aten::threshold")
+def threshold(g: Graph, self: Value, threshold, value):
+    """threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor
+
+    `x > threshold ? x : value`, for any threshold and value.
+    """
+    limit, replacement = promote(g, threshold, value, dtype=self.dtype)
+    return g.op("Where", g.op("Greater", self, limit), self, replacement)
+
+
+@symbolic("aten::prelu")
+def prelu(g: Graph, self: Value, weight: Value):
+    """prelu(Tensor self, Tensor weight) -> Tensor
+
+    One shared weight broadcasts as is; a per-channel weight (channels are dim 1) is reshaped
+    to (C, 1, ..., 1) so that ONNX PRelu broadcasts it over the trailing dims.
+    """
+    rank = rank_of(self)
+    count = weight.shape[0] if weight.shape else 1
+    if rank >= 2 and count != 1:
+        shape = g.constant([-1] + [1] * (rank - 2), torch.int64)
+        weight = g.op("Reshape", weight, shape)
+    return g.op("PRelu", self, weight)
+
+
+def _glu_halves(g: Graph, self: Value, dim: int, **split_attrs) -> Value:
+    axis = normalize_dim(dim, rank_of(self))
+    first, second = g.op("Split", self, axis_i=axis, outputs=2, **split_attrs)
+    return g.op("Mul", first, g.op("Sigmoid", second))
+
+
+@symbolic("aten::glu", since=17)
+def glu(g: Graph, self: Value, dim=-1):
+    """glu(Tensor self, int dim=-1) -> Tensor
+
+    Split into equal halves: at opset 17 Split does that by its output count.
+    """
+    return _glu_halves(g, self, dim)
+
+
+@symbolic("aten::glu", since=18)
+def glu_18(g: Graph, self: Value, dim=-1):
+    """glu(Tensor self, int dim=-1) -> Tensor
+
+    Split into equal halves: from opset 18 Split needs num_outputs=2 to say so.
+    """
+    return _glu_halves(g, self, dim, num_outputs_i=2)
+
+
+@symbolic("aten::gelu", since=17)
+def gelu(g: Graph, self: Value, *, approximate="none"):
+    """gelu(Tensor self, *, str approximate="none") -> Tensor
+
+    Before opset 20 there is no Gelu op: `x/2 * (1 + erf(x/sqrt(2)))`, or with "tanh"
+    `x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`.
+    """
+    dtype = self.dtype
+    if approximate == "tanh":
+        cube = g.op("Mul", g.op("Mul", self, self), self)
+        inner = g.op("Add", self, g.op("Mul", cube, g.constant(0.044715, dtype)))
+        core = g.op("Tanh", g.op("Mul", inner, g.constant(math.sqrt(2 / math.pi), dtype)))
+    else:
+        core = g.op("Erf", g.op("Mul", self, g.constant(1 / math.sqrt(2), dtype)))
+    half = g.op("Mul", self, g.constant(0.5, dtype))
+    return g.op("Mul", half, g.op("Add", core, g.constant(1, dtype)))
+
+
+@symbolic("aten::gelu", since=20)
+def gelu_20(g: Graph, self: Value, *, approximate="none"):
+    """gelu(Tensor self, *, str approximate="none") -> Tensor
+
+    ONNX Gelu (opset 20) with the same `approximate` values.
+    """
+    return g.op("Gelu", self, approximate_s=approximate)
+
+
+# -- copies and casts ---------------------------------------------------------------------------------
+
+
+@symbolic("aten::_to_copy")
+def to_copy(g: Graph, self: Value, **options):
+    """_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor
+
+    A Cast to the result dtype; device, layout and memory format mean nothing in ONNX.
+    """
+    return cast_to(g, self, g.ctx.output_dtype)
+
+
+@symbolic("aten::clone", "aten::alias")
+def clone(g: Graph, self: Value, **options):
+    """clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor
+
+    Values are immutable in ONNX: the copy is the value itself (named by an Identity).
+    """
+    return self

@@ -1,91 +1,163 @@
-"""Neural-network layers: convolution, normalisation, pooling, linear, dropout."""
+"""Neural-network layers: normalisation, linear algebra, dropout.
+
+Convolution lives in conv.py, pooling and pixel shuffles in pooling.py, recurrent layers in
+rnn.py. Normalisation with batch statistics (BatchNorm with track_running_stats=False, which
+normalises over the batch even in eval) reuses ONNX InstanceNormalization on a tensor whose
+channel axis is moved first, so every statistic is computed by a single ONNX op.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 
 from exporter.graph import Graph, Value
 from exporter.registry import symbolic
-from exporter.symbolics._helpers import expand_list, rank_of, static_ints
+from exporter.symbolics._helpers import rank_of
 
 
-def _conv(g: Graph, x: Value, weight: Value, bias, stride, padding, dilation, groups: int) -> Value:
-    spatial = rank_of(weight) - 2
-    pads = expand_list(padding, spatial)
-    kernel = weight.shape[2:] if weight.shape is not None else None
-    return g.op(
-        "Conv", x, weight, bias,
-        kernel_shape_i=list(kernel) if kernel and all(isinstance(k, int) for k in kernel) else None,
-        strides_i=expand_list(stride, spatial),
-        pads_i=pads + pads,
-        dilations_i=expand_list(dilation, spatial),
-        group_i=groups,
-    )
+# -- batch and instance normalisation --------------------------------------------------------
 
 
-@symbolic("aten::conv1d", "aten::conv2d", "aten::conv3d")
-def conv(g: Graph, input: Value, weight: Value, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, SymInt[2] padding=0, SymInt[2] dilation=1, SymInt groups=1) -> Tensor"""
-    return _conv(g, input, weight, bias, stride, padding, dilation, groups)
+def _channels(x: Value, *params: Value | None) -> int:
+    """The channel count (axis 1), from the input's shape or a per-channel parameter."""
+    channels = x.shape[1] if x.shape is not None and len(x.shape) > 1 else None
+    if isinstance(channels, int):
+        return channels
+    for param in params:
+        if param is not None and param.shape and isinstance(param.shape[0], int):
+            return param.shape[0]
+    raise ValueError(f"the channel count of {x.name} must be known at export time")
 
 
-@symbolic("aten::convolution")
-def convolution(g: Graph, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
-    """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""
-    if transposed:
-        raise ValueError("transposed convolution goes through conv_transpose symbolics")
-    return _conv(g, input, weight, bias, stride, padding, dilation, groups)
+def _affine_or_identity(g: Graph, x: Value, weight, bias, count: int) -> tuple[Value, Value]:
+    """weight/bias, or the ones/zeros ONNX needs when the module has affine=False."""
+    dtype = x.dtype or torch.float32
+    scale = weight if weight is not None else g.constant(torch.ones(count, dtype=dtype))
+    shift = bias if bias is not None else g.constant(torch.zeros(count, dtype=dtype))
+    return scale, shift
 
 
-def _batch_norm_inference(g: Graph, x: Value, weight, bias, mean, var, eps: float) -> Value:
-    channels = x.shape[1] if x.shape is not None else None
-    if not isinstance(channels, int):
-        channels = mean.shape[0] if mean is not None and mean.shape else None
-    if weight is None:
-        weight = g.constant(torch.ones(channels, dtype=x.dtype))
-    if bias is None:
-        bias = g.constant(torch.zeros(channels, dtype=x.dtype))
-    return g.op("BatchNormalization", x, weight, bias, mean, var, epsilon_f=eps)
+def _batch_norm_running(g: Graph, x: Value, weight, bias, mean: Value, var: Value, eps: float) -> Value:
+    """BatchNormalization with the running statistics (inference form)."""
+    scale, shift = _affine_or_identity(g, x, weight, bias, _channels(x, weight, mean))
+    return g.op("BatchNormalization", x, scale, shift, mean, var, epsilon_f=eps)
+
+
+def _batch_norm_batch_stats(g: Graph, x: Value, weight, bias, eps: float) -> Value:
+    """Normalise over every axis but the channel one with the batch's own (biased) statistics.
+
+    [N, C, *S] -> [1, C, N, *S]: InstanceNormalization then normalises each channel over N and S.
+    """
+    rank = rank_of(x)
+    scale, shift = _affine_or_identity(g, x, weight, bias, _channels(x, weight, bias))
+    perm = [1, 0, *range(2, rank)]
+    moved = g.op("Unsqueeze", g.op("Transpose", x, perm_i=perm), g.constant([0]))
+    normed = g.op("InstanceNormalization", moved, scale, shift, epsilon_f=eps)
+    return g.op("Transpose", g.op("Squeeze", normed, g.constant([0])), perm_i=perm)
+
+
+def _batch_norm(g: Graph, x: Value, weight, bias, mean, var, training: bool, eps: float) -> Value:
+    if training or mean is None:
+        return _batch_norm_batch_stats(g, x, weight, bias, eps)
+    return _batch_norm_running(g, x, weight, bias, mean, var, eps)
 
 
 @symbolic("aten::_native_batch_norm_legit_no_training")
 def native_batch_norm_no_training(g: Graph, input, weight, bias, running_mean, running_var, momentum, eps):
     """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     # The saved mean/invstd outputs are empty tensors in inference; nothing reads them.
-    return _batch_norm_inference(g, input, weight, bias, running_mean, running_var, eps), None, None
+    return _batch_norm_running(g, input, weight, bias, running_mean, running_var, eps), None, None
+
+
+@symbolic("aten::_native_batch_norm_legit")
+def native_batch_norm_legit(g: Graph, input, weight, bias, running_mean, running_var, training, momentum, eps):
+    """_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    return _batch_norm(g, input, weight, bias, running_mean, running_var, training, eps), None, None
+
+
+@symbolic("aten::_native_batch_norm_legit.no_stats")
+def native_batch_norm_no_stats(g: Graph, input, weight, bias, training, momentum, eps):
+    """_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    return _batch_norm_batch_stats(g, input, weight, bias, eps), None, None
+
+
+@symbolic("aten::native_batch_norm")
+def native_batch_norm(g: Graph, input, weight, bias, running_mean, running_var, training, momentum, eps):
+    """native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    return _batch_norm(g, input, weight, bias, running_mean, running_var, training, eps), None, None
 
 
 @symbolic("aten::batch_norm")
 def batch_norm(g: Graph, input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled):
     """batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps, bool cudnn_enabled) -> Tensor"""
-    if training or running_mean is None:
-        raise ValueError("batch_norm in training mode (batch statistics) is not exported; call model.eval()")
-    return _batch_norm_inference(g, input, weight, bias, running_mean, running_var, eps)
+    return _batch_norm(g, input, weight, bias, running_mean, running_var, training, eps)
 
 
-@symbolic("aten::max_pool2d")
-def max_pool2d(g: Graph, self: Value, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    """max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor"""
-    kernel = expand_list(kernel_size, 2)
-    strides = expand_list(stride, 2) if stride else kernel
-    pads = expand_list(padding, 2)
+@symbolic("aten::instance_norm")
+def instance_norm(g: Graph, input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps, cudnn_enabled):
+    """instance_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool use_input_stats, float momentum, float eps, bool cudnn_enabled) -> Tensor"""
+    if not use_input_stats:  # track_running_stats=True in eval: per-channel running statistics
+        return _batch_norm_running(g, input, weight, bias, running_mean, running_var, eps)
+    scale, shift = _affine_or_identity(g, input, weight, bias, _channels(input, weight, bias))
+    return g.op("InstanceNormalization", input, scale, shift, epsilon_f=eps)
+
+
+# -- layer and group normalisation -----------------------------------------------------------
+
+
+def _layer_norm(g: Graph, x: Value, normalized_shape: Sequence[int], weight, bias, eps: float, outputs: int):
+    dtype = x.dtype or torch.float32
+    shape = [int(s) for s in normalized_shape]
+    scale = weight if weight is not None else g.constant(torch.ones(shape, dtype=dtype))
+    # B is optional in ONNX, but onnxruntime 1.31 crashes without it: pass zeros
+    shift = bias if bias is not None else g.constant(torch.zeros(shape, dtype=dtype))
     return g.op(
-        "MaxPool", self, kernel_shape_i=kernel, strides_i=strides, pads_i=pads + pads,
-        dilations_i=expand_list(dilation, 2), ceil_mode_i=int(ceil_mode),
+        "LayerNormalization", x, scale, shift, axis_i=-len(shape), epsilon_f=eps, outputs=outputs
     )
 
 
-@symbolic("aten::adaptive_avg_pool2d", "aten::_adaptive_avg_pool2d")
-def adaptive_avg_pool2d(g: Graph, self: Value, output_size):
-    """adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
-    out = static_ints(expand_list(output_size, 2), "adaptive_avg_pool2d output_size")
-    if out == [1, 1]:
-        return g.op("GlobalAveragePool", self)
-    size = static_ints(self.shape[-2:], "adaptive_avg_pool2d input spatial size")
-    if any(s % o for s, o in zip(size, out)):
-        raise ValueError(f"adaptive_avg_pool2d from {size} to {out}: sizes that do not divide are not supported yet")
-    kernel = [s // o for s, o in zip(size, out)]
-    return g.op("AveragePool", self, kernel_shape_i=kernel, strides_i=kernel)
+@symbolic("aten::layer_norm")
+def layer_norm(g: Graph, input: Value, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
+    """layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, bool cudnn_enable=True) -> Tensor"""
+    return _layer_norm(g, input, normalized_shape, weight, bias, eps, outputs=1)
+
+
+@symbolic("aten::native_layer_norm")
+def native_layer_norm(g: Graph, input: Value, normalized_shape, weight, bias, eps):
+    """native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
+    return _layer_norm(g, input, normalized_shape, weight, bias, eps, outputs=3)
+
+
+def _group_norm(g: Graph, x: Value, groups: int, weight, bias, eps: float) -> Value:
+    """[N, C, *S] -> [N, G, C/G * S], InstanceNormalization per group, back, then the affine part."""
+    grouped = g.op("Reshape", x, g.constant([0, groups, -1]))
+    ones = g.constant(torch.ones(groups, dtype=x.dtype or torch.float32))
+    zeros = g.constant(torch.zeros(groups, dtype=x.dtype or torch.float32))
+    normed = g.op("InstanceNormalization", grouped, ones, zeros, epsilon_f=eps)
+    y = g.op("Reshape", normed, g.op("Shape", x))
+    per_channel = list(range(1, rank_of(x) - 1))  # [C] -> [C, 1, ..., 1] broadcasts over S
+    if weight is not None:
+        y = g.op("Mul", y, g.op("Unsqueeze", weight, g.constant(per_channel)) if per_channel else weight)
+    if bias is not None:
+        y = g.op("Add", y, g.op("Unsqueeze", bias, g.constant(per_channel)) if per_channel else bias)
+    return y
+
+
+@symbolic("aten::group_norm")
+def group_norm(g: Graph, input: Value, num_groups: int, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
+    """group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, bool cudnn_enabled=True) -> Tensor"""
+    return _group_norm(g, input, num_groups, weight, bias, eps)
+
+
+@symbolic("aten::native_group_norm")
+def native_group_norm(g: Graph, input: Value, weight, bias, N, C, HxW, group: int, eps: float):
+    """native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
+    return _group_norm(g, input, group, weight, bias, eps), None, None
+
+
+# -- linear algebra -------------------------------------------------------------------------
 
 
 @symbolic("aten::linear")
@@ -97,15 +169,35 @@ def linear(g: Graph, input: Value, weight: Value, bias=None):
     return product if bias is None else g.op("Add", product, bias)
 
 
+@symbolic("aten::mm", "aten::bmm", "aten::matmul")
+def matmul(g: Graph, self: Value, other: Value):
+    """matmul(Tensor self, Tensor other) -> Tensor"""
+    return g.op("MatMul", self, other)
+
+
 @symbolic("aten::addmm")
 def addmm(g: Graph, self: Value, mat1: Value, mat2: Value, beta=1, alpha=1):
     """addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    if beta == 0:  # torch ignores `self` entirely then (NaN and inf in it do not propagate)
+        return g.op("Gemm", mat1, mat2, alpha_f=alpha)
     return g.op("Gemm", mat1, mat2, self, alpha_f=alpha, beta_f=beta)
+
+
+# -- dropout (identity in inference) -------------------------------------------------------
 
 
 @symbolic("aten::dropout", "aten::feature_dropout", "aten::alpha_dropout", "aten::feature_alpha_dropout")
 def dropout(g: Graph, input: Value, p: float, train: bool):
     """dropout(Tensor input, float p, bool train) -> Tensor"""
-    if train:
+    if train and p > 0:
         raise ValueError("dropout in training mode is random and is not exported; call model.eval()")
     return g.op("Identity", input)
+
+
+@symbolic("aten::native_dropout")
+def native_dropout(g: Graph, input: Value, p: float, train):
+    """native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)"""
+    if train and p > 0:
+        raise ValueError("dropout in training mode is random and is not exported; call model.eval()")
+    keep_all = g.op("ConstantOfShape", g.op("Shape", input), value_t=torch.ones(1, dtype=torch.bool))
+    return g.op("Identity", input), keep_all

@@ -1,78 +1,329 @@
-"""Shape ops (view, reshape, flatten) and the SymInt arithmetic of dynamic shapes."""
+"""Shape ops (view, permute, expand, squeeze, cat, split, unfold, pad), tensor factories, and
+the SymInt arithmetic of dynamic shapes.
+
+SymInts reach the symbolics as 0-d int64 Values (or Python ints when torch.export specialised
+them); `int64_vector` turns a mixed size list into one 1-D int64 Value.
+"""
 
 from __future__ import annotations
 
 import operator
 
+import numpy as np
 import torch
 
 from exporter.graph import Graph, Value
 from exporter.registry import symbolic
-from exporter.symbolics._helpers import int64_vector, promote, rank_of
+from exporter.symbolics._helpers import (
+    INT64_MAX,
+    dim_size,
+    emits_no_nodes,
+    int64_vector,
+    normalize_dim,
+    promote,
+    rank_of,
+    scalar_of,
+    squeeze,
+    static_ints,
+    unsqueeze,
+)
+from exporter.symbolics.elementwise import floor_divide
+
+# -- reshaping ------------------------------------------------------------------------------------
 
 
-@symbolic("aten::view", "aten::reshape", "aten::_unsafe_view")
+@symbolic("aten::view", "aten::_unsafe_view")
 def view(g: Graph, self: Value, size):
-    """view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
+    """view(Tensor(a) self, SymInt[] size) -> Tensor(a)
+
+    `reshape`, `flatten` and `view_as` reach here too: torch.export rewrites them to view.
+    """
     allowzero = 1 if any(isinstance(s, int) and s == 0 for s in size) else 0
     return g.op("Reshape", self, int64_vector(g, list(size)), allowzero_i=allowzero)
 
 
-@symbolic("aten::flatten.using_ints")
-def flatten(g: Graph, self: Value, start_dim=0, end_dim=-1):
-    """flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)"""
+@symbolic("aten::permute")
+def permute(g: Graph, self: Value, dims):
+    """permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
+    rank = rank_of(self)
+    perm = [normalize_dim(d, rank) for d in dims]
+    return self if perm == sorted(perm) else g.op("Transpose", self, perm_i=perm)
+
+
+@symbolic("aten::transpose.int")
+def transpose(g: Graph, self: Value, dim0: int, dim1: int):
+    """transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
+    rank = rank_of(self)
+    perm = list(range(rank))
+    if rank:
+        a, b = normalize_dim(dim0, rank), normalize_dim(dim1, rank)
+        perm[a], perm[b] = perm[b], perm[a]
+    return permute(g, self, perm)
+
+
+@symbolic("aten::t")
+def t(g: Graph, self: Value):
+    """t(Tensor(a) self) -> Tensor(a)
+
+    0-d and 1-D tensors are returned as they are, as torch does.
+    """
+    return self if rank_of(self) < 2 else g.op("Transpose", self, perm_i=[1, 0])
+
+
+@symbolic("aten::expand")
+def expand(g: Graph, self: Value, size, *, implicit=False):
+    """expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)
+
+    ONNX Expand broadcasts both ways, so torch's -1 ("keep this size") is a 1 in the target
+    shape; new leading dims are simply longer target shapes.
+    """
+    target = [1 if isinstance(s, int) and s == -1 else s for s in size]
+    return g.op("Expand", self, int64_vector(g, target))
+
+
+def _squeeze(g: Graph, self: Value, dims) -> Value:
+    """Squeeze the dims of static size 1 among `dims`; torch ignores the others."""
     rank = rank_of(self)
     if rank == 0:
-        return g.op("Reshape", self, g.constant([1], torch.int64))
-    start, end = start_dim % rank, end_dim % rank
-    if end == rank - 1 and start > 0:
-        return g.op("Flatten", self, axis_i=start)
-    shape = g.op("Shape", self)
-    pieces = []
-    if start > 0:
-        pieces.append(g.op("Slice", shape, g.constant([0]), g.constant([start])))
-    pieces.append(g.constant([-1]))
-    if end < rank - 1:
-        pieces.append(g.op("Slice", shape, g.constant([end + 1]), g.constant([rank])))
-    target = pieces[0] if len(pieces) == 1 else g.op("Concat", *pieces, axis_i=0)
-    return g.op("Reshape", self, target)
+        return self
+    axes = sorted({normalize_dim(d, rank) for d in dims})
+    axes = [a for a in axes if self.shape[a] == 1]
+    return squeeze(g, self, axes) if axes else self
+
+
+@symbolic("aten::squeeze")
+def squeeze_all(g: Graph, self: Value):
+    """squeeze(Tensor(a) self) -> Tensor(a)"""
+    return _squeeze(g, self, range(rank_of(self)))
+
+
+@symbolic("aten::squeeze.dim")
+def squeeze_dim(g: Graph, self: Value, dim: int):
+    """squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)"""
+    return _squeeze(g, self, [dim])
+
+
+@symbolic("aten::squeeze.dims")
+def squeeze_dims(g: Graph, self: Value, dim):
+    """squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
+    return _squeeze(g, self, dim)
+
+
+@symbolic("aten::unsqueeze")
+def unsqueeze_dim(g: Graph, self: Value, dim: int):
+    """unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
+    return unsqueeze(g, self, [normalize_dim(dim, rank_of(self) + 1)])
+
+
+# -- joining and splitting --------------------------------------------------------------------------
+
+
+@symbolic("aten::cat")
+def cat(g: Graph, tensors, dim=0):
+    """cat(Tensor[] tensors, int dim=0) -> Tensor
+
+    Operands are promoted to the result dtype; torch's legacy empty 1-D operands are dropped.
+    """
+    rank = len(g.ctx.output_meta.shape)
+    kept = [t for t in tensors if rank == 1 or t.shape != (0,)]
+    kept = promote(g, *kept)
+    if len(kept) == 1:
+        return kept[0]
+    return g.op("Concat", *kept, axis_i=normalize_dim(dim, rank))
+
+
+@symbolic("aten::split_with_sizes")
+def split_with_sizes(g: Graph, self: Value, split_sizes, dim=0):
+    """split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
+    axis = normalize_dim(dim, rank_of(self))
+    if len(split_sizes) == 1:
+        return [self]
+    parts = g.op("Split", self, int64_vector(g, list(split_sizes)), axis_i=axis, outputs=len(split_sizes))
+    return list(parts)
+
+
+@symbolic("aten::split.Tensor")
+def split(g: Graph, self: Value, split_size: int, dim=0):
+    """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]
+
+    Chunks of `split_size` and a smaller last one; `chunk` reaches here as split.Tensor.
+    """
+    axis = normalize_dim(dim, rank_of(self))
+    count = len(g.ctx.output_meta)
+    length = dim_size(g, self, axis)
+    if isinstance(length, int):
+        last = length - split_size * (count - 1)
+    else:
+        last = g.op("Sub", length, g.constant([split_size * (count - 1)], torch.int64))
+    return split_with_sizes(g, self, [split_size] * (count - 1) + [last], axis)
+
+
+@symbolic("aten::unfold")
+def unfold(g: Graph, self: Value, dimension: int, size: int, step: int):
+    """unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)
+
+    Windows of `size` every `step` along `dimension` as one Gather of an (n, size) index
+    grid, then the window axis moves last. Works for dynamic sizes (Range).
+    """
+    rank = rank_of(self)
+    axis = normalize_dim(dimension, rank)
+    length = dim_size(g, self, axis)
+    offsets = np.arange(size, dtype=np.int64)
+    if isinstance(length, int):
+        starts = np.arange(0, length - size + 1, step, dtype=np.int64)
+        indices = g.constant(starts[:, None] + offsets[None, :])
+    else:
+        stop = g.op("Sub", length, g.constant([size - 1], torch.int64))
+        starts = g.op("Range", g.constant(0), squeeze(g, stop, [0]), g.constant(step))
+        indices = g.op("Add", unsqueeze(g, starts, [1]), g.constant(offsets[None, :]))
+    windows = g.op("Gather", self, indices, axis_i=axis)
+    if axis == max(rank - 1, 0):
+        return windows
+    perm = [*range(axis + 1), *range(axis + 2, rank + 1), axis + 1]
+    return g.op("Transpose", windows, perm_i=perm)
+
+
+@symbolic("aten::constant_pad_nd")
+def constant_pad_nd(g: Graph, self: Value, pad, value=0):
+    """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor
+
+    `pad` lists (begin, end) pairs from the last dim backwards. Positive amounts are a Pad with
+    `value`, negative ones crop with a Slice.
+    Limits: pad amounts must be static.
+    """
+    rank = rank_of(self)
+    amounts = static_ints(pad, "constant_pad_nd pads")
+    begins, ends = [0] * rank, [0] * rank
+    for i in range(len(amounts) // 2):
+        begins[rank - 1 - i], ends[rank - 1 - i] = amounts[2 * i], amounts[2 * i + 1]
+    out = self
+    growth = [max(b, 0) for b in begins] + [max(e, 0) for e in ends]
+    if any(growth):
+        out = g.op("Pad", out, g.constant(growth, torch.int64), scalar_of(g, value, self.dtype), mode_s="constant")
+    cropped = [a for a in range(rank) if begins[a] < 0 or ends[a] < 0]
+    if cropped:
+        starts = [-min(begins[a], 0) for a in cropped]
+        stops = [ends[a] if ends[a] < 0 else INT64_MAX for a in cropped]
+        out = g.op("Slice", out, g.constant(starts), g.constant(stops), g.constant(cropped))
+    return out
+
+
+# -- factories ----------------------------------------------------------------------------------------
+
+
+def _fill(g: Graph, shape: Value, fill_value) -> Value:
+    dtype = g.ctx.output_dtype
+    value = np.array([fill_value]).astype(torch.empty((), dtype=dtype).numpy().dtype)
+    return g.op("ConstantOfShape", shape, value_t=value)
+
+
+@symbolic("aten::full")
+def full(g: Graph, size, fill_value, **options):
+    """full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    `zeros`, `ones`, `new_zeros`, ... reach here as full.
+    """
+    return _fill(g, int64_vector(g, list(size)), fill_value)
+
+
+@symbolic("aten::full_like")
+def full_like(g: Graph, self: Value, fill_value, **options):
+    """full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+
+    `zeros_like`, `ones_like`, ... reach here as full_like.
+    """
+    return _fill(g, g.op("Shape", self), fill_value)
+
+
+@symbolic("aten::scalar_tensor")
+def scalar_tensor(g: Graph, s, **options):
+    """scalar_tensor(Scalar s, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    return scalar_of(g, s, g.ctx.output_dtype)
+
+
+@symbolic("aten::arange.start_step")
+def arange(g: Graph, start, end, step=1, **options):
+    """arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    A constant when the bounds are static, else a Range in the result dtype.
+    """
+    dtype = g.ctx.output_dtype
+    if not any(isinstance(v, Value) for v in (start, end, step)):
+        return g.constant(torch.arange(start, end, step, dtype=dtype))
+    return g.op("Range", *(scalar_of(g, v, dtype) for v in (start, end, step)))
+
+
+# -- SymInt arithmetic and runtime checks ---------------------------------------------------------------
 
 
 @symbolic("aten::sym_size.int")
 def sym_size(g: Graph, self: Value, dim: int):
     """sym_size.int(Tensor self, int dim) -> SymInt"""
-    dim = dim % rank_of(self)
-    size = g.op("Shape", self, start_i=dim, end_i=dim + 1)
-    return g.op("Squeeze", size, g.constant([0]))
+    return squeeze(g, dim_size(g, self, dim), [0])
 
 
-@symbolic(
-    "aten::_assert_scalar", "aten::sym_constrain_range_for_size", "aten::sym_constrain_range",
-    "aten::_assert_tensor_metadata",
-)
-def runtime_assert(g: Graph, *args, **kwargs):
-    """Runtime checks on shapes: torch.export already proved them for the exported range."""
-    return None
+def _sym_binary(g: Graph, onnx_op: str, python_op, a, b):
+    """A SymInt op: folded when both sides are Python ints, else on 0-d int64 Values."""
+    if not isinstance(a, Value) and not isinstance(b, Value):
+        return python_op(a, b)
+    a, b = promote(g, a, b, dtype=torch.int64)
+    return g.op(onnx_op, a, b)
 
 
-def _scalar_binary(onnx_op: str):
-    def fn(g: Graph, a, b):
-        if not isinstance(a, Value) and not isinstance(b, Value):
-            return {"Add": operator.add, "Sub": operator.sub, "Mul": operator.mul}[onnx_op](a, b)
-        a, b = promote(g, a, b, dtype=torch.int64)
-        return g.op(onnx_op, a, b)
-
-    fn.__doc__ = f"SymInt {onnx_op.lower()}, as int64 scalars"
-    return fn
+@symbolic("_operator.add")
+def sym_add(g: Graph, a, b):
+    """SymInt a + b, as int64 scalars."""
+    return _sym_binary(g, "Add", operator.add, a, b)
 
 
-symbolic("_operator.add")(_scalar_binary("Add"))
-symbolic("_operator.sub")(_scalar_binary("Sub"))
-symbolic("_operator.mul")(_scalar_binary("Mul"))
+@symbolic("_operator.sub")
+def sym_sub(g: Graph, a, b):
+    """SymInt a - b, as int64 scalars."""
+    return _sym_binary(g, "Sub", operator.sub, a, b)
+
+
+@symbolic("_operator.mul")
+def sym_mul(g: Graph, a, b):
+    """SymInt a * b, as int64 scalars."""
+    return _sym_binary(g, "Mul", operator.mul, a, b)
+
+
+@symbolic("_operator.ge")
+def sym_ge(g: Graph, a, b):
+    """SymInt a >= b, a bool scalar (the bounds checks of data-dependent sizes)."""
+    return _sym_binary(g, "GreaterOrEqual", operator.ge, a, b)
+
+
+@symbolic("_operator.le")
+def sym_le(g: Graph, a, b):
+    """SymInt a <= b, a bool scalar (the bounds checks of data-dependent sizes)."""
+    return _sym_binary(g, "LessOrEqual", operator.le, a, b)
 
 
 @symbolic("_operator.floordiv")
 def sym_floordiv(g: Graph, a, b):
-    """SymInt floor division (sizes are non-negative, so ONNX's truncating Div agrees)."""
+    """SymInt a // b: Python floors, also for negative values."""
+    if not isinstance(a, Value) and not isinstance(b, Value):
+        return a // b
     a, b = promote(g, a, b, dtype=torch.int64)
-    return g.op("Div", a, b)
+    return floor_divide(g, a, b)
+
+
+@symbolic("aten::_assert_scalar")
+@emits_no_nodes
+def assert_scalar(g: Graph, self, assert_msg: str):
+    """_assert_scalar(Scalar self, str assert_msg) -> ()
+
+    A check torch.export proved for every shape it exported: nothing to emit.
+    """
+    return None
+
+
+@symbolic("aten::_assert_tensor_metadata")
+@emits_no_nodes
+def assert_tensor_metadata(g: Graph, a: Value, size=None, stride=None, dtype=None, **options):
+    """_assert_tensor_metadata(Tensor a, SymInt[]? size=None, SymInt[]? stride=None, ScalarType? dtype=None, *, Device? device=None, Layout? layout=None) -> ()
+
+    A check torch.export proved while tracing: nothing to emit.
+    """
+    return None

@@ -1,0 +1,169 @@
+"""Reductions (sum, mean, prod, max, min, amax, amin) and softmax along a dim.
+
+Reductions cast their input to the result dtype first, as torch accumulates in it (sum of
+int32 or bool is int64; `dtype=` converts before reducing). The opset-dependent spelling of
+the axes (attribute at 17, input from 18 for all but ReduceSum) lives in `_helpers.reduce`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from exporter.graph import Graph, Value
+from exporter.registry import symbolic
+from exporter.symbolics._helpers import cast_to, normalize_dim, rank_of, reduce
+
+
+def _axes(self: Value, dim: int | Sequence[int] | None) -> list[int] | None:
+    """Normalised axes; None (every axis) for dim=None or [] as torch reads them."""
+    if dim is None:
+        return None
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    if not dims:
+        return None
+    rank = rank_of(self)
+    return sorted(normalize_dim(d, rank) for d in dims)
+
+
+def _reduce_to_result(g: Graph, op_type: str, self: Value, dim, keepdim: bool) -> Value:
+    """Cast to the result dtype, then reduce; a 0-d input has nothing to reduce."""
+    self = cast_to(g, self, g.ctx.output_dtype)
+    if rank_of(self) == 0:
+        return self
+    return reduce(g, op_type, self, _axes(self, dim), keepdim)
+
+
+@symbolic("aten::sum.dim_IntList")
+def sum_dim(g: Graph, self: Value, dim, keepdim=False, *, dtype=None):
+    """sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
+    return _reduce_to_result(g, "ReduceSum", self, dim, keepdim)
+
+
+@symbolic("aten::sum")
+def sum_all(g: Graph, self: Value, *, dtype=None):
+    """sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
+    return _reduce_to_result(g, "ReduceSum", self, None, False)
+
+
+@symbolic("aten::mean.dim")
+def mean_dim(g: Graph, self: Value, dim, keepdim=False, *, dtype=None):
+    """mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
+    return _reduce_to_result(g, "ReduceMean", self, dim, keepdim)
+
+
+@symbolic("aten::mean")
+def mean_all(g: Graph, self: Value, *, dtype=None):
+    """mean(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
+    return _reduce_to_result(g, "ReduceMean", self, None, False)
+
+
+@symbolic("aten::prod.dim_int")
+def prod_dim(g: Graph, self: Value, dim: int, keepdim=False, *, dtype=None):
+    """prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
+    return _reduce_to_result(g, "ReduceProd", self, dim, keepdim)
+
+
+@symbolic("aten::prod")
+def prod_all(g: Graph, self: Value, *, dtype=None):
+    """prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
+    return _reduce_to_result(g, "ReduceProd", self, None, False)
+
+
+@symbolic("aten::max")
+def max_all(g: Graph, self: Value):
+    """max(Tensor self) -> Tensor
+
+    Limits: bool inputs are not exported (ReduceMax takes bool only from opset 20).
+    """
+    return _reduce_to_result(g, "ReduceMax", self, None, False)
+
+
+@symbolic("aten::min")
+def min_all(g: Graph, self: Value):
+    """min(Tensor self) -> Tensor
+
+    Limits: bool inputs are not exported (ReduceMin takes bool only from opset 20).
+    """
+    return _reduce_to_result(g, "ReduceMin", self, None, False)
+
+
+@symbolic("aten::amax")
+def amax(g: Graph, self: Value, dim=(), keepdim=False):
+    """amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
+    return _reduce_to_result(g, "ReduceMax", self, dim, keepdim)
+
+
+@symbolic("aten::amin")
+def amin(g: Graph, self: Value, dim=(), keepdim=False):
+    """amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
+    return _reduce_to_result(g, "ReduceMin", self, dim, keepdim)
+
+
+def _extreme_along(g: Graph, reduce_op: str, arg_op: str, self: Value, dim: int, keepdim: bool):
+    if rank_of(self) == 0:
+        return self, g.constant(0, torch.int64)
+    axis = normalize_dim(dim, rank_of(self))
+    values = reduce(g, reduce_op, self, [axis], keepdim)
+    # torch returns the first index of a tie; ArgMax/ArgMin do too with select_last_index=0.
+    indices = g.op(arg_op, self, axis_i=axis, keepdims_i=int(keepdim), select_last_index_i=0)
+    return values, indices
+
+
+@symbolic("aten::max.dim")
+def max_dim(g: Graph, self: Value, dim: int, keepdim=False):
+    """max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
+    return _extreme_along(g, "ReduceMax", "ArgMax", self, dim, keepdim)
+
+
+@symbolic("aten::min.dim")
+def min_dim(g: Graph, self: Value, dim: int, keepdim=False):
+    """min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
+    return _extreme_along(g, "ReduceMin", "ArgMin", self, dim, keepdim)
+
+
+# -- softmax ----------------------------------------------------------------------------------------
+
+
+def _softmax(g: Graph, onnx_op: str, self: Value, dim: int) -> Value:
+    """`onnx_op` along any dim (opset >= 13 normalises over the single axis), result dtype."""
+    self = cast_to(g, self, g.ctx.output_dtype)
+    if rank_of(self) == 0:
+        return _softmax_scalar(g, onnx_op, self)
+    return g.op(onnx_op, self, axis_i=normalize_dim(dim, rank_of(self)))
+
+
+def _softmax_scalar(g: Graph, onnx_op: str, self: Value) -> Value:
+    """A 0-d input is its own single class: softmax is 1, log_softmax 0."""
+    return g.op("Add", g.op("Mul", self, g.constant(0, self.dtype)), g.constant(int(onnx_op == "Softmax"), self.dtype))
+
+
+@symbolic("aten::softmax.int")
+def softmax(g: Graph, self: Value, dim: int, dtype=None):
+    """softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
+    return _softmax(g, "Softmax", self, dim)
+
+
+@symbolic("aten::_softmax")
+def softmax_(g: Graph, self: Value, dim: int, half_to_float: bool):
+    """_softmax(Tensor self, int dim, bool half_to_float) -> Tensor
+
+    half_to_float computes and returns float32 (the result dtype says so).
+    """
+    return _softmax(g, "Softmax", self, dim)
+
+
+@symbolic("aten::log_softmax.int")
+def log_softmax(g: Graph, self: Value, dim: int, dtype=None):
+    """log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
+    return _softmax(g, "LogSoftmax", self, dim)
+
+
+@symbolic("aten::_log_softmax")
+def log_softmax_(g: Graph, self: Value, dim: int, half_to_float: bool):
+    """_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor
+
+    half_to_float computes and returns float32 (the result dtype says so).
+    """
+    return _softmax(g, "LogSoftmax", self, dim)

@@ -1,0 +1,167 @@
+"""Per-ONNX-node verification against onnx's ReferenceEvaluator, for models with no FX mapping.
+
+Used for torchscript exports and by `verify_onnx`. The model runs once in the backend with
+every value exposed and once in the ReferenceEvaluator (which hands out any value by name):
+accumulated error per node. Then every node runs alone, all batched into one isolation model
+(harness.isolate), fed the reference's values for its inputs: isolated error per node, which
+decides the row's `passed` against the tolerance row `onnx::<OpType>` (or the '*' default).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import onnx
+
+from harness.accumulated import ModelRunner, run_instrumented
+from harness.compare import Comparison, as_array, compare
+from harness.isolate import Subgraph, isolate
+from harness.records import OpArtifacts, OpRecord, Verification
+from harness.tolerances import ToleranceTable
+
+REFERENCE = "onnx.reference"
+
+
+def reference_values(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every top-level value of `model` (node outputs and graph outputs) computed by onnx's
+    ReferenceEvaluator; raises what the evaluator raises when it cannot run the model."""
+    from onnx.reference import ReferenceEvaluator
+
+    names = [o for node in model.graph.node for o in node.output if o]
+    names += [o.name for o in model.graph.output if o.name not in names]
+    evaluator = ReferenceEvaluator(model)
+    produced = dict(zip(names, evaluator.run(names, dict(feeds))))
+    return {name: value if isinstance(value, list) else np.asarray(value) for name, value in produced.items()}
+
+
+def op_type_key(node: onnx.NodeProto) -> str:
+    """`onnx::Conv`, or `onnx::<domain>::<OpType>` outside the default domain."""
+    domain = node.domain if node.domain not in ("", "ai.onnx") else ""
+    return f"onnx::{domain + '::' if domain else ''}{node.op_type}"
+
+
+def node_keys(model: onnx.ModelProto) -> list[str]:
+    """A unique key per node: its name, or `<OpType>_<index>` when unnamed or repeated."""
+    keys: list[str] = []
+    seen: set[str] = set()
+    for index, node in enumerate(model.graph.node):
+        key = node.name or f"{node.op_type}_{index}"
+        if key in seen:
+            key = f"{key}#{index}"
+        seen.add(key)
+        keys.append(key)
+    return keys
+
+
+def _scope_and_source(node: onnx.NodeProto) -> tuple[str, str]:
+    meta = {p.key: p.value for p in node.metadata_props}
+    scope = meta.get("roundtrip.scope") or meta.get("namespace", "") or node.name
+    source = meta.get("roundtrip.source", "")
+    if not source and "pkg.torch.onnx.stack_trace" in meta:
+        source = meta["pkg.torch.onnx.stack_trace"].strip().splitlines()[0].strip()
+    return scope, source
+
+
+def analyse_nodes(
+    verification: Verification,
+    model: onnx.ModelProto,
+    source_model: onnx.ModelProto,
+    feeds: Mapping[str, np.ndarray],
+    device: str,
+    table: ToleranceTable,
+    run: ModelRunner,
+    initializer: Callable[[onnx.TensorProto], onnx.TensorProto] = lambda t: t,
+    reference: Mapping[str, Any] | None = None,
+    production: list[np.ndarray] | None = None,
+) -> None:
+    """Fill `verification.ops` with one row per ONNX node (in place).
+
+    `model` is what the backend loads (weights may be stubbed), `source_model` the same with its
+    weights (the reference runs it); `reference` may carry the reference's values already.
+    """
+    timings = verification.timings
+    verification.op_reference = REFERENCE
+    if reference is None:
+        started = time.perf_counter()
+        try:
+            reference = reference_values(source_model, feeds)
+        except Exception as error:  # unsupported op, or a reference bug: nothing to compare with
+            verification.notes.append(
+                f"per-node analysis skipped: onnx's ReferenceEvaluator cannot run the model: "
+                f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"[:400]
+            )
+            return
+        timings["reference_s"] = time.perf_counter() - started
+    keys = node_keys(model)
+    records: dict[str, OpRecord] = {}
+    for key, node in zip(keys, model.graph.node):
+        tolerance = table.lookup(op_type_key(node), device)
+        scope, source = _scope_and_source(node)
+        records[key] = OpRecord(
+            fx_node=key, aten=op_type_key(node), onnx_nodes=[node.name], onnx_ops=[node.op_type],
+            scope=scope, source=source, tolerance=tolerance.to_dict(),
+        )
+    verification.ops = list(records.values())
+
+    started = time.perf_counter()
+    exposed = [o for node in model.graph.node for o in node.output if o]
+    instrumented = run_instrumented(model, exposed, feeds, run, production)
+    verification.instrumented_vs_production = instrumented.final_vs_production
+    if instrumented.differs_from_production:
+        verification.notes.append(instrumented.production_note())
+    for key, node in zip(keys, model.graph.node):
+        records[key].accumulated = _worst(_compare(node, instrumented.values, reference, records[key]))
+    timings["accumulated_s"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    subgraphs = [Subgraph(key, [node], [o for o in node.output if o]) for key, node in zip(keys, model.graph.node)]
+    result = isolate(model, subgraphs, _lookup(reference, feeds), run, initializer)
+    for key, node in zip(keys, model.graph.node):
+        record = records[key]
+        if key in result.not_isolable:
+            record.not_isolable = result.not_isolable[key]
+            continue
+        actual = dict(zip([o for o in node.output if o], result.outputs[key]))
+        comparisons = _compare(node, actual, reference, record)
+        record.isolated = _worst(comparisons)
+        record.passed = all(c.passed for c in comparisons) if comparisons else None
+        record.artifacts = OpArtifacts(
+            source=source_model, nodes=[node], inputs=result.inputs.get(key, {}),
+            expected={o: np.asarray(reference[o]) for o in node.output if o and _is_tensor(reference.get(o))},
+            reference=REFERENCE, device=device, tolerance=record.tolerance,
+            environment=verification.environment, isolated_outputs=actual,
+        )
+    timings["isolated_s"] = time.perf_counter() - started
+
+
+def _is_tensor(value: Any) -> bool:
+    return isinstance(value, np.ndarray) or np.isscalar(value)
+
+
+def _lookup(reference: Mapping[str, Any], feeds: Mapping[str, np.ndarray]) -> Callable[[str], np.ndarray | str]:
+    def lookup(name: str) -> np.ndarray | str:
+        value = feeds.get(name, reference.get(name))
+        if value is None:
+            return "the reference produced no value of that name"
+        if not _is_tensor(value):
+            return f"the reference's value is a {type(value).__name__} (sequences are not fed)"
+        return np.asarray(value)
+
+    return lookup
+
+
+def _compare(node: onnx.NodeProto, actual: Mapping[str, Any], reference: Mapping[str, Any],
+             record: OpRecord) -> list[Comparison]:
+    atol, rtol = record.tolerance["atol"], record.tolerance["rtol"]
+    return [
+        compare(as_array(actual[name]), as_array(reference[name]), atol=atol, rtol=rtol, name=name)
+        for name in node.output
+        if name and name in actual and _is_tensor(reference.get(name)) and _is_tensor(actual[name])
+    ]
+
+
+def _worst(comparisons: list[Comparison]) -> Comparison | None:
+    return max(comparisons, key=lambda c: (not c.passed, c.tolerance_ratio), default=None)

@@ -1,0 +1,254 @@
+"""fp64 truth per op, and who diverged from it.
+
+For FX node n, r(n) is n's ATen overload called on CPU in float64 with torch's own fp32 input
+values for n (floats cast up exactly, everything else as recorded). Torch's fp32 output T(n)
+and the backend's isolated output B(n) are both compared with r(n); the errors, normalised by
+the truth's scale (max |r(n)|), say who diverged:
+
+    noise(n)  = ulps * u(dtype) * sqrt(K(n))       u = eps/2 of n's output dtype (2**-24 for
+                                                    fp32), K(n) = n's reduction length (terms
+                                                    summed per output element; 1 element-wise),
+                                                    ulps from data/attribution.json.
+    e_b = |B(n) - r(n)| / scale,   e_t = |T(n) - r(n)| / scale     (max over elements)
+
+    "both-noise"  e_b <= noise and e_t <= noise: both are fp32 renderings of the same result
+    "backend"     e_b > noise and (e_t <= noise or e_b > dominance * e_t)
+    "torch"       e_t > noise and (e_b <= noise or e_t > dominance * e_b)
+    "both"        both above the noise bound and within `dominance` of each other
+
+A shape or NaN/Inf disagreement with the truth is an infinite error. Integer and boolean
+outputs have a noise bound of 0: any difference is a divergence. Ops with random outputs
+(ATen's `nondeterministic_seeded` tag) get no truth; neither do ops whose fp64 call fails.
+
+The same replay on CPU in fp32 gives the per-op noise floor of a CUDA run: torch CPU against
+torch CUDA on the same inputs, what two correct fp32 implementations disagree by.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import torch
+import torch.fx
+
+from harness.compare import Comparison
+
+ATTRIBUTION_PATH = "data/attribution.json"
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """The numbers of the attribution rule, with where they came from (data, not literals)."""
+
+    ulps: float
+    dominance: float
+    ulps_source: str = ""
+    dominance_source: str = ""
+
+    def bound(self, dtype: Any, reduction_length: int) -> float:
+        """Normalised error two correct implementations of one op may show in `dtype`."""
+        unit = unit_roundoff(dtype)
+        return self.ulps * unit * math.sqrt(max(reduction_length, 1)) if unit else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def load_noise_model() -> NoiseModel:
+    data = json.loads(resources.files("harness").joinpath(ATTRIBUTION_PATH).read_text())
+    return NoiseModel(float(data["ulps"]), float(data["dominance"]), data.get("ulps_source", ""),
+                      data.get("dominance_source", ""))
+
+
+def unit_roundoff(dtype: Any) -> float:
+    """eps/2 of a floating dtype (torch or numpy); 0 for exact (integer, boolean) dtypes."""
+    if isinstance(dtype, torch.dtype):
+        return torch.finfo(dtype).eps / 2 if dtype.is_floating_point else 0.0
+    dtype = np.dtype(dtype)
+    return float(np.finfo(dtype).eps) / 2 if dtype.kind in "fc" else 0.0
+
+
+def attribute(backend: Comparison | None, torch_side: Comparison | None, noise: float,
+              model: NoiseModel) -> str:
+    """'backend', 'torch', 'both' or 'both-noise' (see the module docstring); '' if unknown."""
+    if backend is None or torch_side is None:
+        return ""
+    e_b, e_t = truth_error(backend), truth_error(torch_side)
+    backend_off, torch_off = e_b > noise, e_t > noise
+    if not backend_off and not torch_off:
+        return "both-noise"
+    if backend_off and (not torch_off or e_b > model.dominance * e_t):
+        return "backend"
+    if torch_off and (not backend_off or e_t > model.dominance * e_b):
+        return "torch"
+    return "both"
+
+
+def truth_error(comparison: Comparison) -> float:
+    """Normalised error against the truth; infinite for shape or NaN/Inf disagreement."""
+    if not comparison.shape_match or comparison.nonfinite_mismatch:
+        return math.inf
+    return comparison.normalized
+
+
+# --- reduction length ----------------------------------------------------------------------
+
+
+def _shape(value: Any) -> tuple[int, ...]:
+    return tuple(value.shape) if isinstance(value, torch.Tensor) else ()
+
+
+def _prod(items: Iterable[int]) -> int:
+    return math.prod(int(i) for i in items)
+
+
+def _conv_length(args: list[Any], transposed: bool, groups: int) -> int:
+    weight = _shape(args[1])
+    if len(weight) < 2:
+        return 1
+    channels = weight[0] // max(groups, 1) if transposed else weight[1]
+    return channels * _prod(weight[2:])
+
+
+def _arg(args: list[Any], index: int, default: Any) -> Any:
+    return args[index] if len(args) > index and args[index] is not None else default
+
+
+_REDUCTION_RULES: dict[str, Any] = {
+    "conv1d": lambda a: _conv_length(a, False, _arg(a, 6, 1)),
+    "conv2d": lambda a: _conv_length(a, False, _arg(a, 6, 1)),
+    "conv3d": lambda a: _conv_length(a, False, _arg(a, 6, 1)),
+    "convolution": lambda a: _conv_length(a, bool(_arg(a, 6, False)), _arg(a, 8, 1)),
+    "_convolution": lambda a: _conv_length(a, bool(_arg(a, 6, False)), _arg(a, 8, 1)),
+    "conv_transpose1d": lambda a: _conv_length(a, True, _arg(a, 6, 1)),
+    "conv_transpose2d": lambda a: _conv_length(a, True, _arg(a, 6, 1)),
+    "conv_transpose3d": lambda a: _conv_length(a, True, _arg(a, 6, 1)),
+    "linear": lambda a: _shape(a[1])[-1] if _shape(a[1]) else 1,
+    "mm": lambda a: _shape(a[0])[-1],
+    "bmm": lambda a: _shape(a[0])[-1],
+    "matmul": lambda a: _shape(a[0])[-1] if _shape(a[0]) else 1,
+    "addmm": lambda a: _shape(a[1])[-1],
+    "baddbmm": lambda a: _shape(a[1])[-1],
+    "addbmm": lambda a: _shape(a[1])[-1] * _shape(a[1])[0],
+    "_softmax": lambda a: _shape(a[0])[a[1]] if _shape(a[0]) else 1,
+    "softmax": lambda a: _shape(a[0])[a[1]] if _shape(a[0]) else 1,
+    "_log_softmax": lambda a: _shape(a[0])[a[1]] if _shape(a[0]) else 1,
+    "log_softmax": lambda a: _shape(a[0])[a[1]] if _shape(a[0]) else 1,
+    "layer_norm": lambda a: _prod(a[1]),
+    "native_layer_norm": lambda a: _prod(a[1]),
+    "avg_pool1d": lambda a: _prod(a[1]) if isinstance(a[1], (list, tuple)) else int(a[1]),
+    "avg_pool2d": lambda a: _prod(a[1]) if isinstance(a[1], (list, tuple)) else int(a[1]) ** 2,
+    "avg_pool3d": lambda a: _prod(a[1]) if isinstance(a[1], (list, tuple)) else int(a[1]) ** 3,
+    "cumsum": lambda a: _shape(a[0])[a[1]] if _shape(a[0]) else 1,
+    "scaled_dot_product_attention": lambda a: _shape(a[0])[-1] + _shape(a[1])[-2],
+    "_scaled_dot_product_flash_attention_for_cpu": lambda a: _shape(a[0])[-1] + _shape(a[1])[-2],
+}
+
+
+def reduction_length(node: torch.fx.Node, args: list[Any], output: Any) -> int:
+    """How many terms each output element of `node` sums (1 for element-wise ops).
+
+    Ops with a known structure (convolution, matrix products, softmax, normalisation, pooling)
+    have a rule; any other op is taken to reduce its largest input onto its output.
+    """
+    name = getattr(getattr(node.target, "overloadpacket", None), "__name__", str(node.target))
+    rule = _REDUCTION_RULES.get(name)
+    if rule is not None:
+        try:
+            return max(int(rule(args)), 1)
+        except (IndexError, TypeError, ValueError):
+            pass
+    first = output[0] if isinstance(output, (tuple, list)) and output else output
+    out_numel = first.numel() if isinstance(first, torch.Tensor) else 1
+    in_numel = max((a.numel() for a in _tensors(args)), default=1)
+    return max(in_numel // max(out_numel, 1), 1)
+
+
+def _tensors(items: Any) -> Iterable[torch.Tensor]:
+    if isinstance(items, torch.Tensor):
+        yield items
+    elif isinstance(items, (list, tuple)):
+        for item in items:
+            yield from _tensors(item)
+
+
+# --- replay --------------------------------------------------------------------------------
+
+
+def no_truth_reason(node: torch.fx.Node) -> str:
+    """Why `node` gets no fp64 truth, or '' when it does."""
+    tags = getattr(node.target, "tags", ())
+    if torch.Tag.nondeterministic_seeded in tags:
+        return "random op (nondeterministic_seeded): no deterministic fp64 truth"
+    if not callable(node.target):
+        return f"{node.target!r} is not callable"
+    return ""
+
+
+class Replayer:
+    """Call FX nodes' targets on recorded inputs moved to `device` and, for floats, `dtype`.
+
+    Converted inputs are cached and released after their last consumer among `nodes`, so a
+    whole model's replay holds at most the live fp64 copies.
+    """
+
+    def __init__(self, nodes: Iterable[torch.fx.Node], values: dict[str, Any], *, device: str = "cpu",
+                 dtype: torch.dtype | None = torch.float64) -> None:
+        self.values = values
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self._remaining: Counter[str] = Counter()
+        for node in nodes:
+            self._remaining.update(n.name for n in node.all_input_nodes)
+        self._cache: dict[str, Any] = {}
+
+    def inputs(self, node: torch.fx.Node) -> tuple[list[Any], dict[str, Any]]:
+        """The node's args (schema order, as recorded) and kwargs, converted."""
+        args = torch.fx.node.map_arg(node.args, self._convert)
+        kwargs = torch.fx.node.map_arg(node.kwargs, self._convert)
+        if "device" in kwargs and kwargs["device"] is not None:
+            kwargs = {**kwargs, "device": self.device}
+        return list(args), dict(kwargs)
+
+    def __call__(self, node: torch.fx.Node) -> tuple[Any, list[Any]]:
+        """(the node's output replayed, the converted args it was called with)."""
+        args, kwargs = self.inputs(node)
+        try:
+            with torch.no_grad():
+                return node.target(*args, **kwargs), args
+        finally:
+            self._release(node)
+
+    def skip(self, node: torch.fx.Node) -> None:
+        """Account for a node that will not be replayed (its inputs may be released)."""
+        self._release(node)
+
+    def _convert(self, input_node: torch.fx.Node) -> Any:
+        name = input_node.name
+        if name not in self._cache:
+            self._cache[name] = _convert(self.values.get(name), self.device, self.dtype)
+        return self._cache[name]
+
+    def _release(self, node: torch.fx.Node) -> None:
+        for input_node in node.all_input_nodes:
+            self._remaining[input_node.name] -= 1
+            if self._remaining[input_node.name] <= 0:
+                self._cache.pop(input_node.name, None)
+
+
+def _convert(value: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
+    if isinstance(value, torch.Tensor):
+        value = value.detach().to(device)
+        if dtype is not None and value.is_floating_point():
+            value = value.to(dtype)
+        return value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_convert(v, device, dtype) for v in value)
+    return value

@@ -1,0 +1,130 @@
+"""`harness.verify_onnx`: verify any ONNX model on its own, without the module it came from.
+
+checker -> backend run vs `expected` outputs (or vs onnx's ReferenceEvaluator when none are
+given) -> per ONNX node, accumulated and isolated error against the ReferenceEvaluator
+(harness.reference; isolated runs batched into one backend run).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+
+from harness import backend as backends
+from harness.compare import as_array, compare
+from harness.devices import device_context
+from harness.records import Verification
+from harness.tolerances import ToleranceTable, load as load_tolerances
+from harness.verify import DEFAULT_OUTPUT_ATOL, DEFAULT_OUTPUT_RTOL, _versions, model_runner, run_checker
+
+
+def verify_onnx(
+    model_or_path: onnx.ModelProto | str | os.PathLike,
+    inputs: Any,
+    expected: Sequence[Any] | Mapping[str, Any] | None = None,
+    *,
+    device: str = "cpu",
+    tolerances: ToleranceTable | str | None = None,
+    per_op: bool = True,
+    output_atol: float = DEFAULT_OUTPUT_ATOL,
+    output_rtol: float = DEFAULT_OUTPUT_RTOL,
+    allowed_mismatch: float = 0.0,
+    tf32: bool = False,
+    model_name: str | None = None,
+) -> Verification:
+    """Verify an ONNX model (a proto or a path; external data is loaded from beside the file).
+
+    `inputs`: arrays in graph-input order, or {name: array}. `expected`: the outputs in graph
+    order (or by name); without them the ReferenceEvaluator's outputs are expected. The model
+    passes when the checker passes and every output is inside `output_atol + output_rtol*|e|`.
+    """
+    if isinstance(model_or_path, onnx.ModelProto):
+        model, name = model_or_path, model_or_path.graph.name
+    else:
+        path = os.fspath(model_or_path)
+        model, name = onnx.load(path), os.path.basename(os.path.dirname(path)) or path
+    table = tolerances if isinstance(tolerances, ToleranceTable) else load_tolerances(tolerances)
+    spec = backends.DeviceSpec.parse(device)
+    timings: dict[str, float] = {}
+    verification = Verification(
+        model_name=model_name or name, exporter="given",
+        device=spec.torch_device if spec.kind != "reference" else "reference",
+        passed=False, checker=run_checker(model), outputs=[], timings=timings, onnx_model=model,
+    )
+    output_names = [o.name for o in model.graph.output]
+    with device_context(spec, tf32=tf32) as environment:
+        verification.environment = {**environment, **_versions()}
+        started = time.perf_counter()
+        shared = backends.SharedWeights.of(model) if spec.kind != "reference" else None
+        rep = backends.prepare(model, spec.backend_device, tf32=tf32, profile=spec.kind == "cuda")
+        feeds = _feeds(inputs, rep.input_names)
+        actual = rep.run(feeds)
+        if spec.kind == "cuda":
+            verification.cpu_placed_nodes = backends.cpu_placed_nodes(backends.node_placement(rep))
+        timings["backend_s"] = time.perf_counter() - started
+
+        reference = None
+        if expected is None or per_op:
+            started = time.perf_counter()
+            from harness.reference import reference_values
+
+            try:
+                reference = reference_values(model, feeds)
+            except Exception as error:  # the evaluator lacks an op, or fails on this model
+                verification.notes.append(
+                    f"onnx's ReferenceEvaluator cannot run the model: {type(error).__name__}: "
+                    f"{_first_line(error)}"
+                )
+            timings["reference_s"] = time.perf_counter() - started
+        if expected is None:
+            if reference is None:
+                verification.notes.append("no expected outputs and no reference: the outputs are unverified")
+                return verification
+            expected_list = [reference[n] for n in output_names]
+        elif isinstance(expected, Mapping):
+            expected_list = [expected[n] for n in output_names]
+        else:
+            expected_list = list(expected)
+        verification.outputs = [
+            compare(a, as_array(e), atol=output_atol, rtol=output_rtol, name=n, allowed_mismatch=allowed_mismatch)
+            for a, e, n in zip(actual, expected_list, output_names)
+        ]
+        if len(expected_list) != len(output_names):
+            verification.notes.append(f"{len(expected_list)} expected outputs for {len(output_names)} model outputs")
+        if per_op and reference is not None:
+            from harness.reference import analyse_nodes
+
+            started = time.perf_counter()
+            analyse_nodes(
+                verification, shared.stubbed(model) if shared else model, model, feeds, spec.kind, table,
+                model_runner(spec, tf32, shared), shared.stub if shared else (lambda t: t),
+                reference=reference, production=actual,
+            )
+            timings["per_op_s"] = time.perf_counter() - started
+    verification.passed = (
+        verification.checker.passed
+        and bool(verification.outputs)
+        and len(expected_list) == len(output_names)
+        and all(c.passed for c in verification.outputs)
+    )
+    return verification
+
+
+def _feeds(inputs: Any, names: list[str]) -> dict[str, np.ndarray]:
+    if isinstance(inputs, Mapping):
+        return {k: np.ascontiguousarray(as_array(v)) for k, v in inputs.items()}
+    if not isinstance(inputs, (tuple, list)):
+        inputs = (inputs,)
+    if len(inputs) != len(names):
+        raise ValueError(f"the model takes {len(names)} input(s) {names}, got {len(inputs)}")
+    return {n: np.ascontiguousarray(as_array(v)) for n, v in zip(names, inputs)}
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0][:300] if text else ""

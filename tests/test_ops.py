@@ -1,0 +1,116 @@
+"""The operator table's runner: every row of tests/op_table/cases_*.py at each of its opsets.
+
+A row passes when its module exports, the model passes the full ONNX checker, onnxruntime
+(CPU) reproduces every torch output (same dtype and shape; integers and bools exactly, floats
+within the row's atol/rtol), and the node provenance names each ATen overload the row targets.
+`refused` rows must raise ExportError with the given text; `xfail` rows are strict xfails.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import importlib
+import re
+from dataclasses import dataclass
+
+import onnx
+import pytest
+import torch
+
+import exporter
+from harness.backend import prepare
+from harness.compare import compare
+from tests.op_table.schema import OpCase
+from tests.op_table.table import (
+    Sample,
+    all_cases,
+    build_sample,
+    emits_no_nodes,
+    export_case,
+    flat_tensors,
+    program_targets,
+    provenance_targets,
+)
+
+CASES = all_cases()
+_BY_NAME = {case.name: case for case in CASES}
+EXPORT_MODULE = importlib.import_module("exporter.export")  # `exporter.export` is the function
+
+
+def _params() -> list:
+    params = []
+    for case in CASES:
+        marks = [pytest.mark.xfail(reason=case.xfail, strict=True)] if case.xfail else []
+        params += [pytest.param(case, opset, id=f"{case.name}-opset{opset}", marks=marks) for opset in case.opsets]
+    return params
+
+
+@dataclass
+class _Prepared:
+    """A row's sample, its captured program and torch's outputs, shared by the row's opsets.
+
+    torch.export's capture does not depend on the opset and is most of an export's time, so
+    the runner captures once per row (per worker) and every opset re-runs the rest of
+    `exporter.export_program` on that program: validation, conversion, serialisation.
+    """
+
+    sample: Sample
+    program: torch.export.ExportedProgram | None = None
+    expected: list[torch.Tensor] | None = None
+
+
+@functools.lru_cache(maxsize=2)  # a row's opsets are adjacent in collection order
+def _prepared(case_name: str) -> _Prepared:
+    return _Prepared(build_sample(_BY_NAME[case_name]))
+
+
+@pytest.fixture
+def prepared(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> _Prepared:
+    """The row's shared state, with `capture` answering from it inside this test only."""
+    state = _prepared(request.node.callspec.params["case"].name)
+    capture = EXPORT_MODULE.capture
+
+    def capture_once(*args, **kwargs) -> torch.export.ExportedProgram:
+        if state.program is None:
+            state.program = capture(*args, **kwargs)
+        return state.program
+
+    monkeypatch.setattr(EXPORT_MODULE, "capture", capture_once)
+    return state
+
+
+@pytest.mark.parametrize(("case", "opset"), _params())
+def test_op(case: OpCase, opset: int, prepared: _Prepared) -> None:
+    sample = prepared.sample
+    reproduce = f"row {case.name!r} at opset {opset}, seed {sample.seed} (pytest tests/test_ops.py -k '{case.name}-opset{opset}')"
+    if case.refused:
+        with pytest.raises(exporter.ExportError, match=re.escape(case.refused)):
+            export_case(case, sample, opset)
+        return
+
+    result = export_case(case, sample, opset)
+    onnx.checker.check_model(result.model, full_check=True)
+    _check_targets(case, result)
+
+    if prepared.expected is None:  # on a copy: a module may change its own state (max_norm)
+        with torch.no_grad():
+            prepared.expected = flat_tensors(copy.deepcopy(sample.module)(*sample.args))
+    expected = prepared.expected
+    actual = prepare(result.model, "CPU").run(sample.tensor_args)
+    assert len(actual) == len(expected), f"{reproduce}: {len(actual)} outputs, torch has {len(expected)}"
+    for index, (got, want) in enumerate(zip(actual, expected)):
+        comparison = compare(got, want.numpy(), atol=case.atol, rtol=case.rtol, name=f"output {index}")
+        assert comparison.dtype_match, f"{reproduce}: output {index} is {got.dtype}, torch gives {want.dtype}"
+        assert comparison.passed, f"{reproduce}: output {index} differs: {comparison.to_dict()}"
+
+
+def _check_targets(case: OpCase, result: exporter.ExportResult) -> None:
+    """The row covers what it claims: each target is in the FX graph and, unless its symbolic
+    emits nothing by design, in the ONNX nodes' provenance."""
+    in_program = program_targets(result.program)
+    in_model = provenance_targets(result.model)
+    for target in case.targets:
+        assert target in in_program, f"{case.name}: torch.export produced no {target} (it has {sorted(in_program)})"
+        if not emits_no_nodes(target):
+            assert target in in_model, f"{case.name}: no ONNX node carries {target} (they carry {sorted(in_model)})"
