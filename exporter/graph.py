@@ -165,7 +165,9 @@ class Graph:
                 array = array.astype(np.float32)
             elif array.dtype.kind in "iu":
                 array = array.astype(np.int64)
-        out = self.op("Constant", value_t=numpy_helper.from_array(np.ascontiguousarray(array)))
+        # ascontiguousarray would make a 0-d array 1-D: keep the shape
+        array = np.ascontiguousarray(array).reshape(array.shape)
+        out = self.op("Constant", value_t=numpy_helper.from_array(array))
         out.dtype = _torch_dtype_of(array.dtype)
         out.shape = tuple(array.shape)
         out.const = array

@@ -28,6 +28,7 @@ class InstrumentedRun:
 
     values: dict[str, np.ndarray]
     final_vs_production: list[Comparison] = field(default_factory=list)
+    error: str = ""  # why the instrumented run failed ("" when it ran)
 
     @property
     def differs_from_production(self) -> bool:
@@ -57,7 +58,11 @@ def run_instrumented(
     """Run `model` once with `exposed` values as extra outputs; compare its final outputs
     with `production` (the production session's outputs, in graph output order)."""
     instrumented = expose_values(model, exposed)
-    values = run(instrumented, dict(feeds))
+    try:
+        values = run(instrumented, dict(feeds))
+    except Exception as error:  # a model the backend cannot run: reported, isolation still runs
+        lines = [line for line in str(error).strip().splitlines() if line.strip()]
+        return InstrumentedRun({}, error=f"{type(error).__name__}: {lines[0] if lines else ''}"[:500])
     result = InstrumentedRun(values)
     if production is not None:
         result.final_vs_production = compare_with_production(

@@ -31,6 +31,10 @@ class BackendUnavailableError(RuntimeError):
     """The requested backend or device cannot run here; the message says why."""
 
 
+class ModelLoadError(BackendUnavailableError):
+    """The backend is there but refuses this model (invalid graph, unsupported op, bad types)."""
+
+
 @dataclass(frozen=True)
 class DeviceSpec:
     kind: str  # "cpu" | "cuda" | "reference"
@@ -132,7 +136,7 @@ def prepare(model: onnx.ModelProto | str | os.PathLike, device: str = "CPU", **o
         try:
             evaluator = ReferenceEvaluator(model)
         except Exception as error:
-            raise BackendUnavailableError(f"onnx's ReferenceEvaluator could not load the model: {error}") from error
+            raise ModelLoadError(f"onnx's ReferenceEvaluator could not load the model: {error}") from error
         return BackendRep(model, spec, evaluator, inputs, outputs, ["reference"])
     return _prepare_onnxruntime(model, spec, inputs, outputs, **options)
 
@@ -223,6 +227,11 @@ def _copy_field(target: Any, descriptor: Any, value: Any) -> None:
         setattr(target, descriptor.name, value)
 
 
+def real_inputs(model: onnx.ModelProto) -> list[str]:
+    """Graph inputs that are not initializers: what a run must feed."""
+    return _real_inputs(model)
+
+
 def _real_inputs(model: onnx.ModelProto) -> list[str]:
     initializers = {i.name for i in model.graph.initializer}
     return [i.name for i in model.graph.input if i.name not in initializers]
@@ -273,7 +282,7 @@ def _prepare_onnxruntime(model, spec: DeviceSpec, inputs, outputs, *, tf32: bool
     try:
         session = ort.InferenceSession(serialized or model.SerializeToString(), sess_options, providers=providers)
     except Exception as error:
-        raise BackendUnavailableError(
+        raise ModelLoadError(
             f"onnxruntime could not load the model on {spec.kind.upper()}: {error}"
         ) from error
     active = session.get_providers()

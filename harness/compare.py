@@ -125,6 +125,8 @@ def compare(
     if a.size == 0:
         result.passed = result.dtype_match or not check_dtype
         return result
+    if a.ndim == 0:  # ufuncs on 0-d arrays return scalars; work on 1-element views
+        a, b = a.reshape(1), b.reshape(1)
     if a.dtype.kind not in _NUMERIC_KINDS or b.dtype.kind not in _NUMERIC_KINDS:
         _compare_exact(a, b, result)
     elif a.dtype.kind in "biu" and b.dtype.kind in "biu":
@@ -206,7 +208,8 @@ def _fill_error_metrics(result: Comparison, error: np.ndarray, magnitude: np.nda
     if max_abs == 0:  # identical: every error metric is 0
         return 0
     scratch = np.maximum(magnitude, tiny)
-    np.divide(error, scratch, out=scratch)
+    with np.errstate(over="ignore"):  # error / tiny may overflow to inf: a true max_rel
+        np.divide(error, scratch, out=scratch)
     result.max_rel = float(scratch.max())
     np.multiply(magnitude, kind(rtol), out=scratch)  # rtol*|b|
     excess = np.subtract(error, scratch)  # |a-b| - rtol*|b|: outside when > atol
@@ -214,13 +217,14 @@ def _fill_error_metrics(result: Comparison, error: np.ndarray, magnitude: np.nda
     outside = int(np.count_nonzero(excess > atol))
     np.add(scratch, kind(atol), out=scratch)  # the bound atol + rtol*|b|
     np.maximum(scratch, tiny, out=scratch)
-    np.divide(error, scratch, out=scratch)
+    with np.errstate(over="ignore"):
+        np.divide(error, scratch, out=scratch)
     result.tolerance_ratio = float(scratch.max())
     if max_abs > atol:
         over_atol = error > atol
         with np.errstate(divide="ignore", invalid="ignore"):
             needed = (error[over_atol] - kind(atol)) / magnitude[over_atol]
-        result.min_rtol = float(np.nan_to_num(needed, nan=math.inf).max())
+        result.min_rtol = float(needed.max())  # +inf where expected is 0 (no rtol helps)
     else:
         result.min_rtol = 0.0
     return outside

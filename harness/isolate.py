@@ -250,16 +250,25 @@ def isolate(
     return result
 
 
+MAX_RUNS = 64
+"""Backend runs one isolation may take while splitting failing batches; past it, the subgraphs
+left are reported with the last failure (a backend that fails everything would otherwise take
+twice as many runs as there are ops)."""
+
+
 def _run_batch(source, subgraphs, inputs, run, initializer, result: IsolationResult) -> None:
     try:
         built = build(source, subgraphs, inputs, initializer)
         result.runs += 1
         values = run(built.model, built.feeds)
     except Exception as error:  # onnxruntime raises several types; all mean "cannot run this batch"
-        if len(subgraphs) == 1:
-            key = subgraphs[0].key
-            result.not_isolable[key] = f"the backend cannot run its subgraph alone: {_first_line(error)}"
-            result.inputs.pop(key, None)
+        if len(subgraphs) == 1 or result.runs >= MAX_RUNS:
+            alone = "alone" if len(subgraphs) == 1 else f"(in a batch of {len(subgraphs)}; gave up splitting)"
+            for subgraph in subgraphs:
+                result.not_isolable[subgraph.key] = (
+                    f"the backend cannot run its subgraph {alone}: {_first_line(error)}"
+                )
+                result.inputs.pop(subgraph.key, None)
             return
         logger.info("isolation batch of %d failed (%s); splitting", len(subgraphs), _first_line(error))
         half = len(subgraphs) // 2

@@ -61,6 +61,9 @@ def analyse(verification: Verification, analysis: FxAnalysis) -> None:
     exposed = [name for group in analysis.groups.values() for name in group.outputs.values()]
     instrumented = run_instrumented(analysis.onnx_model, exposed, analysis.feeds, analysis.run, analysis.production)
     verification.instrumented_vs_production = instrumented.final_vs_production
+    if instrumented.error:
+        verification.notes.append(f"the instrumented run failed, so there are no accumulated errors: "
+                                  f"{instrumented.error}")
     if instrumented.differs_from_production:
         verification.notes.append(instrumented.production_note())
     for fx, group in analysis.groups.items():

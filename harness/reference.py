@@ -110,6 +110,9 @@ def analyse_nodes(
     exposed = [o for node in model.graph.node for o in node.output if o]
     instrumented = run_instrumented(model, exposed, feeds, run, production)
     verification.instrumented_vs_production = instrumented.final_vs_production
+    if instrumented.error:
+        verification.notes.append(f"the instrumented run failed, so there are no accumulated errors: "
+                                  f"{instrumented.error}")
     if instrumented.differs_from_production:
         verification.notes.append(instrumented.production_note())
     for key, node in zip(keys, model.graph.node):

@@ -9,8 +9,9 @@ Steps: export (or take the given ONNX model) -> onnx checker -> torch values of 
 * without one (torchscript): the same per ONNX node against onnx's ReferenceEvaluator
   (harness.reference).
 
-On onnxruntime the production, instrumented and isolation sessions share the weight arrays
-(backend.SharedWeights), so the model's weights are serialised once.
+On onnxruntime CPU the instrumented and isolation sessions take the weight arrays directly
+(backend.SharedWeights): the weights are serialised once, for the checker and the production
+session. CUDA sessions load their models whole.
 """
 
 from __future__ import annotations
@@ -143,29 +144,23 @@ def verify_exported(
         timings["torch_s"] = time.perf_counter() - started
 
         started = time.perf_counter()
-        shared = backends.SharedWeights.of(onnx_proto) if spec.kind != "reference" else None
-        rep = backends.prepare(onnx_proto, spec.backend_device, tf32=tf32, profile=spec.kind == "cuda",
-                               serialized=serialized)
+        shared = backends.SharedWeights.of(onnx_proto) if spec.kind == "cpu" else None
+        feeds = dict(zip(backends.real_inputs(onnx_proto), _numpy_args(args)))
+        actual_outputs = run_production(verification, onnx_proto, spec, feeds, tf32=tf32, serialized=serialized)
         del serialized
-        feeds = dict(zip(rep.input_names, _numpy_args(args)))
-        actual_outputs = rep.run(feeds)
-        if spec.kind == "cuda":
-            verification.cpu_placed_nodes = backends.cpu_placed_nodes(backends.node_placement(rep))
-            if verification.cpu_placed_nodes:
-                verification.notes.append(
-                    f"onnxruntime ran {len(verification.cpu_placed_nodes)} node(s) on the CPU inside the "
-                    "CUDA session; see cpu_placed_nodes"
-                )
         timings["backend_s"] = time.perf_counter() - started
 
-        verification.outputs = [
-            compare(a, as_array(e), atol=output_atol, rtol=output_rtol, name=name, allowed_mismatch=allowed_mismatch)
-            for a, e, name in zip(actual_outputs, expected_outputs, rep.output_names)
-        ]
-        if len(actual_outputs) != len(expected_outputs):
-            verification.notes.append(
-                f"the ONNX model has {len(actual_outputs)} outputs, torch {len(expected_outputs)}"
-            )
+        output_names = [o.name for o in onnx_proto.graph.output]
+        if actual_outputs is not None:
+            verification.outputs = [
+                compare(a, as_array(e), atol=output_atol, rtol=output_rtol, name=name,
+                        allowed_mismatch=allowed_mismatch)
+                for a, e, name in zip(actual_outputs, expected_outputs, output_names)
+            ]
+            if len(actual_outputs) != len(expected_outputs):
+                verification.notes.append(
+                    f"the ONNX model has {len(actual_outputs)} outputs, torch {len(expected_outputs)}"
+                )
         if per_op:
             started = time.perf_counter()
             _per_op(verification, exported, values, feeds, spec, table, tf32, shared, actual_outputs)
@@ -173,11 +168,44 @@ def verify_exported(
 
     verification.passed = (
         verification.checker.passed
+        and actual_outputs is not None
         and bool(verification.outputs)
         and len(actual_outputs) == len(expected_outputs)
         and all(c.passed for c in verification.outputs)
     )
     return verification
+
+
+def run_production(verification: Verification, model: onnx.ModelProto, spec: backends.DeviceSpec,
+                   feeds: dict[str, np.ndarray], *, tf32: bool, serialized: bytes | None = None
+                   ) -> list[np.ndarray] | None:
+    """The production run: the model as given, on the device under test. A model the backend
+    refuses or fails to run is a finding (a note, and None), not an exception; on CUDA the
+    nodes onnxruntime placed on the CPU are recorded."""
+    try:
+        rep = backends.prepare(model, spec.backend_device, tf32=tf32, profile=spec.kind == "cuda",
+                               serialized=serialized)
+    except backends.ModelLoadError as error:
+        verification.notes.append(f"the backend refused the model: {_first_line(error)}")
+        return None
+    try:
+        outputs = rep.run(feeds)
+    except Exception as error:  # onnxruntime raises its own Fail/RuntimeException types
+        verification.notes.append(f"the backend failed to run the model: {_first_line(error)}")
+        return None
+    if spec.kind == "cuda":
+        verification.cpu_placed_nodes = backends.cpu_placed_nodes(backends.node_placement(rep))
+        if verification.cpu_placed_nodes:
+            verification.notes.append(
+                f"onnxruntime ran {len(verification.cpu_placed_nodes)} node(s) on the CPU inside the "
+                "CUDA session; see cpu_placed_nodes"
+            )
+    return outputs
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line for line in str(error).strip().splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"[:500]
 
 
 def model_runner(spec: backends.DeviceSpec, tf32: bool, shared: backends.SharedWeights | None):

@@ -20,7 +20,9 @@ from harness.compare import as_array, compare
 from harness.devices import device_context
 from harness.records import Verification
 from harness.tolerances import ToleranceTable, load as load_tolerances
-from harness.verify import DEFAULT_OUTPUT_ATOL, DEFAULT_OUTPUT_RTOL, _versions, model_runner, run_checker
+from harness.verify import (
+    DEFAULT_OUTPUT_ATOL, DEFAULT_OUTPUT_RTOL, _versions, model_runner, run_checker, run_production,
+)
 
 
 def verify_onnx(
@@ -60,12 +62,9 @@ def verify_onnx(
     with device_context(spec, tf32=tf32) as environment:
         verification.environment = {**environment, **_versions()}
         started = time.perf_counter()
-        shared = backends.SharedWeights.of(model) if spec.kind != "reference" else None
-        rep = backends.prepare(model, spec.backend_device, tf32=tf32, profile=spec.kind == "cuda")
-        feeds = _feeds(inputs, rep.input_names)
-        actual = rep.run(feeds)
-        if spec.kind == "cuda":
-            verification.cpu_placed_nodes = backends.cpu_placed_nodes(backends.node_placement(rep))
+        shared = backends.SharedWeights.of(model) if spec.kind == "cpu" else None
+        feeds = _feeds(inputs, backends.real_inputs(model))
+        actual = run_production(verification, model, spec, feeds, tf32=tf32)
         timings["backend_s"] = time.perf_counter() - started
 
         reference = None
@@ -93,7 +92,7 @@ def verify_onnx(
         verification.outputs = [
             compare(a, as_array(e), atol=output_atol, rtol=output_rtol, name=n, allowed_mismatch=allowed_mismatch)
             for a, e, n in zip(actual, expected_list, output_names)
-        ]
+        ] if actual is not None else []
         if len(expected_list) != len(output_names):
             verification.notes.append(f"{len(expected_list)} expected outputs for {len(output_names)} model outputs")
         if per_op and reference is not None:
@@ -108,6 +107,7 @@ def verify_onnx(
             timings["per_op_s"] = time.perf_counter() - started
     verification.passed = (
         verification.checker.passed
+        and actual is not None
         and bool(verification.outputs)
         and len(expected_list) == len(output_names)
         and all(c.passed for c in verification.outputs)

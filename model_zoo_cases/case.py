@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from model_zoo_cases import calibration
+from model_zoo_cases.measurements import Measured
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +85,8 @@ class ModelCase:
     calibration_batch: int = 4
     calibration_steps: int = 3
     description: str = ""
+    # The measurements atol/rtol/activation_bound were derived from, if any.
+    measured: Measured | None = None
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -167,6 +170,7 @@ class ModelCase:
             "rescale_weights": self.rescale_weights,
             "calibration_batch": self.calibration_batch,
             "calibration_steps": self.calibration_steps,
+            "measured": None if self.measured is None else self.measured.to_dict(),
         }
 
 

@@ -11,9 +11,7 @@ import fnmatch
 import functools
 from typing import Any, Iterable
 
-import torchvision
-
-from model_zoo_cases import dcgan, inputs, superresolution, word_language_model
+from model_zoo_cases import dcgan, inputs, measurements, superresolution, torchvision_zoo, word_language_model
 from model_zoo_cases.case import TIERS, ModelCase
 
 _IMAGE_CLASSIFIER_IO: dict[str, Any] = {
@@ -26,15 +24,15 @@ def _batch_axes(*names: str) -> dict[str, dict[int, str]]:
     return {name: {0: "batch"} for name in names}
 
 
-# ---------------------------------------------------------------------------
-# Measured numbers. See the module docstring of `tolerances` below for how
-# atol/rtol were chosen; activation bounds are ~10x the measured eval-mode
-# max |activation| over every leaf module output (seed 0, traced batch).
-# ---------------------------------------------------------------------------
-
-PLACEHOLDER_ATOL = 1e-4
-PLACEHOLDER_RTOL = 1e-3
-PLACEHOLDER_BOUND = 1e3
+def _judgement(name: str) -> dict[str, Any]:
+    """atol, rtol and activation bound for `name`, derived from its measurements."""
+    measured = measurements.MEASUREMENTS[name]
+    return {
+        "atol": measurements.atol_for(measured),
+        "rtol": measurements.RTOL,
+        "activation_bound": measurements.activation_bound_for(measured),
+        "measured": measured,
+    }
 
 
 def _torchvision_case(
@@ -43,32 +41,32 @@ def _torchvision_case(
     tier: str,
     *,
     size: int = 224,
-    atol: float = PLACEHOLDER_ATOL,
-    rtol: float = PLACEHOLDER_RTOL,
-    activation_bound: float = PLACEHOLDER_BOUND,
     calibrate: bool = True,
     rescale_weights: bool = False,
     torch_onnx_issue: str | None = None,
     calibration_batch: int = 4,
     **builder_kwargs: Any,
 ) -> ModelCase:
-    builder = getattr(torchvision.models, name)
+    builder = torchvision_zoo.build_resnet if family == "resnet" else torchvision_zoo.build_torchvision
     return ModelCase(
         name=name,
         family=family,
-        build_fn=functools.partial(builder, weights=None, **builder_kwargs),
+        build_fn=functools.partial(builder, name, **builder_kwargs),
         input_fn=functools.partial(inputs.imagenet_images, size=size),
         tier=tier,
-        atol=atol,
-        rtol=rtol,
         dynamic_axes=_batch_axes("image", "logits"),
-        activation_bound=activation_bound,
         calibrate=calibrate,
         rescale_weights=rescale_weights,
         torch_onnx_issue=torch_onnx_issue,
         calibration_batch=calibration_batch,
-        description=f"torchvision.models.{name}(weights=None) on {size}x{size} ImageNet-normalised images",
+        description=(
+            f"torchvision.models.{name}(weights=None"
+            + "".join(f", {key}={value!r}" for key, value in builder_kwargs.items())
+            + f") on {size}x{size} ImageNet-normalised images"
+            + (f", residual branch gain {torchvision_zoo.RESIDUAL_BRANCH_GAIN}" if family == "resnet" else "")
+        ),
         **_IMAGE_CLASSIFIER_IO,
+        **_judgement(name),
     )
 
 
@@ -83,9 +81,6 @@ def _word_lm_case(
     tier: str,
     *,
     tie_weights: bool = False,
-    atol: float = PLACEHOLDER_ATOL,
-    rtol: float = PLACEHOLDER_RTOL,
-    activation_bound: float = PLACEHOLDER_BOUND,
     torch_onnx_issue: str | None = None,
 ) -> ModelCase:
     lstm = rnn_type == "LSTM"
@@ -121,12 +116,9 @@ def _word_lm_case(
             nonnegative_hidden=rnn_type == "RNN_RELU",
         ),
         tier=tier,
-        atol=atol,
-        rtol=rtol,
         input_names=input_names,
         output_names=output_names,
         dynamic_axes=dynamic_axes,
-        activation_bound=activation_bound,
         calibrate=False,
         # Untied: scale the decoder so logits have unit std. Tied: the decoder
         # is the N(0, 1) embedding, which already gives logits of a few units.
@@ -136,6 +128,7 @@ def _word_lm_case(
             f"{rnn_type} language model, ntoken={LM_NTOKEN}, nhid={LM_NHID}, nlayers={LM_NLAYERS}, "
             f"seq_len={LM_SEQ_LEN}" + (", tied weights" if tie_weights else "")
         ),
+        **_judgement(name),
     )
 
 
@@ -168,46 +161,40 @@ def _build_cases() -> list[ModelCase]:
         _torchvision_case("inception_v3", "inception", "smoke", size=299, aux_logits=False, init_weights=True),
         ModelCase(
             name="dcgan_generator",
+            **_judgement("dcgan_generator"),
             family="dcgan",
             build_fn=dcgan.Generator,
             input_fn=inputs.latents,
             tier="smoke",
-            atol=PLACEHOLDER_ATOL,
-            rtol=PLACEHOLDER_RTOL,
             input_names=("latent",),
             output_names=("image",),
             dynamic_axes=_batch_axes("latent", "image"),
-            activation_bound=PLACEHOLDER_BOUND,
             calibrate=True,
             description="DCGAN generator: N(0,1) latent (N,100,1,1) -> (N,3,64,64) image",
         ),
         ModelCase(
             name="dcgan_discriminator",
+            **_judgement("dcgan_discriminator"),
             family="dcgan",
             build_fn=dcgan.Discriminator,
             input_fn=inputs.tanh_range_images,
             tier="smoke",
-            atol=PLACEHOLDER_ATOL,
-            rtol=PLACEHOLDER_RTOL,
             input_names=("image",),
             output_names=("probability",),
             dynamic_axes=_batch_axes("image", "probability"),
-            activation_bound=PLACEHOLDER_BOUND,
             calibrate=True,
             description="DCGAN discriminator: (N,3,64,64) image in [-1,1] -> (N,) probability",
         ),
         ModelCase(
             name="superresolution",
+            **_judgement("superresolution"),
             family="superresolution",
             build_fn=superresolution.SuperResolutionNet,
             input_fn=inputs.luminance_images,
             tier="smoke",
-            atol=PLACEHOLDER_ATOL,
-            rtol=PLACEHOLDER_RTOL,
             input_names=("luminance",),
             output_names=("upscaled",),
             dynamic_axes=_batch_axes("luminance", "upscaled"),
-            activation_bound=PLACEHOLDER_BOUND,
             calibrate=False,
             description="ESPCN x3 super-resolution on (N,1,224,224) luminance in [0,1]",
         ),

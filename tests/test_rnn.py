@@ -8,6 +8,8 @@ sequence sizes than the export's. Refused forms raise ExportError saying what to
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -24,6 +26,8 @@ from tests.op_table.schema import OpCase
 INPUT_SEED = 0
 # Sizes the dynamic rows are re-run at: longer and shorter than the export's, other batches.
 OTHER_SIZES = ({"seq": 8, "batch": 2}, {"seq": 1, "batch": 5})
+
+EXPORT_MODULE = importlib.import_module("exporter.export")  # `exporter.export` is the function
 
 EXPORTED = [c for c in CASES if c.refused is None]
 REFUSED = [c for c in CASES if c.refused is not None]
@@ -71,12 +75,35 @@ def _resized(case: OpCase, inputs: Sequence[torch.Tensor], sizes: Mapping[str, i
     return resized
 
 
+@functools.lru_cache(maxsize=2)  # a row's opsets are adjacent in collection order
+def _row(case_name: str) -> dict:
+    """A row's module and inputs, and (once captured) its program, shared by its opsets."""
+    case = next(c for c in EXPORTED if c.name == case_name)
+    return {"module": case.module().eval(), "inputs": _inputs(case), "program": None}
+
+
+@pytest.fixture
+def row(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The row's shared state; torch.export's capture (opset-independent, most of an export's
+    time) runs once per row, as in tests/test_ops.py."""
+    state = _row(request.node.callspec.params["case"].name)
+    capture = EXPORT_MODULE.capture
+
+    def capture_once(*args, **kwargs) -> torch.export.ExportedProgram:
+        if state["program"] is None:
+            state["program"] = capture(*args, **kwargs)
+        return state["program"]
+
+    monkeypatch.setattr(EXPORT_MODULE, "capture", capture_once)
+    return state
+
+
 @pytest.mark.parametrize(
     ("case", "opset"),
     [pytest.param(c, opset, id=f"{c.name}-opset{opset}") for c in EXPORTED for opset in c.opsets],
 )
-def test_recurrent_layer_matches_torch(case: OpCase, opset: int) -> None:
-    module, inputs = case.module().eval(), _inputs(case)
+def test_recurrent_layer_matches_torch(case: OpCase, opset: int, row: dict) -> None:
+    module, inputs = row["module"], row["inputs"]
     model = exporter.export(module, inputs, opset_version=opset, dynamic_axes=case.dynamic_axes)
     onnx.checker.check_model(model, full_check=True)
     atens = {p.value for node in model.graph.node for p in node.metadata_props if p.key == "roundtrip.aten"}
@@ -105,7 +132,8 @@ def test_capture_restores_torch() -> None:
     """The shape-only kernels used while capturing are gone afterwards; torch is as it was."""
     import torch._decomp as decomp
 
-    ops = [torch.ops.aten.lstm.input, torch.ops.aten.gru.input, torch.ops.aten.rnn_tanh.input, torch.ops.aten.rnn_relu.input]
+    aten = torch.ops.aten
+    ops = [aten.lstm.input, aten.gru.input, aten.rnn_tanh.input, aten.rnn_relu.input]
     before = [(dict(op.py_kernels), decomp.decomposition_table.get(op)) for op in ops]
     case = next(c for c in DYNAMIC if "lstm" in c.tags)
     exporter.export(case.module().eval(), _inputs(case), dynamic_axes=case.dynamic_axes)

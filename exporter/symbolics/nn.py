@@ -58,12 +58,6 @@ def _batch_norm_batch_stats(g: Graph, x: Value, weight, bias, eps: float) -> Val
     return g.op("Transpose", g.op("Squeeze", normed, g.constant([0])), perm_i=perm)
 
 
-def _batch_norm(g: Graph, x: Value, weight, bias, mean, var, training: bool, eps: float) -> Value:
-    if training or mean is None:
-        return _batch_norm_batch_stats(g, x, weight, bias, eps)
-    return _batch_norm_running(g, x, weight, bias, mean, var, eps)
-
-
 @symbolic("aten::_native_batch_norm_legit_no_training")
 def native_batch_norm_no_training(g: Graph, input, weight, bias, running_mean, running_var, momentum, eps):
     """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
@@ -71,28 +65,11 @@ def native_batch_norm_no_training(g: Graph, input, weight, bias, running_mean, r
     return _batch_norm_running(g, input, weight, bias, running_mean, running_var, eps), None, None
 
 
-@symbolic("aten::_native_batch_norm_legit")
-def native_batch_norm_legit(g: Graph, input, weight, bias, running_mean, running_var, training, momentum, eps):
-    """_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    return _batch_norm(g, input, weight, bias, running_mean, running_var, training, eps), None, None
-
-
 @symbolic("aten::_native_batch_norm_legit.no_stats")
 def native_batch_norm_no_stats(g: Graph, input, weight, bias, training, momentum, eps):
     """_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    # BatchNorm with track_running_stats=False: batch statistics, in eval too.
     return _batch_norm_batch_stats(g, input, weight, bias, eps), None, None
-
-
-@symbolic("aten::native_batch_norm")
-def native_batch_norm(g: Graph, input, weight, bias, running_mean, running_var, training, momentum, eps):
-    """native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    return _batch_norm(g, input, weight, bias, running_mean, running_var, training, eps), None, None
-
-
-@symbolic("aten::batch_norm")
-def batch_norm(g: Graph, input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled):
-    """batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps, bool cudnn_enabled) -> Tensor"""
-    return _batch_norm(g, input, weight, bias, running_mean, running_var, training, eps)
 
 
 @symbolic("aten::instance_norm")
@@ -175,6 +152,19 @@ def matmul(g: Graph, self: Value, other: Value):
     return g.op("MatMul", self, other)
 
 
+@symbolic("aten::addmv")
+def addmv(g: Graph, self: Value, mat: Value, vec: Value, beta=1, alpha=1):
+    """addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    product = g.op("MatMul", mat, vec)
+    if alpha != 1:
+        product = g.op("Mul", product, g.constant(torch.tensor(alpha, dtype=g.ctx.output_dtype)))
+    if beta == 0:  # as in addmm, `self` is ignored
+        return product
+    if beta != 1:
+        self = g.op("Mul", self, g.constant(torch.tensor(beta, dtype=g.ctx.output_dtype)))
+    return g.op("Add", self, product)
+
+
 @symbolic("aten::addmm")
 def addmm(g: Graph, self: Value, mat1: Value, mat2: Value, beta=1, alpha=1):
     """addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
@@ -184,14 +174,8 @@ def addmm(g: Graph, self: Value, mat1: Value, mat2: Value, beta=1, alpha=1):
 
 
 # -- dropout (identity in inference) -------------------------------------------------------
-
-
-@symbolic("aten::dropout", "aten::feature_dropout", "aten::alpha_dropout", "aten::feature_alpha_dropout")
-def dropout(g: Graph, input: Value, p: float, train: bool):
-    """dropout(Tensor input, float p, bool train) -> Tensor"""
-    if train and p > 0:
-        raise ValueError("dropout in training mode is random and is not exported; call model.eval()")
-    return g.op("Identity", input)
+# aten.dropout and its feature/alpha variants never reach the registry: torch.export cannot
+# preserve them (random ops) and removes them in eval, where they are the identity.
 
 
 @symbolic("aten::native_dropout")

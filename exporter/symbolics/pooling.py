@@ -104,15 +104,11 @@ def _axes(x: Value, spatial: int, kernel_size, stride, padding, dilation, ceil_m
 
 
 def _plane_size(g: Graph, x: Value, spatial: int) -> Value:
-    """The number of elements in one (N, C) plane of `x`, as a 1-element int64 value."""
+    """The number of elements in one (N, C) plane of `x`, as a 1-element int64 constant."""
     sizes = _static_spatial(x, spatial)
-    if all(s is not None for s in sizes):
-        return g.constant([math.prod(sizes)])
-    rank = rank_of(x)
-    size = g.op("Shape", x, start_i=rank - spatial, end_i=rank - spatial + 1)
-    for axis in range(rank - spatial + 1, rank):
-        size = g.op("Mul", size, g.op("Shape", x, start_i=axis, end_i=axis + 1))
-    return size
+    if any(s is None for s in sizes):
+        raise ValueError("max-pool indices need the pooled sizes known at export time")
+    return g.constant([math.prod(sizes)])
 
 
 # -- max pooling ------------------------------------------------------------------------------
@@ -191,7 +187,8 @@ def _avg_pool(g: Graph, x: Value, spatial: int, kernel_size, stride, padding, ce
         return drop_batch_axis(g, y, added)
     dtype = x.dtype or torch.float32
     window = math.prod(a.kernel for a in axes)
-    sums = g.op("Mul", g.op("AveragePool", x, count_include_pad_i=1, **common), g.constant(torch.tensor(float(window), dtype=dtype)))
+    means = g.op("AveragePool", x, count_include_pad_i=1, **common)  # pads count as zeros
+    sums = g.op("Mul", means, g.constant(torch.tensor(float(window), dtype=dtype)))
     if divisor_override is not None:
         divisor = g.constant(torch.tensor(float(divisor_override), dtype=dtype))
     else:
@@ -211,7 +208,8 @@ def avg_pool1d(g: Graph, self: Value, kernel_size, stride=(), padding=0, ceil_mo
 @symbolic("aten::avg_pool2d", "aten::avg_pool3d")
 def avg_pool(g: Graph, self: Value, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
     """avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    return _avg_pool(g, self, _spatial_of(g), kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    spatial = _spatial_of(g)
+    return _avg_pool(g, self, spatial, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
 
 
 # -- adaptive pooling -------------------------------------------------------------------------

@@ -184,12 +184,6 @@ def rnn_relu(g: Graph, input: Value, hx: Value, params, has_biases, num_layers, 
     return _rnn(g, "Relu", input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
 
 
-@symbolic("aten::lstm.data", "aten::gru.data", "aten::rnn_tanh.data", "aten::rnn_relu.data")
-def packed_rnn(g: Graph, *args):
-    """lstm.data(Tensor data, Tensor batch_sizes, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional) -> (Tensor, Tensor, Tensor)"""
-    raise ExportError(PACKED_HINT)
-
-
 # -- capture: keep the fused ops whole, with dynamic batch and sequence sizes ------------------
 
 

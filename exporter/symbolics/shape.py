@@ -147,15 +147,12 @@ def split(g: Graph, self: Value, split_size: int, dim=0):
     """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]
 
     Chunks of `split_size` and a smaller last one; `chunk` reaches here as split.Tensor.
+    torch.export fixes the size of the split dim (the chunk count depends on it).
     """
     axis = normalize_dim(dim, rank_of(self))
+    (length,) = static_ints([self.shape[axis]], "the size of the split dim")
     count = len(g.ctx.output_meta)
-    length = dim_size(g, self, axis)
-    if isinstance(length, int):
-        last = length - split_size * (count - 1)
-    else:
-        last = g.op("Sub", length, g.constant([split_size * (count - 1)], torch.int64))
-    return split_with_sizes(g, self, [split_size] * (count - 1) + [last], axis)
+    return split_with_sizes(g, self, [split_size] * (count - 1) + [length - split_size * (count - 1)], axis)
 
 
 @symbolic("aten::unfold")

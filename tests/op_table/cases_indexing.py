@@ -20,7 +20,11 @@ BASIC = [
     op("index_slice_past_end", lambda a: a[2:10], lambda g: (randn(g, 4, 2),), [SLICE], seed_ops=("Index",)),
     op("index_none_ellipsis", lambda a: a[None, ..., 1::2], lambda g: (randn(g, 2, 3, 4),), [UNSQUEEZE, SLICE], seed_ops=("Index",)),
     op("index_mixed_basic", lambda a: a[1, None, :, 1:3], lambda g: (randn(g, 2, 3, 4),), [SELECT, UNSQUEEZE, SLICE], seed_ops=("Index",)),
-    op("index_slice_dynamic", lambda a: a[1:], lambda g: (randn(g, 4, 2),), [SLICE], seed_ops=("Index",), dynamic_axes=BATCH),
+    op("index_slice_dynamic", lambda a: torch.cat([a, a, a])[2:-1], lambda g: (randn(g, 4, 2),), [SLICE], seed_ops=("Index",), dynamic_axes=BATCH),
+    op(
+        "index_slice_symbolic_end", lambda a: torch.cat([a, a])[: a.shape[0]], lambda g: (randn(g, 4, 2),),
+        [SLICE, "aten.sym_size.int"], seed_ops=("Index",), dynamic_axes=BATCH,
+    ),
     op("index_select_int_dynamic", lambda a: a[:, -1], lambda g: (randn(g, 4, 3),), [SELECT], seed_ops=("Index",), dynamic_axes=BATCH),
 ]
 
@@ -50,7 +54,7 @@ ADVANCED = [
     op("nonzero", torch.nonzero, lambda g: (ints(g, 0, 2, 3, 4),), ["aten.nonzero.default"]),
     op("index_select", lambda a, i: a.index_select(1, i), lambda g: (randn(g, 2, 4), ints(g, 0, 4, 5)), ["aten.index_select.default"], seed_ops=("index_select",)),
     op("index_select_negative_dim", lambda a, i: a.index_select(-1, i), lambda g: (randn(g, 2, 3, 4), ints(g, 0, 4, 2)), ["aten.index_select.default"], seed_ops=("index_select",)),
-    op("index_select_0d_index", lambda a, i: a.index_select(0, i), lambda g: (randn(g, 3, 2), torch.tensor(2)), ["aten.index_select.default"], seed_ops=("index_select",)),
+    op("index_select_0d_index", lambda a: a.index_select(0, torch.tensor(2)), lambda g: (randn(g, 3, 2),), ["aten.index_select.default"], seed_ops=("index_select",)),
 ]
 
 

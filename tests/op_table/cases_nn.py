@@ -153,6 +153,10 @@ POOL_CASES = [
     case("adaptive_avg_pool2d_global", lambda: nn.AdaptiveAvgPool2d(1), ((2, 3, 5, 4),), ("aten.adaptive_avg_pool2d.default",)),
     case("adaptive_avg_pool2d_upsample", lambda: nn.AdaptiveAvgPool2d((5, 4)), ((1, 2, 3, 3),), ("aten.adaptive_avg_pool2d.default",)),
     case("adaptive_avg_pool3d", lambda: nn.AdaptiveAvgPool3d((2, 3, 4)), ((1, 2, 5, 7, 4),), ("aten.adaptive_avg_pool3d.default",)),
+    case("_adaptive_avg_pool2d", fn(lambda x: torch.ops.aten._adaptive_avg_pool2d(x, [3, 2])), ((1, 2, 7, 5),),
+         ("aten._adaptive_avg_pool2d.default",)),
+    case("_adaptive_avg_pool3d", fn(lambda x: torch.ops.aten._adaptive_avg_pool3d(x, [2, 2, 3])), ((1, 2, 3, 4, 7),),
+         ("aten._adaptive_avg_pool3d.default",)),
     case("adaptive_avg_pool2d_unbatched", lambda: nn.AdaptiveAvgPool2d(3), ((2, 7, 5),), ("aten.adaptive_avg_pool2d.default",)),
     case("adaptive_max_pool1d", lambda: nn.AdaptiveMaxPool1d(3, return_indices=True), ((2, 3, 7),), ("aten.adaptive_max_pool1d.default",)),
     case("adaptive_max_pool2d_indices", lambda: nn.AdaptiveMaxPool2d((3, 2), return_indices=True), ((2, 2, 7, 5),),
@@ -188,6 +192,8 @@ NORM_CASES = [
     case("layer_norm_no_bias", lambda: nn.LayerNorm(5, bias=False), ((4, 5),), ("aten.layer_norm.default",)),
     case("native_layer_norm_stats", fn(lambda x, w, b: torch.ops.aten.native_layer_norm(x, [4], w, b, 1e-5)),
          ((2, 3, 4), (4,), (4,)), ("aten.native_layer_norm.default",)),
+    case("native_group_norm", fn(lambda x, w, b: torch.ops.aten.native_group_norm(x, w, b, 2, 6, 12, 3, 1e-5)[0]),
+         ((2, 6, 3, 4), (6,), (6,)), ("aten.native_group_norm.default",)),
     case("group_norm", lambda: nn.GroupNorm(2, 4), ((2, 4, 3, 3),), ("aten.group_norm.default",)),
     case("group_norm_no_affine_1d", lambda: nn.GroupNorm(3, 6, affine=False), ((2, 6, 5),), ("aten.group_norm.default",)),
 ]
@@ -203,20 +209,57 @@ LINEAR_CASES = [
     case("addmm", fn(torch.addmm), ((2, 3), (2, 4), (4, 3)), ("aten.addmm.default",), ("addmm",)),
     case("addmm_beta_alpha_broadcast", fn(lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=-2.0)),
          ((3,), (2, 4), (4, 3)), ("aten.addmm.default",), ("addmm",)),
+    case("addmv", fn(lambda c, a, b: torch.addmv(c, a, b, beta=2.0, alpha=0.5)), ((3,), (3, 4), (4,)), ("aten.addmv.default",)),
     case("addmm_beta_zero_ignores_nan", fn(lambda c, a, b: torch.addmm(c * float("nan"), a, b, beta=0)),
          ((2, 3), (2, 4), (4, 3)), ("aten.addmm.default",), ("addmm",)),
 ]
 
-# Dropout in eval is the identity: torch.export removes it (dropout ops cannot be preserved),
-# so the rows check the layer exports and computes the identity; there is no op to find.
+# Dropout in eval is the identity: torch.export removes the nn.Dropout* layers (dropout ops
+# cannot be preserved), so those rows check that the layer exports and computes the identity;
+# there is no dropout op to find. native_dropout, called directly, is kept.
 DROPOUT_CASES = [
     case("dropout_eval", lambda: nn.Sequential(nn.Dropout(0.5), nn.ReLU()), ((3, 4),), ("aten.relu.default",), ("Dropout",)),
     case("feature_dropout2d_eval", lambda: nn.Sequential(nn.Dropout2d(0.3), nn.ReLU()),
          ((2, 3, 4, 4),), ("aten.relu.default",), ("FeatureDropout",)),
     case("feature_dropout1d_3d_eval", lambda: nn.Sequential(nn.Dropout1d(0.3), nn.Dropout3d(0.3), nn.ReLU()),
          ((2, 3, 4),), ("aten.relu.default",), ("FeatureDropout",)),
+    case("native_dropout_eval", fn(lambda x: torch.ops.aten.native_dropout(x, 0.5, False)), ((3, 4),),
+         ("aten.native_dropout.default",), ("Dropout",)),
     case("alpha_dropout_eval", lambda: nn.Sequential(nn.AlphaDropout(0.2), nn.FeatureAlphaDropout(0.2), nn.ReLU()),
          ((2, 3, 4),), ("aten.relu.default",), ("Dropout",)),
 ]
 
-CASES: list[OpCase] = CONV_CASES + POOL_CASES + NORM_CASES + LINEAR_CASES + DROPOUT_CASES
+BATCH = {"input": {0: "batch"}}
+BATCH_SPATIAL = {"input": {0: "batch", 2: "height", 3: "width"}}
+
+# Dynamic axes: batch everywhere; height and width where torch.export keeps them symbolic
+# (it specialises pooled and strided sizes whose output could be 1).
+DYNAMIC_CASES = [
+    case("conv2d_dynamic_batch", lambda: nn.Conv2d(2, 3, 3, stride=2, padding=1), ((2, 2, 7, 6),), (CONV2D,), ("Conv",),
+         dynamic_axes=BATCH),
+    case("conv2d_circular_dynamic", lambda: nn.Conv2d(2, 2, 3, padding=1, padding_mode="circular"), ((2, 2, 5, 6),),
+         ("aten._pad_circular.default", CONV2D), ("Conv",), dynamic_axes=BATCH_SPATIAL),
+    case("conv2d_reflect_dynamic", lambda: nn.Conv2d(2, 2, 3, padding=1, padding_mode="reflect"), ((2, 2, 5, 6),),
+         ("aten.reflection_pad2d.default", CONV2D), ("Conv",), dynamic_axes=BATCH_SPATIAL),
+    case("conv_transpose2d_dynamic", lambda: nn.ConvTranspose2d(2, 2, 3, stride=2), ((2, 2, 5, 6),),
+         ("aten.conv_transpose2d.input",), ("Conv",), dynamic_axes=BATCH_SPATIAL),
+    case("max_pool2d_indices_dynamic_batch", lambda: nn.MaxPool2d(3, stride=2, padding=1, return_indices=True),
+         ((2, 2, 7, 6),), (MAXPOOL2D_IDX,), ("MaxPool2d",), dynamic_axes=BATCH),
+    case("avg_pool2d_ceil_overhang_dynamic_batch", lambda: nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True),
+         ((2, 2, 6, 6),), ("aten.avg_pool2d.default",), ("avg_pool2d",), dynamic_axes=BATCH),
+    case("adaptive_max_pool2d_dynamic_batch", lambda: nn.AdaptiveMaxPool2d((3, 2), return_indices=True), ((2, 2, 7, 5),),
+         ("aten.adaptive_max_pool2d.default",), dynamic_axes=BATCH),
+    case("adaptive_avg_pool2d_global_dynamic", lambda: nn.AdaptiveAvgPool2d(1), ((2, 3, 5, 4),),
+         ("aten.adaptive_avg_pool2d.default",), dynamic_axes=BATCH_SPATIAL),
+    case("pixel_shuffle_dynamic", lambda: nn.PixelShuffle(2), ((2, 8, 3, 4),), ("aten.pixel_shuffle.default",),
+         dynamic_axes=BATCH_SPATIAL),
+    case("batch_norm2d_batch_stats_dynamic", lambda: with_stats(nn.BatchNorm2d(2, track_running_stats=False)), ((2, 2, 5, 6),),
+         ("aten._native_batch_norm_legit.no_stats",), ("BatchNorm",), dynamic_axes=BATCH_SPATIAL),
+    case("group_norm_dynamic", lambda: nn.GroupNorm(2, 4), ((2, 4, 5, 6),), ("aten.group_norm.default",), dynamic_axes=BATCH_SPATIAL),
+    case("linear_dynamic", lambda: nn.Linear(5, 3), ((2, 3, 5),), ("aten.linear.default",),
+         dynamic_axes={"input": {0: "batch", 1: "seq"}}),
+    case("layer_norm_dynamic", lambda: nn.LayerNorm(5), ((2, 3, 5),), ("aten.layer_norm.default",),
+         dynamic_axes={"input": {0: "batch", 1: "seq"}}),
+]
+
+CASES: list[OpCase] = CONV_CASES + POOL_CASES + NORM_CASES + LINEAR_CASES + DROPOUT_CASES + DYNAMIC_CASES

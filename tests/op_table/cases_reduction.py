@@ -22,7 +22,7 @@ SUMS = [
     op("sum_dtype_float64", lambda a: a.sum(1, dtype=torch.float64), lambda g: (randn(g, 2, 3),), [SUM], seed_ops=("sum",)),
     op("sum_int_dim", lambda a: a.sum(0), lambda g: (ints(g, -5, 5, 3, 4, dtype=torch.int32),), [SUM], seed_ops=("sum",)),
     op("sum_empty_dims_is_all", lambda a: torch.sum(a, dim=[]), lambda g: (randn(g, 2, 3),), [SUM], seed_ops=("sum",)),
-    op("sum_0d", lambda a: a.sum(0), lambda g: (randn(g),), [SUM], seed_ops=("sum",)),
+    op("sum_0d", lambda a: a.sum().sum(0), lambda g: (randn(g, 3),), [SUM_ALL, SUM], seed_ops=("sum",)),
 ]
 
 MEANS = [
@@ -63,7 +63,7 @@ SOFTMAXES = [
     op("softmax_dim1", lambda a: F.softmax(a, 1), lambda g: (randn(g, 2, 3, 4),), [SOFTMAX], seed_ops=("softmax",)),
     op("softmax_last", lambda a: a.softmax(-1), lambda g: (randn(g, 2, 3, 4) * 4,), [SOFTMAX], seed_ops=("softmax",)),
     op("softmax_dtype", lambda a: F.softmax(a, 1, dtype=torch.float64), lambda g: (randn(g, 2, 3),), [SOFTMAX], seed_ops=("softmax",)),
-    op("softmax_0d", lambda a: a.softmax(0), lambda g: (randn(g),), [SOFTMAX], seed_ops=("softmax",)),
+    op("softmax_0d", lambda a: a.sum().softmax(0), lambda g: (randn(g, 3),), [SOFTMAX], seed_ops=("softmax",)),
     op("softmax_module", lambda a: torch.nn.Softmax(dim=1)(a), lambda g: (randn(g, 3, 5),), [SOFTMAX], seed_ops=("softmax",)),
     op("_softmax_direct", lambda a: torch._softmax(a, 1, False), lambda g: (randn(g, 2, 3, 4),), ["aten._softmax.default"], seed_ops=("softmax",)),
     op(

@@ -78,20 +78,25 @@ def recurrent_module(kind: str, **options) -> Callable[[], nn.Module]:
 
 
 def recurrent_inputs(kind: str, *, layers: int = 1, bidirectional: bool = False, batch_first: bool = False,
-                     with_state: bool = False, seq: int = SEQ, batch: int = BATCH, features: int = FEATURES,
+                     with_state: bool = False, seq: int = SEQ, batch: int | None = BATCH, features: int = FEATURES,
                      hidden: int = HIDDEN, **_: object) -> Callable[[torch.Generator], tuple[torch.Tensor, ...]]:
+    """x (and h0[, c0] with_state), seeded; batch=None makes them unbatched, as torch allows."""
+    batch_axis = () if batch is None else (batch,)
+
     def make(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
-        x = torch.randn((batch, seq, features) if batch_first else (seq, batch, features), generator=gen)
+        x_shape = (*batch_axis, seq, features) if batch_first else (seq, *batch_axis, features)
+        x = torch.randn(x_shape, generator=gen)
         if not with_state:
             return (x,)
-        state_shape = (layers * (2 if bidirectional else 1), batch, hidden)
+        state_shape = (layers * (2 if bidirectional else 1), *batch_axis, hidden)
         states = [torch.randn(state_shape, generator=gen) for _ in range(2 if kind == "LSTM" else 1)]
         return (x, *states)
 
     return make
 
 
-def rnn_case(kind: str, *, with_state: bool = False, dynamic: bool = False, name: str | None = None, **options) -> OpCase:
+def rnn_case(kind: str, *, with_state: bool = False, dynamic: bool = False, unbatched: bool = False,
+             name: str | None = None, **options) -> OpCase:
     layers = options.get("layers", 1)
     parts = [kind.lower(), f"{layers}layer"]
     parts += ["bidir"] if options.get("bidirectional") else []
@@ -99,6 +104,7 @@ def rnn_case(kind: str, *, with_state: bool = False, dynamic: bool = False, name
     parts += ["h0"] if with_state else []
     parts += ["no_bias"] if options.get("bias") is False else []
     parts += ["dynamic"] if dynamic else []
+    parts += ["unbatched"] if unbatched else []
     dynamic_axes = None
     if dynamic:
         seq_axis, batch_axis = (1, 0) if options.get("batch_first") else (0, 1)
@@ -108,7 +114,7 @@ def rnn_case(kind: str, *, with_state: bool = False, dynamic: bool = False, name
     return OpCase(
         name or "_".join(parts),
         recurrent_module(kind, **options),
-        recurrent_inputs(kind, with_state=with_state, **options),
+        recurrent_inputs(kind, with_state=with_state, batch=None if unbatched else BATCH, **options),
         targets=(TARGETS[kind],),
         seed_ops=("RNN",),
         atol=RNN_ATOL,
@@ -130,6 +136,8 @@ EXTRA_CASES = [
     *(rnn_case(kind, layers=2, bidirectional=True, bias=False, with_state=True) for kind in TARGETS),
     *(rnn_case(kind, layers=2, bidirectional=True, with_state=True, dynamic=True) for kind in TARGETS),
     *(rnn_case(kind, layers=2, batch_first=True, dynamic=True) for kind in TARGETS),
+    rnn_case("LSTM", layers=2, bidirectional=True, with_state=True, unbatched=True),
+    rnn_case("GRU", batch_first=True, unbatched=True),
     OpCase(
         "lstm_packed_sequence_refused", PackedLSTM, recurrent_inputs("LSTM"),
         targets=(TARGETS["LSTM"],), seed_ops=("RNN",), refused="packed sequences",

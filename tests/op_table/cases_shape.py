@@ -15,7 +15,7 @@ RESHAPES = [
     op("view_minus_one", lambda a: a.view(6, -1), lambda g: (randn(g, 2, 3, 4),), [VIEW], seed_ops=("view",)),
     op("view_as", lambda a, b: a.view_as(b), lambda g: (randn(g, 2, 6), randn(g, 3, 4)), [VIEW], seed_ops=("view",)),
     op("reshape_is_view", lambda a: a.reshape(4, 3, 2), lambda g: (randn(g, 2, 3, 4),), [VIEW], seed_ops=("view",)),
-    op("reshape_non_contiguous", lambda a: a.t().reshape(-1), lambda g: (randn(g, 3, 4),), [VIEW, "aten.clone.default"], seed_ops=("view",)),
+    op("reshape_non_contiguous", lambda a: a.t().reshape(-1), lambda g: (randn(g, 3, 4),), ["aten._unsafe_view.default", "aten.clone.default"], seed_ops=("view",)),
     op("flatten_is_view", lambda a: a.flatten(1), lambda g: (randn(g, 2, 3, 4),), [VIEW], seed_ops=("view",)),
     op("view_to_0d", lambda a: a.view(()), lambda g: (randn(g, 1, 1),), [VIEW], seed_ops=("view",)),
     op("_unsafe_view", lambda a: torch.ops.aten._unsafe_view(a, [4, 6]), lambda g: (randn(g, 2, 3, 4),), ["aten._unsafe_view.default"], seed_ops=("view",)),
@@ -53,7 +53,7 @@ JOINS = [
     op("chunk_is_split", lambda a: a.chunk(3, 0), lambda g: (randn(g, 7, 2),), [SPLIT], seed_ops=("split",)),
     op("split_sections", lambda a: a.split([1, 3, 2], 1), lambda g: (randn(g, 2, 6),), [SPLIT_SIZES], seed_ops=("split",)),
     op("split_sections_dim0", lambda a: torch.split(a, [3, 1]), lambda g: (randn(g, 4, 2),), [SPLIT_SIZES], seed_ops=("split",)),
-    op("split_dynamic", lambda a: a.split(2, 0)[0], lambda g: (randn(g, 5, 2),), [SPLIT], seed_ops=("split",), dynamic_axes=BATCH),
+    op("split_other_dim_dynamic", lambda a: a.split(2, 1), lambda g: (randn(g, 3, 5),), [SPLIT], seed_ops=("split",), dynamic_axes=BATCH),
 ]
 
 UNFOLD, PAD = "aten.unfold.default", "aten.constant_pad_nd.default"
@@ -75,7 +75,7 @@ WINDOWS = [
 FACTORIES = [
     op("zeros_is_full", lambda a: a + torch.zeros(4), lambda g: (randn(g, 2, 4),), ["aten.full.default"]),
     op("ones_int", lambda a: a * torch.ones(2, 3, dtype=torch.int32), lambda g: (ints(g, -5, 5, 2, 3, dtype=torch.int32),), ["aten.full.default"]),
-    op("full_bool", lambda a: a & torch.full((3,), True), lambda g: (ints(g, 0, 2, 3).bool(),), ["aten.full.default"]),
+    op("full_bool", lambda a: a != torch.full((3,), True), lambda g: (ints(g, 0, 2, 3).bool(),), ["aten.full.default"]),
     op("zeros_like_is_full_like", lambda a: torch.zeros_like(a) + a.sum(), lambda g: (randn(g, 2, 3),), ["aten.full_like.default"]),
     op("ones_like_dtype", lambda a: torch.ones_like(a, dtype=torch.int64), lambda g: (randn(g, 2, 3),), ["aten.full_like.default"]),
     op("full_like_dynamic", lambda a: torch.full_like(a, 2.5), lambda g: (randn(g, 3, 2),), ["aten.full_like.default"], dynamic_axes=BATCH),

@@ -1,0 +1,175 @@
+"""Table-driven tests for `harness.compare`: the metrics every report is built from."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from harness.compare import Comparison, compare, error_histogram
+
+NAN, INF = float("nan"), float("inf")
+
+
+def f32(*values):
+    return np.array(values, dtype=np.float32)
+
+
+# (id, actual, expected, atol, rtol, expected fields). Values chosen to be exact in fp32.
+CASES = [
+    ("identical", f32(1, 2, 3), f32(1, 2, 3), 0.0, 0.0,
+     dict(passed=True, max_abs=0.0, max_rel=0.0, mismatch_fraction=0.0, tolerance_ratio=0.0,
+          min_atol=0.0, min_rtol=0.0, scale=3.0, histogram={"zero": 3})),
+    ("inside atol", f32(1.5, 2), f32(1, 2), 0.5, 0.0,
+     dict(passed=True, max_abs=0.5, max_rel=0.5, mismatch_fraction=0.0, tolerance_ratio=1.0, min_atol=0.5)),
+    ("outside atol", f32(1.5, 2, 3.25), f32(1, 2, 3), 0.25, 0.0,
+     dict(passed=False, max_abs=0.5, mismatch_fraction=1 / 3, tolerance_ratio=2.0, min_atol=0.5)),
+    ("rtol scales with expected", f32(1.5, 4.5), f32(1, 4), 0.0, 0.5,
+     dict(passed=True, max_abs=0.5, max_rel=0.5, tolerance_ratio=1.0, min_atol=0.0, min_rtol=0.5)),
+    ("min_atol at the given rtol", f32(2, 10), f32(1, 8), 0.0, 0.125,
+     dict(passed=False, max_abs=2.0, min_atol=2.0 - 0.125 * 8, min_rtol=1.0)),
+    ("min_rtol at the given atol", f32(1.5, 10), f32(1, 8), 0.25, 0.0,
+     dict(passed=False, min_atol=2.0, min_rtol=(0.5 - 0.25) / 1)),
+    ("error where expected is 0 needs atol", f32(0.5, 1), f32(0, 1), 0.0, 0.1,
+     dict(passed=False, min_atol=0.5, min_rtol=INF, max_rel=0.5 / float(np.finfo(np.float32).tiny))),
+    ("normalised by the expected scale", f32(1, 2.5), f32(1, 2), 0.0, 0.0,
+     dict(passed=False, max_abs=0.5, scale=2.0, normalized=0.25)),
+    ("NaN on both sides agrees", f32(NAN, 1), f32(NAN, 1), 0.0, 0.0,
+     dict(passed=True, nonfinite_mismatch=0, nonfinite_expected=1, mismatch_fraction=0.0, max_abs=0.0)),
+    ("NaN on one side mismatches", f32(NAN, 1), f32(0, 1), 1.0, 1.0,
+     dict(passed=False, nonfinite_mismatch=1, mismatch_fraction=0.5, tolerance_ratio=INF, min_atol=INF,
+          min_rtol=INF)),
+    ("NaN expected, finite actual mismatches", f32(0, 1), f32(NAN, 1), 1.0, 1.0,
+     dict(passed=False, nonfinite_mismatch=1, nonfinite_expected=1)),
+    ("inf of the same sign agrees", f32(INF, -INF, 1), f32(INF, -INF, 1), 0.0, 0.0,
+     dict(passed=True, nonfinite_mismatch=0, nonfinite_expected=2, max_abs=0.0)),
+    ("inf against -inf mismatches", f32(INF, 1), f32(-INF, 1), 0.0, 0.0,
+     dict(passed=False, nonfinite_mismatch=1)),
+    ("inf against a finite value mismatches", f32(INF, 1), f32(3e38, 1), 1e38, 1.0,
+     dict(passed=False, nonfinite_mismatch=1)),
+    ("finite errors ignore the non-finite elements", f32(NAN, 1.5), f32(NAN, 1), 0.0, 0.0,
+     dict(passed=False, max_abs=0.5, mismatch_fraction=0.5, nonfinite_mismatch=0)),
+    ("all NaN on both sides", f32(NAN, NAN), f32(NAN, NAN), 0.0, 0.0,
+     dict(passed=True, max_abs=0.0, mismatch_fraction=0.0)),
+    ("shape mismatch is reported, not raised", np.zeros((2, 3), np.float32), np.zeros((3, 2), np.float32), 1.0, 1.0,
+     dict(passed=False, shape_match=False, max_abs=INF, tolerance_ratio=INF, min_atol=INF, mismatch_fraction=1.0,
+          shape_actual=[2, 3], shape_expected=[3, 2])),
+    ("rank mismatch (broadcastable) is a shape mismatch", np.zeros((1,), np.float32), np.zeros((), np.float32),
+     1.0, 1.0, dict(passed=False, shape_match=False)),
+    ("integers are exact: tolerances do not apply", np.array([1, 2, 4]), np.array([1, 2, 3]), 10.0, 10.0,
+     dict(passed=False, max_abs=1.0, mismatch_fraction=1 / 3, tolerance_ratio=INF, min_atol=INF, min_rtol=INF)),
+    ("equal integers pass", np.array([5, -2], np.int64), np.array([5, -2], np.int64), 0.0, 0.0,
+     dict(passed=True, max_abs=0.0, scale=5.0)),
+    ("booleans are exact", np.array([True, False]), np.array([True, True]), 1.0, 1.0,
+     dict(passed=False, mismatch_fraction=0.5)),
+    ("dtype mismatch fails and is reported", np.array([1, 2], np.int32), np.array([1, 2], np.int64), 0.0, 0.0,
+     dict(passed=False, dtype_match=False, max_abs=0.0)),
+    ("float dtype mismatch fails", f32(1, 2), np.array([1, 2], np.float64), 0.0, 0.0,
+     dict(passed=False, dtype_match=False, max_abs=0.0)),
+    ("empty tensors agree", np.zeros((0, 3), np.float32), np.zeros((0, 3), np.float32), 0.0, 0.0,
+     dict(passed=True, max_abs=0.0)),
+    ("0-d tensors", np.float32(2.5), np.float32(2.0), 0.5, 0.0, dict(passed=True, max_abs=0.5)),
+    ("complex error is a modulus", np.array([1 + 1j]), np.array([1 + 0j]), 0.0, 0.0,
+     dict(passed=False, max_abs=1.0, scale=1.0)),
+]
+
+
+@pytest.mark.parametrize("actual, expected, atol, rtol, fields", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_compare_table(actual, expected, atol, rtol, fields):
+    result = compare(actual, expected, atol=atol, rtol=rtol)
+    for key, want in fields.items():
+        got = getattr(result, key)
+        if isinstance(want, float):
+            assert got == pytest.approx(want, rel=1e-6, abs=0.0) or (math.isinf(want) and got == want), \
+                f"{key}: {got} != {want}"
+        else:
+            assert got == want, f"{key}: {got} != {want}"
+
+
+@pytest.mark.parametrize("atol, rtol", [(0.0, 0.0), (1e-3, 0.0), (0.0, 1e-2), (1e-4, 1e-3)])
+def test_min_tolerances_are_the_smallest_that_pass(atol, rtol):
+    """At (min_atol, rtol) and at (atol, min_rtol) the comparison passes; any less fails."""
+    rng = np.random.default_rng(0)
+    expected = rng.normal(size=1000).astype(np.float64)
+    actual = expected + rng.normal(scale=1e-3, size=1000)
+    result = compare(actual, expected, atol=atol, rtol=rtol)
+    assert compare(actual, expected, atol=result.min_atol, rtol=rtol).passed
+    assert not compare(actual, expected, atol=result.min_atol * (1 - 1e-6), rtol=rtol).passed
+    assert compare(actual, expected, atol=atol, rtol=result.min_rtol * (1 + 1e-12)).passed
+    assert not compare(actual, expected, atol=atol, rtol=result.min_rtol * (1 - 1e-6)).passed
+
+
+def test_tolerance_ratio_is_one_at_the_boundary_and_decides_passing():
+    expected = f32(1, 2, 4)
+    actual = expected + f32(0.25, 0.5, 1.0)  # exactly 0.25 * |expected|
+    assert compare(actual, expected, atol=0.0, rtol=0.25).tolerance_ratio == pytest.approx(1.0)
+    assert compare(actual, expected, atol=0.0, rtol=0.25).passed
+    assert compare(actual, expected, atol=0.0, rtol=0.125).tolerance_ratio == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("fraction, allowed, passed", [(0.25, 0.25, True), (0.25, 0.2, False), (0.0, 0.0, True)])
+def test_allowed_mismatch(fraction, allowed, passed):
+    expected = np.zeros(8, np.float32)
+    actual = expected.copy()
+    actual[: int(fraction * 8)] = 1.0
+    result = compare(actual, expected, atol=0.5, rtol=0.0, allowed_mismatch=allowed)
+    assert result.mismatch_fraction == fraction and result.passed is passed
+
+
+HISTOGRAMS = [
+    ("empty", np.zeros(0), {}),
+    ("zeros only", np.zeros(3), {"zero": 3}),
+    ("one per decade", np.array([3e-7, 3e-6, 0.5, 0.0]),
+     {"zero": 1, "1e-07": 1, "1e-06": 1, "1e-01": 1}),
+    ("below and above the range", np.array([1e-15, 1e-20, 5e2, 1e9]), {"<1e-12": 2, ">=1e2": 2}),
+    ("edges of the range", np.array([1e-12, 99.0]), {"1e-12": 1, "1e+01": 1}),
+    ("counts add up", np.full(10, 2e-5), {"1e-05": 10}),
+    ("fp32 errors", np.array([0, 2e-7, 3e-7, 4e-3], np.float32), {"zero": 1, "1e-07": 2, "1e-03": 1}),
+]
+
+
+@pytest.mark.parametrize("errors, want", [h[1:] for h in HISTOGRAMS], ids=[h[0] for h in HISTOGRAMS])
+def test_error_histogram(errors, want):
+    got = error_histogram(errors)
+    assert got == want
+    assert sum(got.values()) == errors.size
+
+
+def test_histogram_keys_increase_with_error():
+    errors = np.array([0.0, 1e-14, 3e-9, 3e-9, 0.2, 7.0, 1e4])
+    keys = list(error_histogram(errors))
+    assert keys == ["zero", "<1e-12", "1e-09", "1e-01", "1e+00", ">=1e2"]
+
+
+def test_histogram_of_a_comparison_counts_only_finite_elements():
+    result = compare(f32(NAN, 1.5, 1.0), f32(NAN, 1.0, 1.0), atol=1.0, rtol=0.0)
+    assert result.histogram == {"zero": 1, "1e-01": 1}
+
+
+def test_accepts_torch_tensors_and_scalars():
+    result = compare(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.5]), atol=0.0, rtol=0.0)
+    assert result.max_abs == 0.5 and result.dtype_actual == "float32"
+    assert compare(torch.tensor([1.0], dtype=torch.bfloat16), np.array([1.0], np.float32), atol=0, rtol=0).passed
+    assert compare(np.asarray(3, np.int64), 3, atol=0, rtol=0).passed  # a SymInt's value
+
+
+def test_check_dtype_false_compares_fp32_with_fp64():
+    result = compare(f32(1.0), np.array([1.0 + 2 ** -30]), atol=0.0, rtol=1e-6, check_dtype=False)
+    assert result.passed and not result.dtype_match and result.max_abs == pytest.approx(2 ** -30)
+
+
+def test_to_dict_is_json_with_infinities_as_strings():
+    result = compare(np.zeros(2, np.float32), np.zeros(3, np.float32), atol=0.0, rtol=0.0)
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["max_abs"] == "inf" and data["shape_match"] is False
+    assert set(data) == {f for f in Comparison.__dataclass_fields__}
+
+
+def test_fp64_expected_keeps_small_errors():
+    """An fp32 result against an fp64 truth: the error below fp32 resolution is still seen."""
+    expected = np.array([1.0 + 2 ** -40], dtype=np.float64)
+    result = compare(f32(1.0), expected, atol=0.0, rtol=0.0, check_dtype=False)
+    assert result.max_abs == pytest.approx(2 ** -40)

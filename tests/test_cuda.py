@@ -1,0 +1,132 @@
+"""CUDA: onnxruntime's CUDA provider against torch on CUDA, TF32 pinned, CPU fallbacks listed,
+and the per-op noise floor. Tests marked `cuda` skip with the reason where there is no GPU;
+the ones that are not marked check what a GPU-less machine must do (refuse, with the reason)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+import harness
+from harness.backend import BackendUnavailableError, cuda_unavailable_reason, prepare
+
+REASON = cuda_unavailable_reason()
+needs_gpu = pytest.mark.skipif(REASON is not None, reason=f"needs CUDA: {REASON}")
+
+
+class Small(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.bn(self.conv(x)))
+        return self.fc(y.mean((2, 3)))
+
+
+def _small():
+    torch.manual_seed(0)
+    return Small().eval(), (torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(1)),)
+
+
+# --- on a machine without CUDA: refuse, with the reason -----------------------------------------
+
+
+@pytest.mark.skipif(REASON is None, reason="CUDA is available here")
+def test_verify_on_cuda_without_cuda_raises_with_the_reason():
+    with pytest.raises(BackendUnavailableError) as raised:
+        harness.verify(*_small(), device="cuda")
+    message = str(raised.value)
+    assert message.startswith("CUDA was requested but cannot be used: ") and REASON in message
+
+
+@pytest.mark.skipif(REASON is None, reason="CUDA is available here")
+def test_verify_onnx_and_prepare_on_cuda_without_cuda_raise():
+    model = onnx.helper.make_model(
+        onnx.helper.make_graph([onnx.helper.make_node("Relu", ["x"], ["y"])], "g",
+                               [onnx.helper.make_tensor_value_info("x", 1, [2])],
+                               [onnx.helper.make_tensor_value_info("y", 1, [2])]),
+        opset_imports=[onnx.helper.make_opsetid("", 18)], ir_version=10)
+    with pytest.raises(BackendUnavailableError, match="CUDA was requested"):
+        harness.verify_onnx(model, [np.ones(2, np.float32)], device="cuda")
+    with pytest.raises(BackendUnavailableError, match="CUDA was requested"):
+        prepare(model, "CUDA:0")
+
+
+def test_unavailable_reason_is_none_or_says_why():
+    assert REASON is None or ("CUDAExecutionProvider" in REASON or "GPU" in REASON)
+
+
+def test_noise_floor_code_path_on_cpu_values():
+    """The CPU-vs-device replay, run against CPU values: two identical CPU runs, zero floor."""
+    from harness import per_op
+    from harness.backend import DeviceSpec
+    from harness.mapping import map_model
+    from harness.tolerances import load
+    from harness.torch_values import record_values
+    from harness.verify import model_runner
+
+    import exporter
+
+    model, args = _small()
+    result = exporter.export_program(model, args)
+    values = record_values(result.program, args)
+    groups = map_model(result.model, result.program)
+    analysis = per_op.FxAnalysis(
+        onnx_model=result.model, source_model=result.model, program=result.program, groups=groups,
+        values=values, feeds={"x": args[0].numpy()}, device="cuda", table=load(),
+        run=model_runner(DeviceSpec.parse("cpu"), False, None),
+    )
+    records = {fx: per_op._record(group, analysis) for fx, group in groups.items()}
+    per_op._noise_floor(records, analysis)
+    floors = [r.noise_floor for r in records.values() if r.noise_floor is not None]
+    assert len(floors) >= 4 and all(f.max_abs == 0 and f.passed for f in floors)
+
+
+# --- on a GPU ---------------------------------------------------------------------------------
+
+
+@pytest.mark.cuda
+@needs_gpu
+def test_verify_on_cuda_pins_tf32_off_and_records_it():
+    flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    verification = harness.verify(*_small(), device="cuda")
+    assert verification.device == "cuda:0" and verification.environment["tf32"] is False
+    assert verification.environment["gpu"] and verification.environment["cuda"]
+    assert verification.passed, [c.to_dict() for c in verification.outputs]
+    assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == flags  # restored
+
+
+@pytest.mark.cuda
+@needs_gpu
+def test_cuda_rows_carry_the_noise_floor_and_truth():
+    verification = harness.verify(*_small(), device="cuda")
+    conv = next(op for op in verification.ops if op.aten == "aten.conv2d.default")
+    assert conv.isolated is not None and conv.noise_floor is not None and conv.truth is not None
+    assert conv.noise_floor.shape_match and conv.attribution in ("both-noise", "backend", "torch", "both")
+    assert isinstance(verification.cpu_placed_nodes, list)
+    assert "noise_floor_s" in verification.timings
+
+
+@pytest.mark.cuda
+@needs_gpu
+def test_tf32_on_is_recorded_and_applied_to_both_sides():
+    verification = harness.verify(*_small(), device="cuda", tf32=True)
+    assert verification.environment["tf32"] is True
+
+
+@pytest.mark.cuda
+@needs_gpu
+def test_cuda_session_places_conv_on_cuda():
+    from harness.backend import node_placement
+
+    import exporter
+
+    model, args = _small()
+    onnx_model = exporter.export(model, args)
+    placement = node_placement(prepare(onnx_model, "CUDA", profile=True), args[0].numpy())
+    assert any(p == "CUDAExecutionProvider" for p in placement.values()), placement

@@ -1,0 +1,100 @@
+"""Meta-tests: the operator table, the registry and the seed's operator list agree.
+
+Every operator of the seed's list has a symbolic for each ATen overload that implements it
+today and a test row that exports it; every registered built-in has a test row; every row names
+registered overloads; every built-in's docstring opens with its ATen schema line.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+
+import exporter  # noqa: F401  (registers the built-ins)
+from exporter.registry import BUILTINS, MAX_OPSET, MIN_OPSET, normalize_target
+from tests.op_table.seed_ops import SEED_LIST, SEED_OPERATORS, seed_name
+from tests.op_table.table import all_cases, targets_of
+
+CASES = all_cases()
+COVERED = targets_of(CASES)
+BUILTIN_TARGETS = BUILTINS.targets()
+
+
+def test_seed_table_names_every_seed_operator_in_order() -> None:
+    assert list(SEED_OPERATORS) == [seed_name(line) for line in SEED_LIST]
+
+
+@pytest.mark.parametrize("name", list(SEED_OPERATORS))
+def test_seed_operator_has_symbolics(name: str) -> None:
+    missing = [t for t in SEED_OPERATORS[name] if t not in BUILTINS]
+    assert not missing, f"seed operator {name!r}: no built-in symbolic for {missing}"
+
+
+@pytest.mark.parametrize("name", list(SEED_OPERATORS))
+def test_seed_operator_has_rows(name: str) -> None:
+    missing = [t for t in SEED_OPERATORS[name] if t not in COVERED]
+    assert not missing, f"seed operator {name!r}: no row of tests/op_table targets {missing}"
+
+
+@pytest.mark.parametrize("name", list(SEED_OPERATORS))
+def test_seed_operator_is_named_by_a_row(name: str) -> None:
+    assert any(name in case.seed_ops for case in CASES), f"no row lists {name!r} in seed_ops"
+
+
+@pytest.mark.parametrize("target", BUILTIN_TARGETS)
+def test_builtin_has_a_row(target: str) -> None:
+    assert target in COVERED, f"built-in symbolic {target} has no row in tests/op_table/cases_*.py"
+
+
+@pytest.mark.parametrize("target", BUILTIN_TARGETS)
+def test_builtin_opset_ranges_are_supported(target: str) -> None:
+    for entry in BUILTINS.entries(target):
+        assert MIN_OPSET <= entry.since_opset <= MAX_OPSET, f"{target} since {entry.since_opset} ({entry.location})"
+
+
+@pytest.mark.parametrize("target", [t for t in BUILTIN_TARGETS if t.startswith("aten.")])
+def test_builtin_docstring_opens_with_the_schema(target: str) -> None:
+    """STYLE.md: the first docstring line is the ATen schema line of one of its overloads
+    (as native_functions.yaml or torch print it: both parse to the same schema)."""
+    for entry in BUILTINS.entries(target):
+        first_line = ((inspect.getdoc(entry.fn) or "").splitlines() or [""])[0]
+        schemas = {_schema_line(t) for t in _targets_of_function(entry.fn)}
+        assert _parsed_schema_line(first_line) in schemas, (
+            f"{entry.location}: docstring should open with one of {sorted(schemas)}, not {first_line!r}"
+        )
+
+
+def test_row_names_are_unique() -> None:
+    names = [case.name for case in CASES]
+    assert len(names) == len(set(names)), sorted({n for n in names if names.count(n) > 1})
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
+def test_row_is_well_formed(case) -> None:
+    assert case.targets, "a row must name the overloads it covers"
+    for target in case.targets:
+        assert normalize_target(target) == target, f"write {normalize_target(target)!r}, not {target!r}"
+        assert target in BUILTINS, f"{target} is not a registered built-in"
+    assert case.opsets and all(MIN_OPSET <= o <= MAX_OPSET for o in case.opsets)
+    assert not (case.xfail and case.refused), "a row is either refused or an xfail"
+    for reason in (case.xfail, case.refused):
+        assert reason is None or reason.strip(), "xfail/refused need a reason"
+
+
+def _schema_line(target: str) -> str:
+    namespace, name, overload = target.split(".")
+    op = getattr(getattr(getattr(torch.ops, namespace), name), overload)
+    return str(op._schema).removeprefix(f"{namespace}::")
+
+
+def _parsed_schema_line(line: str) -> str | None:
+    try:
+        return str(torch._C.parse_schema(f"aten::{line}")).removeprefix("aten::")
+    except RuntimeError:
+        return None
+
+
+def _targets_of_function(fn) -> list[str]:
+    return [t for t in BUILTIN_TARGETS if t.startswith("aten.") and any(e.fn is fn for e in BUILTINS.entries(t))]
