@@ -47,7 +47,6 @@ class FxAnalysis:
     production: Sequence[np.ndarray] | None = None
     noise_model: NoiseModel = field(default_factory=load_noise_model)
     environment: dict[str, Any] = field(default_factory=dict)
-    isolated_comparisons: dict[str, dict[str, Comparison]] = field(default_factory=dict)  # filled: fx -> name -> cmp
 
 
 def analyse(verification: Verification, analysis: FxAnalysis) -> None:
@@ -71,11 +70,11 @@ def analyse(verification: Verification, analysis: FxAnalysis) -> None:
     timings["accumulated_s"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    _isolated(records, analysis)
+    isolated = _isolated(records, analysis)
     timings["isolated_s"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    _truth(records, analysis)
+    _truth(records, analysis, isolated)
     timings["truth_s"] = time.perf_counter() - started
 
     if analysis.device == "cuda":
@@ -147,13 +146,14 @@ def torch_lookup(analysis: FxAnalysis) -> Callable[[str], np.ndarray | str]:
     return lookup
 
 
-def _isolated(records: dict[str, OpRecord], analysis: FxAnalysis) -> None:
+def _isolated(records: dict[str, OpRecord], analysis: FxAnalysis) -> dict[str, dict[str, Comparison]]:
+    """Fill the isolated rows; return every isolated comparison by FX node and value name."""
     subgraphs = [
         Subgraph(fx, group.nodes, [name for _, name in sorted(group.outputs.items())])
         for fx, group in analysis.groups.items()
     ]
     result = isolate(analysis.onnx_model, subgraphs, torch_lookup(analysis), analysis.run, analysis.initializer)
-    isolated_by_name = analysis.isolated_comparisons
+    isolated_by_name: dict[str, dict[str, Comparison]] = {}
     for fx, group in analysis.groups.items():
         record = records[fx]
         if fx in result.not_isolable:
@@ -177,12 +177,14 @@ def _isolated(records: dict[str, OpRecord], analysis: FxAnalysis) -> None:
             reference="torch", device=analysis.device, tolerance=record.tolerance,
             environment=analysis.environment, isolated_outputs=actual,
         )
+    return isolated_by_name
 
 
 # --- fp64 truth and attribution --------------------------------------------------------------
 
 
-def _truth(records: dict[str, OpRecord], analysis: FxAnalysis) -> None:
+def _truth(records: dict[str, OpRecord], analysis: FxAnalysis,
+           isolated: Mapping[str, Mapping[str, Comparison]]) -> None:
     nodes = [n for n in analysis.program.graph.nodes if n.name in records]
     replay = Replayer(nodes, analysis.values, device="cpu", dtype=torch.float64)
     for node in nodes:
@@ -199,11 +201,11 @@ def _truth(records: dict[str, OpRecord], analysis: FxAnalysis) -> None:
         except Exception as error:  # an overload without a float64 kernel, say
             record.notes.append(f"no fp64 truth: the float64 call failed: {type(error).__name__}: {error}"[:300])
             continue
-        _fill_truth(record, group, node, truth, args, analysis)
+        _fill_truth(record, group, node, truth, args, analysis, isolated.get(node.name, {}))
 
 
 def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: Any, args: list[Any],
-                analysis: FxAnalysis) -> None:
+                analysis: FxAnalysis, isolated_comparisons: Mapping[str, Comparison]) -> None:
     tolerance = _tolerance(record)
     isolated = record.artifacts.isolated_outputs if record.artifacts is not None else {}
     length = reduction_length(node, args, truth)
@@ -221,7 +223,7 @@ def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: 
                                   name=name, check_dtype=False))
         if name in isolated:
             backend = as_array(isolated[name])
-            if _identical(analysis.isolated_comparisons.get(node.name, {}).get(name)):
+            if _identical(isolated_comparisons.get(name)):
                 backend_side.append(dataclasses.replace(torch_side[-1], dtype_actual=dtype_name(backend.dtype)))
             else:
                 backend_side.append(compare(backend, expected_array, atol=tolerance.atol,

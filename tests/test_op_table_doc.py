@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,6 +22,10 @@ def _generator() -> ModuleType:
 def test_operator_table_is_current() -> None:
     generator = _generator()
     committed = generator.OUTPUT.read_text() if generator.OUTPUT.exists() else ""
-    assert generator.generate() == committed, (
-        "docs/OPERATORS.md is out of date with the registry or tests/op_table: run python tools/gen_op_table.py"
-    )
+    generated = generator.generate()
+    if generated != committed:
+        diff = difflib.unified_diff(
+            committed.splitlines(), generated.splitlines(), "docs/OPERATORS.md (committed)", "generated", lineterm=""
+        )
+        shown = "\n".join(list(diff)[:40])
+        pytest.fail(f"docs/OPERATORS.md is out of date: run python tools/gen_op_table.py\n{shown}")

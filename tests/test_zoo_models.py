@@ -1,12 +1,14 @@
 """Table-driven tests for `model_zoo_cases`.
 
-The tier comes from ROUNDTRIP_TIER ("smoke" by default, "full" for nightly).
+The cases come from the harness plugin's --zoo-tier/--zoo-cases when it is
+loaded, else from ROUNDTRIP_TIER ("smoke" by default, "full" for nightly).
 Every case in the tier is checked for realistic inputs, bounded activations
 and a torch.onnx (dynamo) -> onnxruntime CPU round trip within its tolerance.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 from typing import Iterator
@@ -21,20 +23,47 @@ from model_zoo_cases import FAMILIES, ModelCase, calibration, select
 from model_zoo_cases.inputs import IMAGENET_MEAN, IMAGENET_STD
 from model_zoo_cases.word_language_model import RNNModel
 
-TIER = os.environ.get("ROUNDTRIP_TIER", "smoke")
-TIER_CASES = select(tier=TIER)
-
-# Cheap enough to build twice per seed: covers every hand-written model and a
+# Cheap enough to build three times: covers every hand-written model and a
 # torchvision net with BatchNorm calibration.
 DETERMINISM_CASES = ("resnet18", "dcgan_generator", "dcgan_discriminator", "superresolution", "word_language_model_lstm")
 
-# Exports slower than ~20 s on a 2-core CPU runner get the `slow` marker.
-SLOW_EXPORT_CASES = frozenset()
+# Export + two onnxruntime runs measured above ~20 s on a 2-core CPU: marked `slow`.
+SLOW_EXPORT_PATTERNS = ("densenet*", "inception_v3", "resnet50", "resnet101", "resnet152", "resnext*", "wide_resnet*")
 
 
-@pytest.fixture(scope="module", params=TIER_CASES, ids=lambda case: case.name)
+def _selected_cases(config: pytest.Config) -> list[ModelCase]:
+    """The tier/pattern of the harness plugin's --zoo-tier/--zoo-cases, else ROUNDTRIP_TIER."""
+    tier = config.getoption("roundtrip_tier", default=None) or os.environ.get("ROUNDTRIP_TIER", "smoke")
+    pattern = config.getoption("roundtrip_cases", default=None)
+    return select(tier=None if pattern else tier, pattern=pattern)
+
+
+def _case_param(case: ModelCase, test_name: str) -> object:
+    marks: list[pytest.MarkDecorator] = []
+    if case.tier == "full":
+        marks.append(pytest.mark.full)
+    if test_name == "test_torch_onnx_matches_onnxruntime":
+        if case.torch_onnx_issue:
+            marks.append(pytest.mark.xfail(reason=f"torch.onnx: {case.torch_onnx_issue}", strict=True))
+        if any(fnmatch.fnmatchcase(case.name, pattern) for pattern in SLOW_EXPORT_PATTERNS):
+            marks.append(pytest.mark.slow)
+    return pytest.param(case, marks=marks, id=case.name)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    cases = _selected_cases(metafunc.config)
+    if "case" in metafunc.fixturenames:
+        # Same case order for every test, module scope: pytest groups each
+        # case's tests together, so the module cache builds it once.
+        params = [_case_param(case, metafunc.function.__name__) for case in cases]
+        metafunc.parametrize("case", params, indirect=True, scope="module")
+    if "determinism_case" in metafunc.fixturenames:
+        chosen = [case for case in cases if case.name in DETERMINISM_CASES]
+        metafunc.parametrize("determinism_case", chosen, ids=[case.name for case in chosen])
+
+
+@pytest.fixture(scope="module")
 def case(request: pytest.FixtureRequest) -> Iterator[ModelCase]:
-    """Module-scoped so pytest groups each case's tests and the module cache hits."""
     yield request.param
     model_zoo_cases.clear_module_cache()
 
@@ -93,8 +122,9 @@ def test_get_unknown_name_suggests_close_names() -> None:
         model_zoo_cases.get("densenet12")
 
 
-@pytest.mark.parametrize("case", model_zoo_cases.CASES.values(), ids=lambda c: c.name)
-def test_case_metadata_is_consistent(case: ModelCase) -> None:
+@pytest.mark.parametrize("any_case", model_zoo_cases.CASES.values(), ids=lambda c: c.name)
+def test_case_metadata_is_consistent(any_case: ModelCase) -> None:
+    case = any_case
     assert set(case.dynamic_axes) == set(case.input_names) | set(case.output_names)
     assert all(axes and "batch" in axes.values() for axes in case.dynamic_axes.values())
     assert 0 < case.atol < 1e-2 and 0 < case.rtol <= 1e-2
@@ -119,9 +149,8 @@ def test_model_case_rejects_bad_metadata() -> None:
 # --- building -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", [n for n in DETERMINISM_CASES if n in {c.name for c in TIER_CASES}])
-def test_build_is_deterministic_for_a_seed(name: str) -> None:
-    case = model_zoo_cases.get(name)
+def test_build_is_deterministic_for_a_seed(determinism_case: ModelCase) -> None:
+    case = determinism_case
     rng_before = torch.random.get_rng_state()
     first, again, other = case.build(0), case.build(0), case.build(1)
     assert torch.equal(torch.random.get_rng_state(), rng_before), "build() must not move the global RNG"
@@ -257,18 +286,6 @@ def test_activations_are_finite_and_bounded(case: ModelCase) -> None:
 # --- torch.onnx (dynamo) -> onnxruntime CPU ---------------------------------------------
 
 
-def _onnx_params() -> list[object]:
-    params = []
-    for case in TIER_CASES:
-        marks = []
-        if case.torch_onnx_issue:
-            marks.append(pytest.mark.xfail(reason=case.torch_onnx_issue, strict=True))
-        if case.name in SLOW_EXPORT_CASES:
-            marks.append(pytest.mark.slow)
-        params.append(pytest.param(case, marks=marks, id=case.name))
-    return params
-
-
 def _dynamic_shapes(case: ModelCase) -> tuple[dict[int, object] | None, ...]:
     dims: dict[str, object] = {}
 
@@ -278,6 +295,19 @@ def _dynamic_shapes(case: ModelCase) -> tuple[dict[int, object] | None, ...]:
     return tuple(
         {d: dim(axis) for d, axis in case.dynamic_axes.get(name, {}).items()} or None for name in case.input_names
     )
+
+
+def _shorten_non_batch_axes(case: ModelCase, args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...] | None:
+    """`args` cut to about half along every dynamic axis other than batch, or None if none."""
+    lengths: dict[str, int] = {}
+    shortened = []
+    for name, arg in zip(case.input_names, args):
+        for dim, axis in case.dynamic_axes.get(name, {}).items():
+            if axis != "batch":
+                length = lengths.setdefault(axis, max(2, arg.shape[dim] // 2))
+                arg = arg.narrow(dim, 0, length)
+        shortened.append(arg.contiguous())
+    return tuple(shortened) if lengths else None
 
 
 def _assert_within_tolerance(case: ModelCase, actual: np.ndarray, expected: np.ndarray, label: str) -> None:
@@ -291,9 +321,6 @@ def _assert_within_tolerance(case: ModelCase, actual: np.ndarray, expected: np.n
     )
 
 
-# Indirect, with the same case order as the fixture's params, so pytest still
-# groups this test with the case's other tests (one build per case).
-@pytest.mark.parametrize("case", _onnx_params(), indirect=True)
 def test_torch_onnx_matches_onnxruntime(case: ModelCase) -> None:
     ort = pytest.importorskip("onnxruntime")
     model = case.module(0)
@@ -310,10 +337,18 @@ def test_torch_onnx_matches_onnxruntime(case: ModelCase) -> None:
     del program
     assert [i.name for i in session.get_inputs()] == list(case.input_names)
     assert [o.name for o in session.get_outputs()] == list(case.output_names)
-    for batch in (case.traced_batch, case.other_batch):
-        args = case.inputs(seed=1, batch=batch)
+    # The traced batch, another batch, and (for sequence models) a shorter
+    # sequence: every dynamic axis is exercised at a size it was not traced at.
+    variants = {
+        f"batch={case.traced_batch}": case.inputs(seed=1, batch=case.traced_batch),
+        f"batch={case.other_batch}": case.inputs(seed=1, batch=case.other_batch),
+    }
+    shorter = _shorten_non_batch_axes(case, case.inputs(seed=2))
+    if shorter is not None:
+        variants["shorter non-batch axes"] = shorter
+    for label, args in variants.items():
         with torch.no_grad():
             expected = _as_tuple(model(*args))
         actual = session.run(None, {name: arg.numpy() for name, arg in zip(case.input_names, args)})
         for name, got, want in zip(case.output_names, actual, expected):
-            _assert_within_tolerance(case, got, want.numpy(), f"{case.name}[{name}, batch={batch}]")
+            _assert_within_tolerance(case, got, want.numpy(), f"{case.name}[{name}, {label}]")

@@ -17,11 +17,22 @@ from exporter.symbolics._helpers import cast_to, normalize_dim, promote, rank_of
 
 # -- arithmetic --------------------------------------------------------------------------------
 
+# ONNX has no bool kernels for these; on bools torch's results are the logical forms.
+_BOOL_FORMS = {"Add": "Or", "Mul": "And", "Max": "Or", "Min": "And"}
+
+
+def _binary(g: Graph, onnx_op: str, self: Value, other: Value) -> Value:
+    """`onnx_op` on operands already in the result dtype; bools take the logical form."""
+    if g.ctx.output_dtype == torch.bool:
+        onnx_op = _BOOL_FORMS[onnx_op]
+    return g.op(onnx_op, self, other)
+
+
 
 def _scaled(g: Graph, other, alpha) -> Value:
     """`alpha * other` in the result dtype (alpha=1 adds nothing)."""
     (other,) = promote(g, other)
-    if alpha == 1:
+    if alpha == 1 or g.ctx.output_dtype == torch.bool:  # a bool alpha can only be True
         return other
     (alpha,) = promote(g, alpha)
     return g.op("Mul", other, alpha)
@@ -31,7 +42,7 @@ def _scaled(g: Graph, other, alpha) -> Value:
 def add(g: Graph, self: Value, other, alpha=1):
     """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
     (self,) = promote(g, self)
-    return g.op("Add", self, _scaled(g, other, alpha))
+    return _binary(g, "Add", self, _scaled(g, other, alpha))
 
 
 @symbolic("aten::sub.Tensor", "aten::sub.Scalar")
@@ -48,7 +59,7 @@ def sub(g: Graph, self: Value, other, alpha=1):
 def mul(g: Graph, self: Value, other):
     """mul.Tensor(Tensor self, Tensor other) -> Tensor"""
     self, other = promote(g, self, other)
-    return g.op("Mul", self, other)
+    return _binary(g, "Mul", self, other)
 
 
 @symbolic("aten::div.Tensor", "aten::div.Scalar")
@@ -196,21 +207,27 @@ def clamp_tensor(g: Graph, self: Value, min=None, max=None):
 def maximum(g: Graph, self: Value, other: Value):
     """maximum(Tensor self, Tensor other) -> Tensor"""
     self, other = promote(g, self, other)
-    return g.op("Max", self, other)
+    return _binary(g, "Max", self, other)
 
 
 @symbolic("aten::minimum", "aten::min.other")
 def minimum(g: Graph, self: Value, other: Value):
     """minimum(Tensor self, Tensor other) -> Tensor"""
     self, other = promote(g, self, other)
-    return g.op("Min", self, other)
+    return _binary(g, "Min", self, other)
 
 
 # -- comparisons and selection ----------------------------------------------------------------------
 
 def _compare(g: Graph, onnx_op: str, self: Value, other) -> Value:
-    """`onnx_op` on both operands cast to their promoted dtype (torch compares in it), bool out."""
-    self, other = promote(g, self, other, dtype=result_type(g, 0, 1))
+    """`onnx_op` on both operands cast to their promoted dtype (torch compares in it), bool out.
+
+    Bools order as 0 < 1: only Equal takes them, so the others compare them as uint8.
+    """
+    dtype = result_type(g, 0, 1)
+    if dtype == torch.bool and onnx_op != "Equal":
+        dtype = torch.uint8
+    self, other = promote(g, self, other, dtype=dtype)
     return g.op(onnx_op, self, other)
 
 

@@ -22,6 +22,7 @@ ARITHMETIC = [
     op("add_int32_int64", torch.add, lambda g: (ints(g, -5, 5, 3, dtype=torch.int32), ints(g, -5, 5, 3)), [ADD], seed_ops=("add",)),
     op("add_0d_double_keeps_float", torch.add, lambda g: (randn(g, 3), randn(g, dtype=torch.float64)), [ADD], seed_ops=("add",)),
     op("add_int_alpha", lambda a, b: torch.add(a, b, alpha=3), lambda g: (ints(g, -5, 5, 4), ints(g, -5, 5, 4)), [ADD], seed_ops=("add",)),
+    op("add_bools_is_or", torch.add, lambda g: (mask(g, 6), mask(g, 6)), [ADD], seed_ops=("add",)),
     op("add_Scalar_overload", lambda a: torch.ops.aten.add.Scalar(a, 2, 3), lambda g: (randn(g, 4),), ["aten.add.Scalar"], seed_ops=("add",)),
     op("sub_tensor", torch.sub, lambda g: (randn(g, 2, 3), randn(g, 1, 3)), [SUB], seed_ops=("sub",)),
     op("sub_alpha", lambda a, b: torch.sub(a, b, alpha=2), lambda g: (randn(g, 2, 3), randn(g, 2, 3)), [SUB], seed_ops=("sub",)),
@@ -32,6 +33,7 @@ ARITHMETIC = [
     op("mul_tensor", torch.mul, lambda g: (randn(g, 2, 3), randn(g, 2, 1)), [MUL], seed_ops=("mul",)),
     op("mul_int_scalar", lambda a: a * 3, lambda g: (ints(g, -5, 5, 2, 3),), [MUL], seed_ops=("mul",)),
     op("mul_int_float_tensors", torch.mul, lambda g: (ints(g, -5, 5, 3), randn(g, 3)), [MUL], seed_ops=("mul",)),
+    op("mul_bools_is_and", torch.mul, lambda g: (mask(g, 6), mask(g, 6)), [MUL], seed_ops=("mul",)),
     op("mul_Scalar_overload", lambda a: torch.ops.aten.mul.Scalar(a, 0.5), lambda g: (randn(g, 4),), ["aten.mul.Scalar"], seed_ops=("mul",)),
     op("div_float", torch.div, lambda g: (randn(g, 2, 3), positive(g, 2, 3)), [DIV], seed_ops=("div",)),
     op("div_ints_true_division", torch.div, lambda g: (ints(g, -9, 10, 6), nonzero_ints(g, 6)), [DIV], seed_ops=("div",)),
@@ -93,6 +95,8 @@ CLAMPS = [
     op("maximum", torch.maximum, lambda g: (randn(g, 2, 3), randn(g, 3)), ["aten.maximum.default"], seed_ops=("max",)),
     op("minimum", torch.minimum, lambda g: (randn(g, 2, 3), randn(g, 3)), ["aten.minimum.default"], seed_ops=("min",)),
     op("maximum_int32_int64", torch.maximum, lambda g: (ints(g, -5, 5, 6, dtype=torch.int32), ints(g, -5, 5, 6)), ["aten.maximum.default"], seed_ops=("max",)),
+    op("maximum_bools", torch.maximum, lambda g: (mask(g, 6), mask(g, 6)), ["aten.maximum.default"], seed_ops=("max",)),
+    op("minimum_bools", torch.minimum, lambda g: (mask(g, 6), mask(g, 6)), ["aten.minimum.default"], seed_ops=("min",)),
     op("max_binary", torch.max, lambda g: (randn(g, 2, 3), randn(g, 2, 3)), ["aten.max.other"], seed_ops=("max",)),
     op("min_binary", torch.min, lambda g: (randn(g, 2, 3), randn(g, 2, 3)), ["aten.min.other"], seed_ops=("min",)),
 ]
@@ -105,6 +109,7 @@ def _compare_rows(name: str, fn) -> list[OpCase]:
         op(f"{name}_tensor_int", fn, lambda g: (ints(g, -2, 2, 12), ints(g, -2, 2, 12)), [tensor], seed_ops=seed),
         op(f"{name}_tensor_float_broadcast", fn, lambda g: (randn(g, 2, 3), randn(g, 3)), [tensor], seed_ops=seed),
         op(f"{name}_int_vs_float_tensor", fn, lambda g: (ints(g, -2, 2, 12), ints(g, -2, 2, 12).float() + 0.5), [tensor], seed_ops=seed),
+        op(f"{name}_bools", fn, lambda g: (mask(g, 6), mask(g, 6)), [tensor], seed_ops=seed),
         op(f"{name}_scalar", lambda a: fn(a, 1), lambda g: (ints(g, -2, 3, 12),), [scalar], seed_ops=seed),
         # 2.5 against ints must compare in float (torch's promotion), never truncate 2.5 to 2
         op(f"{name}_int_vs_float_scalar", lambda a: fn(a, 2.5), lambda g: (ints(g, 0, 5, 12),), [scalar], seed_ops=seed),
@@ -114,7 +119,6 @@ def _compare_rows(name: str, fn) -> list[OpCase]:
 COMPARISONS = [
     *_compare_rows("eq", torch.eq), *_compare_rows("ne", torch.ne), *_compare_rows("lt", torch.lt),
     *_compare_rows("le", torch.le), *_compare_rows("gt", torch.gt), *_compare_rows("ge", torch.ge),
-    op("eq_bool_tensors", torch.eq, lambda g: (mask(g, 2, 3), mask(g, 2, 3)), ["aten.eq.Tensor"], seed_ops=("eq",)),
     op("where_tensors", lambda c, a, b: torch.where(c, a, b), lambda g: (mask(g, 2, 3), randn(g, 2, 3), randn(g, 3)), ["aten.where.self"]),
     op("where_promotes", lambda c, a, b: torch.where(c, a, b), lambda g: (mask(g, 6), ints(g, -5, 5, 6), randn(g, 6)), ["aten.where.self"]),
     op("where_scalar_other", lambda a: torch.where(a > 0, a, 0.0), lambda g: (randn(g, 2, 3),), ["aten.where.self", "aten.scalar_tensor.default", "aten.gt.Scalar"]),
