@@ -64,7 +64,7 @@ def verify_onnx(
         started = time.perf_counter()
         shared = backends.SharedWeights.of(model) if spec.kind == "cpu" else None
         feeds = _feeds(inputs, backends.real_inputs(model))
-        actual = run_production(verification, model, spec, feeds, tf32=tf32)
+        actual = run_production(verification, model, spec, feeds, tf32=tf32, shared=shared)
         timings["backend_s"] = time.perf_counter() - started
 
         reference = None

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from model_zoo_cases.calibration import calibrate_batchnorm, rescale_weights
 from model_zoo_cases.case import FAMILIES, TIERS, ModelCase, clear_module_cache
+from model_zoo_cases.measurements import MEASUREMENTS, Measured
 from model_zoo_cases.registry import CASES, get, select
 
 __all__ = [
     "CASES",
     "FAMILIES",
+    "MEASUREMENTS",
+    "Measured",
     "TIERS",
     "ModelCase",
     "calibrate_batchnorm",

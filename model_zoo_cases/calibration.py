@@ -31,7 +31,9 @@ logger = logging.getLogger(__name__)
 
 MakeBatch = Callable[[int], Sequence[torch.Tensor]]
 
-_RESCALED_TYPES = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d, nn.Linear)
+_RESCALED_TYPES = (
+    nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d, nn.Linear
+)
 
 
 def batchnorm_layers(module: nn.Module) -> list[_BatchNorm]:

@@ -7,11 +7,13 @@ onnx's backend runner does: arange(n)/n). Measured on onnxruntime 1.31.1 CPU, on
 * pytorch-converted: 59 of 82 cases pass. The other 23 are opset-6 models that onnxruntime
   1.31 refuses ("Could not find an implementation for BatchNormalization(6)", AveragePool(1),
   Mul(6), Add(6), Gemm(6), PRelu(6)): a backend gap, reported as such, not a harness error.
-* light: all 10 models pass at the outputs. Per node, onnx's ReferenceEvaluator disagrees with
-  onnxruntime on three op types, where onnxruntime follows the spec and the reference does not
-  (checked against the spec formula in numpy): LRN (the reference's window sum is wrong),
-  BatchNormalization in opset 9 (off by up to 150% of scale) and Dropout before opset 10
-  (the reference's mask output is bool, the spec's is the input type T).
+* light: all 9 models pass at the outputs (which the stored `_output_0.pb` files hold). Per
+  node, onnx's ReferenceEvaluator disagrees with onnxruntime on four op types, where
+  onnxruntime follows the spec (checked against the spec formula in numpy, or against the
+  stored outputs) and the reference does not: LRN (its window sum), BatchNormalization in
+  opset 9 (off by up to 150% of scale), Softmax before opset 13 (applied on one axis instead
+  of the input coerced to 2-D: 1.0 where the stored output has 0.001) and Dropout before
+  opset 10 (its mask output is bool, the spec's is the input type T).
 """
 
 from __future__ import annotations
@@ -31,12 +33,13 @@ PYTORCH_CONVERTED = sorted(glob.glob(os.path.join(DATA, "pytorch-converted", "*"
 LIGHT = sorted(glob.glob(os.path.join(DATA, "light", "*.onnx")))
 
 PYTORCH_CONVERTED_PASS_FLOOR = 59  # measured: 59/82 (onnxruntime 1.31.1 CPU)
-LIGHT_PASS_FLOOR = 10  # measured: 10/10
+LIGHT_PASS_FLOOR = 9  # measured: 9/9
 ORT_MISSING_KERNEL = "NOT_IMPLEMENTED : Could not find an implementation for"
 KNOWN_REFERENCE_DISAGREEMENTS = {
     "LRN": "onnx ReferenceEvaluator's LRN departs from the spec; onnxruntime and torch agree with it",
     "BatchNormalization": "onnx ReferenceEvaluator's opset-9 BatchNormalization departs from the spec formula",
     "Dropout": "onnx ReferenceEvaluator returns a bool mask where opset < 10 specifies the input type",
+    "Softmax": "onnx ReferenceEvaluator applies opset < 13 Softmax on one axis instead of the coerced 2-D input",
 }
 
 

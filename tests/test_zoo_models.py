@@ -25,7 +25,9 @@ from model_zoo_cases.word_language_model import RNNModel
 
 # Cheap enough to build three times: covers every hand-written model and a
 # torchvision net with BatchNorm calibration.
-DETERMINISM_CASES = ("resnet18", "dcgan_generator", "dcgan_discriminator", "superresolution", "word_language_model_lstm")
+DETERMINISM_CASES = (
+    "resnet18", "dcgan_generator", "dcgan_discriminator", "superresolution", "word_language_model_lstm"
+)
 
 # Export + two onnxruntime runs measured above ~20 s on a 2-core CPU: marked `slow`.
 SLOW_EXPORT_PATTERNS = ("densenet*", "inception_v3", "resnet50", "resnet101", "resnet152", "resnext*", "wide_resnet*")

@@ -11,6 +11,7 @@ import math
 
 import torch
 
+from exporter.dtypes import onnx_type
 from exporter.graph import Graph, Value
 from exporter.registry import symbolic
 from exporter.symbolics._helpers import cast_to, normalize_dim, promote, rank_of, result_type
@@ -26,7 +27,6 @@ def _binary(g: Graph, onnx_op: str, self: Value, other: Value) -> Value:
     if g.ctx.output_dtype == torch.bool:
         onnx_op = _BOOL_FORMS[onnx_op]
     return g.op(onnx_op, self, other)
-
 
 
 def _scaled(g: Graph, other, alpha) -> Value:
@@ -82,20 +82,41 @@ def floor_divide(g: Graph, self: Value, other: Value) -> Value:
     """Division rounded down, both operands already in the result dtype.
 
     Integers: ONNX Div truncates, so divide `a - mod(a, b)` (Mod with fmod=0 is the floored,
-    divisor-signed remainder), which is an exact multiple of b. Floats: Floor(a / b).
+    divisor-signed remainder), which is an exact multiple of b.
     """
     if self.dtype is not None and self.dtype.is_floating_point:
-        return g.op("Floor", g.op("Div", self, other))
+        return _floor_divide_float(g, self, other)
     remainder = g.op("Mod", self, other, fmod_i=0)
     return g.op("Div", g.op("Sub", self, remainder), other)
+
+
+def _floor_divide_float(g: Graph, a: Value, b: Value) -> Value:
+    """torch's (and Python's) float floor division, not Floor(a / b): 0.3 // 0.1 is 2.
+
+    div = (a - fmod(a, b)) / b, one less when the remainder's sign differs from b's, then
+    floored and rounded to the nearest integer; b == 0 gives a / b (inf or nan).
+    """
+    dtype = a.dtype
+    zero = g.constant(0, dtype)
+    remainder = g.op("Mod", a, b, fmod_i=1)
+    div = g.op("Div", g.op("Sub", a, remainder), b)
+    signs_differ = g.op("Xor", g.op("Less", b, zero), g.op("Less", remainder, zero))
+    adjust = g.op("And", g.op("Not", g.op("Equal", remainder, zero)), signs_differ)
+    div = g.op("Sub", div, g.op("Cast", adjust, to_i=onnx_type(dtype)))
+    floored = g.op("Floor", div)
+    round_up = g.op("Greater", g.op("Sub", div, floored), g.constant(0.5, dtype))
+    floored = g.op("Add", floored, g.op("Cast", round_up, to_i=onnx_type(dtype)))
+    quotient = g.op("Div", a, b)
+    signed_zero = g.op("Mul", g.op("Sign", quotient), zero)
+    result = g.op("Where", g.op("Equal", div, zero), signed_zero, floored)
+    return g.op("Where", g.op("Equal", b, zero), quotient, result)
 
 
 @symbolic("aten::div.Tensor_mode", "aten::div.Scalar_mode")
 def div_mode(g: Graph, self: Value, other, *, rounding_mode=None):
     """div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor
 
-    Limits: float "floor" is Floor(a / b); torch's fmod-based formula can differ by one where
-    a / b rounds onto an integer.
+    `a // b` reaches here as rounding_mode="floor"; integers divide exactly as torch's do.
     """
     self, other = promote(g, self, other)
     if rounding_mode is None:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import torch
 
+from exporter.dtypes import onnx_type
 from exporter.graph import Graph, Value
 from exporter.registry import symbolic
 from exporter.symbolics._helpers import cast_to, normalize_dim, rank_of, reduce
@@ -71,44 +72,75 @@ def prod_all(g: Graph, self: Value, *, dtype=None):
     return _reduce_to_result(g, "ReduceProd", self, None, False)
 
 
+def _nan_flags(g: Graph, self: Value) -> Value:
+    """1 where `self` is NaN, 0 elsewhere (int32, which ReduceMax and ArgMax both take)."""
+    return g.op("Cast", g.op("IsNaN", self), to_i=onnx_type(torch.int32))
+
+
+def _extreme(g: Graph, reduce_op: str, self: Value, axes: list[int] | None, keepdim: bool) -> Value:
+    """ReduceMax/ReduceMin that yield NaN where a reduced element is NaN, as torch does
+    (onnxruntime's reductions skip NaN unless it comes first)."""
+    values = reduce(g, reduce_op, self, axes, keepdim)
+    if not self.dtype.is_floating_point:
+        return values
+    has_nan = reduce(g, "ReduceMax", _nan_flags(g, self), axes, keepdim)
+    nan = g.constant(float("nan"), self.dtype)
+    return g.op("Where", g.op("Cast", has_nan, to_i=onnx_type(torch.bool)), nan, values)
+
+
+def _extreme_to_result(g: Graph, reduce_op: str, self: Value, dim, keepdim: bool) -> Value:
+    """Max or min over `dim`; bools reduce as uint8 (ReduceMax/Min take bool only from 20)."""
+    if rank_of(self) == 0:
+        return self
+    if self.dtype == torch.bool:
+        values = _extreme(g, reduce_op, cast_to(g, self, torch.uint8), _axes(self, dim), keepdim)
+        return g.op("Cast", values, to_i=onnx_type(torch.bool))
+    return _extreme(g, reduce_op, self, _axes(self, dim), keepdim)
+
+
 @symbolic("aten::max")
 def max_all(g: Graph, self: Value):
-    """max(Tensor self) -> Tensor
-
-    Limits: bool inputs are not exported (ReduceMax takes bool only from opset 20).
-    """
-    return _reduce_to_result(g, "ReduceMax", self, None, False)
+    """max(Tensor self) -> Tensor"""
+    return _extreme_to_result(g, "ReduceMax", self, None, False)
 
 
 @symbolic("aten::min")
 def min_all(g: Graph, self: Value):
-    """min(Tensor self) -> Tensor
-
-    Limits: bool inputs are not exported (ReduceMin takes bool only from opset 20).
-    """
-    return _reduce_to_result(g, "ReduceMin", self, None, False)
+    """min(Tensor self) -> Tensor"""
+    return _extreme_to_result(g, "ReduceMin", self, None, False)
 
 
 @symbolic("aten::amax")
 def amax(g: Graph, self: Value, dim=(), keepdim=False):
     """amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    return _reduce_to_result(g, "ReduceMax", self, dim, keepdim)
+    return _extreme_to_result(g, "ReduceMax", self, dim, keepdim)
 
 
 @symbolic("aten::amin")
 def amin(g: Graph, self: Value, dim=(), keepdim=False):
     """amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    return _reduce_to_result(g, "ReduceMin", self, dim, keepdim)
+    return _extreme_to_result(g, "ReduceMin", self, dim, keepdim)
 
 
 def _extreme_along(g: Graph, reduce_op: str, arg_op: str, self: Value, dim: int, keepdim: bool):
+    """(values, indices) along `dim`. torch returns the first index of a tie, as ArgMax/ArgMin
+    do with select_last_index=0, and the first NaN's index where there is a NaN. Bools
+    compare as uint8."""
     if rank_of(self) == 0:
         return self, g.constant(0, torch.int64)
     axis = normalize_dim(dim, rank_of(self))
-    values = reduce(g, reduce_op, self, [axis], keepdim)
-    # torch returns the first index of a tie; ArgMax/ArgMin do too with select_last_index=0.
+    if self.dtype == torch.bool:
+        self = cast_to(g, self, torch.uint8)
+    values = _extreme(g, reduce_op, self, [axis], keepdim)
     indices = g.op(arg_op, self, axis_i=axis, keepdims_i=int(keepdim), select_last_index_i=0)
-    return values, indices
+    if g.ctx.output_dtype == torch.bool:
+        values = g.op("Cast", values, to_i=onnx_type(torch.bool))
+    if not self.dtype.is_floating_point:
+        return values, indices
+    flags = _nan_flags(g, self)
+    first_nan = g.op("ArgMax", flags, axis_i=axis, keepdims_i=int(keepdim), select_last_index_i=0)
+    has_nan = g.op("Cast", reduce(g, "ReduceMax", flags, [axis], keepdim), to_i=onnx_type(torch.bool))
+    return values, g.op("Where", has_nan, first_nan, indices)
 
 
 @symbolic("aten::max.dim")

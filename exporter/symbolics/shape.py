@@ -163,6 +163,8 @@ def unfold(g: Graph, self: Value, dimension: int, size: int, step: int):
     grid, then the window axis moves last. Works for dynamic sizes (Range).
     """
     rank = rank_of(self)
+    if rank == 0:  # torch's one window of the value itself (size is then 0 or 1)
+        return unsqueeze(g, self, [0]) if size == 1 else g.op("Reshape", self, g.constant([0], torch.int64))
     axis = normalize_dim(dimension, rank)
     length = dim_size(g, self, axis)
     offsets = np.arange(size, dtype=np.int64)

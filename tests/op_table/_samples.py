@@ -36,6 +36,12 @@ def nonzero_ints(gen: torch.Generator, *shape: int, dtype: torch.dtype = torch.i
     return (magnitude * sign).to(dtype)
 
 
+def with_nans(gen: torch.Generator, *shape: int) -> torch.Tensor:
+    """Normal floats with about a quarter NaN: NaN must propagate as torch propagates it."""
+    values = randn(gen, *shape)
+    return values.masked_fill(torch.rand(shape, generator=gen) < 0.25, float("nan"))
+
+
 def mask(gen: torch.Generator, *shape: int) -> torch.Tensor:
     return torch.rand(shape, generator=gen) > 0.5
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ._samples import ints, mask, module_op, nonzero_ints, op, positive, randn
+from ._samples import ints, mask, module_op, nonzero_ints, op, positive, randn, with_nans
 from .schema import OpCase
 
 ADD, SUB, MUL = "aten.add.Tensor", "aten.sub.Tensor", "aten.mul.Tensor"
@@ -43,6 +43,12 @@ ARITHMETIC = [
     op("div_floor_int32", lambda a, b: torch.div(a, b, rounding_mode="floor"), lambda g: (ints(g, -9, 10, 12, dtype=torch.int32), nonzero_ints(g, 12, dtype=torch.int32)), [DIV_MODE], seed_ops=("div",)),
     op("div_trunc_floats", lambda a, b: torch.div(a, b, rounding_mode="trunc"), lambda g: (randn(g, 12) * 5, randn(g, 12)), [DIV_MODE], seed_ops=("div",)),
     op("div_floor_floats", lambda a, b: torch.div(a, b, rounding_mode="floor"), lambda g: (randn(g, 12) * 5, randn(g, 12)), [DIV_MODE], seed_ops=("div",)),
+    # 0.3 // 0.1 is 2 in torch and Python (fmod-based), where Floor(0.3 / 0.1) is 3
+    op(
+        "div_floor_floats_exact", lambda a, b: a // b,
+        lambda g: (torch.tensor([0.3, -0.3, 1.0, 7.0, -7.5, 0.0, -0.0, 2.0]), torch.tensor([0.1, 0.1, 0.1, 2.0, 2.0, -3.0, 3.0, 0.0])),
+        [DIV_MODE], seed_ops=("div",),
+    ),
     op("floordiv_operator_ints", lambda a, b: a // b, lambda g: (ints(g, -9, 10, 12), nonzero_ints(g, 12)), [DIV_MODE], seed_ops=("div",)),
     op("div_trunc_int_scalar", lambda a: torch.div(a, -3, rounding_mode="trunc"), lambda g: (ints(g, -9, 10, 12),), [DIV_MODE], seed_ops=("div",)),
     op("div_Scalar_overload", lambda a: torch.ops.aten.div.Scalar(a, 4), lambda g: (randn(g, 4),), ["aten.div.Scalar"], seed_ops=("div",)),
@@ -85,6 +91,8 @@ CLAMPS = [
     op("clamp_max_only", lambda a: a.clamp(max=-0.1), lambda g: (randn(g, 2, 3),), [CLAMP], seed_ops=("clamp",)),
     op("clamp_int", lambda a: a.clamp(-2, 3), lambda g: (ints(g, -6, 6, 8),), [CLAMP], seed_ops=("clamp",)),
     op("clamp_int_float_bounds", lambda a: a.clamp(-1.5, 2.5), lambda g: (ints(g, -6, 6, 8),), [CLAMP], seed_ops=("clamp",)),
+    op("clamp_nan_propagates", lambda a: a.clamp(-0.5, 0.5), lambda g: (with_nans(g, 12),), [CLAMP], seed_ops=("clamp",)),
+    op("clamp_tensor_nan_propagates", lambda a, lo: a.clamp(lo), lambda g: (with_nans(g, 12), with_nans(g, 12)), [CLAMP_T], seed_ops=("clamp",)),
     op("clamp_min_above_max", lambda a: a.clamp(0.5, -0.5), lambda g: (randn(g, 6),), [CLAMP], seed_ops=("clamp",)),
     op("clamp_tensor_bounds", lambda a, lo, hi: a.clamp(lo, hi), lambda g: (randn(g, 2, 3), randn(g, 3) - 1, randn(g, 2, 1) + 1), [CLAMP_T], seed_ops=("clamp",)),
     op("clamp_tensor_min_only", lambda a, lo: torch.clamp(a, min=lo), lambda g: (randn(g, 2, 3), randn(g, 2, 3)), [CLAMP_T], seed_ops=("clamp",)),
@@ -97,6 +105,8 @@ CLAMPS = [
     op("maximum_int32_int64", torch.maximum, lambda g: (ints(g, -5, 5, 6, dtype=torch.int32), ints(g, -5, 5, 6)), ["aten.maximum.default"], seed_ops=("max",)),
     op("maximum_bools", torch.maximum, lambda g: (mask(g, 6), mask(g, 6)), ["aten.maximum.default"], seed_ops=("max",)),
     op("minimum_bools", torch.minimum, lambda g: (mask(g, 6), mask(g, 6)), ["aten.minimum.default"], seed_ops=("min",)),
+    op("maximum_nan_propagates", torch.maximum, lambda g: (with_nans(g, 12), with_nans(g, 12)), ["aten.maximum.default"], seed_ops=("max",)),
+    op("minimum_nan_propagates", torch.minimum, lambda g: (with_nans(g, 12), with_nans(g, 12)), ["aten.minimum.default"], seed_ops=("min",)),
     op("max_binary", torch.max, lambda g: (randn(g, 2, 3), randn(g, 2, 3)), ["aten.max.other"], seed_ops=("max",)),
     op("min_binary", torch.min, lambda g: (randn(g, 2, 3), randn(g, 2, 3)), ["aten.min.other"], seed_ops=("min",)),
 ]

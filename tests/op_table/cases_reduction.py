@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ._samples import ints, mask, op, randn
+from ._samples import ints, mask, op, randn, with_nans
 from .schema import OpCase
 
 SUM, SUM_ALL = "aten.sum.dim_IntList", "aten.sum.default"
@@ -53,6 +53,13 @@ EXTREMES = [
     op("max_dim_int_ties", lambda a: a.max(0), lambda g: (ints(g, 0, 2, 5, 4),), ["aten.max.dim"], seed_ops=("max",)),
     op("min_dim_values_indices", lambda a: a.min(2), lambda g: (randn(g, 2, 3, 4),), ["aten.min.dim"], seed_ops=("min",)),
     op("min_dim_int_ties", lambda a: a.min(1, keepdim=True), lambda g: (ints(g, 0, 2, 3, 5),), ["aten.min.dim"], seed_ops=("min",)),
+    op("max_dim_nan_propagates", lambda a: a.max(1), lambda g: (with_nans(g, 3, 4),), ["aten.max.dim"], seed_ops=("max",)),
+    op("max_all_nan_propagates", torch.max, lambda g: (with_nans(g, 3, 4),), ["aten.max.default"], seed_ops=("max",)),
+    op("min_dim_nan_propagates", lambda a: a.min(0, keepdim=True), lambda g: (with_nans(g, 4, 3),), ["aten.min.dim"], seed_ops=("min",)),
+    op("amin_nan_propagates", lambda a: a.amin(-1), lambda g: (with_nans(g, 3, 4),), ["aten.amin.default"], seed_ops=("min",)),
+    op("max_all_bool", torch.max, lambda g: (mask(g, 3, 4),), ["aten.max.default"], seed_ops=("max",)),
+    op("min_dim_bool", lambda a: a.min(1), lambda g: (mask(g, 3, 4),), ["aten.min.dim"], seed_ops=("min",)),
+    op("amax_bool", lambda a: a.amax(0), lambda g: (mask(g, 3, 4),), ["aten.amax.default"], seed_ops=("max",)),
     op("amax_dims", lambda a: a.amax((0, 2)), lambda g: (randn(g, 2, 3, 4),), ["aten.amax.default"], seed_ops=("max",)),
     op("amin_keepdim", lambda a: a.amin(1, keepdim=True), lambda g: (randn(g, 2, 3, 4),), ["aten.amin.default"], seed_ops=("min",)),
 ]

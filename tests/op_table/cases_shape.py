@@ -64,6 +64,7 @@ WINDOWS = [
     op("unfold_whole_dim", lambda a: a.unfold(-1, 4, 1), lambda g: (randn(g, 2, 4),), [UNFOLD], seed_ops=("unfold",)),
     op("unfold_1d", lambda a: a.unfold(0, 2, 2), lambda g: (ints(g, -5, 5, 6),), [UNFOLD], seed_ops=("unfold",)),
     op("unfold_dynamic", lambda a: a.unfold(0, 2, 1), lambda g: (randn(g, 5, 3),), [UNFOLD], seed_ops=("unfold",), dynamic_axes=BATCH),
+    op("unfold_0d", lambda a: a.sum().unfold(0, 1, 1), lambda g: (randn(g, 3),), [UNFOLD], seed_ops=("unfold",)),
     op("pad_constant", lambda a: F.pad(a, (1, 2), value=1.5), lambda g: (randn(g, 2, 3),), [PAD], seed_ops=("ConstantPadNd",)),
     op("pad_two_dims", lambda a: F.pad(a, (1, 0, 0, 2)), lambda g: (randn(g, 2, 3, 4),), [PAD], seed_ops=("ConstantPadNd",)),
     op("pad_negative_crops", lambda a: F.pad(a, (-1, -2)), lambda g: (randn(g, 2, 5),), [PAD], seed_ops=("ConstantPadNd",)),
