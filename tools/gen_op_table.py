@@ -33,10 +33,9 @@ from exporter.convert import convert  # noqa: E402
 from exporter.registry import BUILTINS, MAX_OPSET, Dispatcher  # noqa: E402
 from tests.op_table.schema import OpCase  # noqa: E402
 from tests.op_table.seed_ops import SEED_LIST, SEED_OPERATORS, seed_name, seed_names_by_target  # noqa: E402
-from tests.op_table.table import all_cases, build_sample  # noqa: E402
+from tests.op_table.table import ATEN_KEY, all_cases, build_sample  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "OPERATORS.md"
-ATEN_KEY = "roundtrip.aten"
 
 
 class _AllRows(torch.nn.Module):

@@ -93,38 +93,20 @@ def arg_meta(g: Graph, index: int) -> Any:
     return arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg
 
 
-def result_type(g: Graph, *indices: int) -> torch.dtype:
-    """torch's promoted dtype of the FX node's arguments at `indices` (what it computes in).
-
-    Comparisons return bool but compare in this dtype; 0-d tensors and Python scalars take part
-    in promotion the way torch lets them.
-    """
-    operands = []
-    for index in indices:
-        meta = arg_meta(g, index)
-        if isinstance(meta, torch.Tensor):
-            operands.append(torch.empty(() if meta.dim() == 0 else (1,), dtype=meta.dtype))
-        elif isinstance(meta, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-            operands.append({torch.SymInt: 1, torch.SymFloat: 1.0, torch.SymBool: True}[type(meta)])
-        elif meta is not None:
-            operands.append(meta)
-    tensors = [o for o in operands if isinstance(o, torch.Tensor)]
-    if len(operands) == 1:
-        return tensors[0].dtype if tensors else torch.tensor(operands[0]).dtype
-    if not tensors:
-        return torch.tensor(operands[0]).dtype
-    dtype = torch.result_type(operands[0], operands[1])
-    for other in operands[2:]:
-        dtype = torch.result_type(torch.empty((1,), dtype=dtype), other)
-    return dtype
+def result_type(g: Graph, first: int, second: int) -> torch.dtype:
+    """torch's promoted dtype of the FX node's arguments `first` and `second`: what it computes
+    in. Comparisons return bool but compare in this dtype; 0-d tensors and Python scalars take
+    part in promotion the way torch lets them (`first` is the node's tensor operand)."""
+    return torch.result_type(_promotion_operand(arg_meta(g, first)), _promotion_operand(arg_meta(g, second)))
 
 
-def output_shape(g: Graph, index: int = 0) -> tuple[Any, ...]:
-    """The shape (ints or SymInts) of the FX node's `index`-th tensor output."""
-    meta = g.ctx.output_meta
-    if isinstance(meta, (tuple, list)):
-        meta = meta[index]
-    return tuple(meta.shape)
+def _promotion_operand(meta: Any) -> Any:
+    """A stand-in with the dtype and 0-d-ness that promotion reads (SymInts act as numbers)."""
+    if isinstance(meta, torch.Tensor):
+        return torch.empty(() if meta.dim() == 0 else (1,), dtype=meta.dtype)
+    if isinstance(meta, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return {torch.SymInt: 1, torch.SymFloat: 1.0, torch.SymBool: True}[type(meta)]
+    return meta
 
 
 # -- shapes and axes ------------------------------------------------------------------------

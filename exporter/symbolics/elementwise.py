@@ -39,14 +39,14 @@ def _scaled(g: Graph, other, alpha) -> Value:
 
 
 @symbolic("aten::add.Tensor", "aten::add.Scalar")
-def add(g: Graph, self: Value, other, alpha=1):
+def add(g: Graph, self: Value, other, alpha=1) -> Value:
     """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
     (self,) = promote(g, self)
     return _binary(g, "Add", self, _scaled(g, other, alpha))
 
 
 @symbolic("aten::sub.Tensor", "aten::sub.Scalar")
-def sub(g: Graph, self: Value, other, alpha=1):
+def sub(g: Graph, self: Value, other, alpha=1) -> Value:
     """sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
 
     `rsub` (`2 - x`, `torch.rsub`) reaches here as sub.Tensor with swapped operands.
@@ -56,14 +56,14 @@ def sub(g: Graph, self: Value, other, alpha=1):
 
 
 @symbolic("aten::mul.Tensor", "aten::mul.Scalar")
-def mul(g: Graph, self: Value, other):
+def mul(g: Graph, self: Value, other) -> Value:
     """mul.Tensor(Tensor self, Tensor other) -> Tensor"""
     self, other = promote(g, self, other)
     return _binary(g, "Mul", self, other)
 
 
 @symbolic("aten::div.Tensor", "aten::div.Scalar")
-def div(g: Graph, self: Value, other):
+def div(g: Graph, self: Value, other) -> Value:
     """div.Tensor(Tensor self, Tensor other) -> Tensor
 
     True division: integer operands divide as the float result dtype.
@@ -113,7 +113,7 @@ def _floor_divide_float(g: Graph, a: Value, b: Value) -> Value:
 
 
 @symbolic("aten::div.Tensor_mode", "aten::div.Scalar_mode")
-def div_mode(g: Graph, self: Value, other, *, rounding_mode=None):
+def div_mode(g: Graph, self: Value, other, *, rounding_mode=None) -> Value:
     """div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor
 
     `a // b` reaches here as rounding_mode="floor"; integers divide exactly as torch's do.
@@ -131,56 +131,56 @@ def div_mode(g: Graph, self: Value, other, *, rounding_mode=None):
 
 
 @symbolic("aten::neg")
-def neg(g: Graph, self: Value):
+def neg(g: Graph, self: Value) -> Value:
     """neg(Tensor self) -> Tensor"""
     (self,) = promote(g, self)
     return g.op("Neg", self)
 
 
 @symbolic("aten::abs")
-def abs(g: Graph, self: Value):
+def abs(g: Graph, self: Value) -> Value:
     """abs(Tensor self) -> Tensor"""
     (self,) = promote(g, self)
     return g.op("Abs", self)
 
 
 @symbolic("aten::sqrt")
-def sqrt(g: Graph, self: Value):
+def sqrt(g: Graph, self: Value) -> Value:
     """sqrt(Tensor self) -> Tensor"""
     (self,) = promote(g, self)
     return g.op("Sqrt", self)
 
 
 @symbolic("aten::exp")
-def exp(g: Graph, self: Value):
+def exp(g: Graph, self: Value) -> Value:
     """exp(Tensor self) -> Tensor"""
     (self,) = promote(g, self)
     return g.op("Exp", self)
 
 
 @symbolic("aten::tanh")
-def tanh(g: Graph, self: Value):
+def tanh(g: Graph, self: Value) -> Value:
     """tanh(Tensor self) -> Tensor"""
     (self,) = promote(g, self)
     return g.op("Tanh", self)
 
 
 @symbolic("aten::sigmoid")
-def sigmoid(g: Graph, self: Value):
+def sigmoid(g: Graph, self: Value) -> Value:
     """sigmoid(Tensor self) -> Tensor"""
     (self,) = promote(g, self)
     return g.op("Sigmoid", self)
 
 
 @symbolic("aten::pow.Tensor_Scalar", "aten::pow.Tensor_Tensor")
-def pow_tensor(g: Graph, self: Value, exponent):
+def pow_tensor(g: Graph, self: Value, exponent) -> Value:
     """pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
     self, exponent = promote(g, self, exponent)
     return g.op("Pow", self, exponent)
 
 
 @symbolic("aten::pow.Scalar")
-def pow_scalar(g: Graph, self, exponent: Value):
+def pow_scalar(g: Graph, self, exponent: Value) -> Value:
     """pow.Scalar(Scalar self, Tensor exponent) -> Tensor"""
     self, exponent = promote(g, self, exponent)
     return g.op("Pow", self, exponent)
@@ -190,28 +190,28 @@ def pow_scalar(g: Graph, self, exponent: Value):
 
 
 @symbolic("aten::clamp")
-def clamp(g: Graph, self: Value, min=None, max=None):
+def clamp(g: Graph, self: Value, min=None, max=None) -> Value:
     """clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor"""
     self, low, high = promote(g, self, min, max)
     return g.op("Clip", self, low, high)
 
 
 @symbolic("aten::clamp_min")
-def clamp_min(g: Graph, self: Value, min):
+def clamp_min(g: Graph, self: Value, min) -> Value:
     """clamp_min(Tensor self, Scalar min) -> Tensor"""
     self, low = promote(g, self, min)
     return g.op("Clip", self, low)
 
 
 @symbolic("aten::clamp_max")
-def clamp_max(g: Graph, self: Value, max):
+def clamp_max(g: Graph, self: Value, max) -> Value:
     """clamp_max(Tensor self, Scalar max) -> Tensor"""
     self, high = promote(g, self, max)
     return g.op("Clip", self, None, high)
 
 
 @symbolic("aten::clamp.Tensor")
-def clamp_tensor(g: Graph, self: Value, min=None, max=None):
+def clamp_tensor(g: Graph, self: Value, min=None, max=None) -> Value:
     """clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor
 
     Clip wants scalar bounds, so tensor bounds are Max then Min (torch's order: min wins).
@@ -225,14 +225,14 @@ def clamp_tensor(g: Graph, self: Value, min=None, max=None):
 
 
 @symbolic("aten::maximum", "aten::max.other")
-def maximum(g: Graph, self: Value, other: Value):
+def maximum(g: Graph, self: Value, other: Value) -> Value:
     """maximum(Tensor self, Tensor other) -> Tensor"""
     self, other = promote(g, self, other)
     return _binary(g, "Max", self, other)
 
 
 @symbolic("aten::minimum", "aten::min.other")
-def minimum(g: Graph, self: Value, other: Value):
+def minimum(g: Graph, self: Value, other: Value) -> Value:
     """minimum(Tensor self, Tensor other) -> Tensor"""
     self, other = promote(g, self, other)
     return _binary(g, "Min", self, other)
@@ -253,43 +253,43 @@ def _compare(g: Graph, onnx_op: str, self: Value, other) -> Value:
 
 
 @symbolic("aten::eq.Tensor", "aten::eq.Scalar")
-def eq(g: Graph, self: Value, other):
+def eq(g: Graph, self: Value, other) -> Value:
     """eq.Tensor(Tensor self, Tensor other) -> Tensor"""
     return _compare(g, "Equal", self, other)
 
 
 @symbolic("aten::ne.Tensor", "aten::ne.Scalar")
-def ne(g: Graph, self: Value, other):
+def ne(g: Graph, self: Value, other) -> Value:
     """ne.Tensor(Tensor self, Tensor other) -> Tensor"""
     return g.op("Not", _compare(g, "Equal", self, other))
 
 
 @symbolic("aten::lt.Tensor", "aten::lt.Scalar")
-def lt(g: Graph, self: Value, other):
+def lt(g: Graph, self: Value, other) -> Value:
     """lt.Tensor(Tensor self, Tensor other) -> Tensor"""
     return _compare(g, "Less", self, other)
 
 
 @symbolic("aten::le.Tensor", "aten::le.Scalar")
-def le(g: Graph, self: Value, other):
+def le(g: Graph, self: Value, other) -> Value:
     """le.Tensor(Tensor self, Tensor other) -> Tensor"""
     return _compare(g, "LessOrEqual", self, other)
 
 
 @symbolic("aten::gt.Tensor", "aten::gt.Scalar")
-def gt(g: Graph, self: Value, other):
+def gt(g: Graph, self: Value, other) -> Value:
     """gt.Tensor(Tensor self, Tensor other) -> Tensor"""
     return _compare(g, "Greater", self, other)
 
 
 @symbolic("aten::ge.Tensor", "aten::ge.Scalar")
-def ge(g: Graph, self: Value, other):
+def ge(g: Graph, self: Value, other) -> Value:
     """ge.Tensor(Tensor self, Tensor other) -> Tensor"""
     return _compare(g, "GreaterOrEqual", self, other)
 
 
 @symbolic("aten::where.self")
-def where(g: Graph, condition: Value, self: Value, other: Value):
+def where(g: Graph, condition: Value, self: Value, other: Value) -> Value:
     """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
     self, other = promote(g, self, other)
     return g.op("Where", cast_to(g, condition, torch.bool), self, other)
@@ -299,32 +299,32 @@ def where(g: Graph, condition: Value, self: Value, other: Value):
 
 
 @symbolic("aten::relu")
-def relu(g: Graph, self: Value):
+def relu(g: Graph, self: Value) -> Value:
     """relu(Tensor self) -> Tensor"""
     return g.op("Relu", self)
 
 
 @symbolic("aten::hardtanh")
-def hardtanh(g: Graph, self: Value, min_val=-1, max_val=1):
+def hardtanh(g: Graph, self: Value, min_val=-1, max_val=1) -> Value:
     """hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
     self, low, high = promote(g, self, min_val, max_val)
     return g.op("Clip", self, low, high)
 
 
 @symbolic("aten::relu6")
-def relu6(g: Graph, self: Value):
+def relu6(g: Graph, self: Value) -> Value:
     """relu6(Tensor self) -> Tensor"""
     return hardtanh(g, self, 0, 6)
 
 
 @symbolic("aten::leaky_relu")
-def leaky_relu(g: Graph, self: Value, negative_slope=0.01):
+def leaky_relu(g: Graph, self: Value, negative_slope=0.01) -> Value:
     """leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
     return g.op("LeakyRelu", self, alpha_f=negative_slope)
 
 
 @symbolic("aten::elu")
-def elu(g: Graph, self: Value, alpha=1, scale=1, input_scale=1):
+def elu(g: Graph, self: Value, alpha=1, scale=1, input_scale=1) -> Value:
     """elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor
 
     ONNX Elu when scale == input_scale == 1; otherwise (selu) torch's formula
@@ -340,7 +340,7 @@ def elu(g: Graph, self: Value, alpha=1, scale=1, input_scale=1):
 
 
 @symbolic("aten::threshold")
-def threshold(g: Graph, self: Value, threshold, value):
+def threshold(g: Graph, self: Value, threshold, value) -> Value:
     """threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor
 
     `x > threshold ? x : value`, for any threshold and value.
@@ -350,7 +350,7 @@ def threshold(g: Graph, self: Value, threshold, value):
 
 
 @symbolic("aten::prelu")
-def prelu(g: Graph, self: Value, weight: Value):
+def prelu(g: Graph, self: Value, weight: Value) -> Value:
     """prelu(Tensor self, Tensor weight) -> Tensor
 
     One shared weight broadcasts as is; a per-channel weight (channels are dim 1) is reshaped
@@ -371,7 +371,7 @@ def _glu_halves(g: Graph, self: Value, dim: int, **split_attrs) -> Value:
 
 
 @symbolic("aten::glu", since=17)
-def glu(g: Graph, self: Value, dim=-1):
+def glu(g: Graph, self: Value, dim=-1) -> Value:
     """glu(Tensor self, int dim=-1) -> Tensor
 
     Split into equal halves: at opset 17 Split does that by its output count.
@@ -380,7 +380,7 @@ def glu(g: Graph, self: Value, dim=-1):
 
 
 @symbolic("aten::glu", since=18)
-def glu_18(g: Graph, self: Value, dim=-1):
+def glu_18(g: Graph, self: Value, dim=-1) -> Value:
     """glu(Tensor self, int dim=-1) -> Tensor
 
     Split into equal halves: from opset 18 Split needs num_outputs=2 to say so.
@@ -389,7 +389,7 @@ def glu_18(g: Graph, self: Value, dim=-1):
 
 
 @symbolic("aten::gelu", since=17)
-def gelu(g: Graph, self: Value, *, approximate="none"):
+def gelu(g: Graph, self: Value, *, approximate="none") -> Value:
     """gelu(Tensor self, *, str approximate="none") -> Tensor
 
     Before opset 20 there is no Gelu op: `x/2 * (1 + erf(x/sqrt(2)))`, or with "tanh"
@@ -407,7 +407,7 @@ def gelu(g: Graph, self: Value, *, approximate="none"):
 
 
 @symbolic("aten::gelu", since=20)
-def gelu_20(g: Graph, self: Value, *, approximate="none"):
+def gelu_20(g: Graph, self: Value, *, approximate="none") -> Value:
     """gelu(Tensor self, *, str approximate="none") -> Tensor
 
     ONNX Gelu (opset 20) with the same `approximate` values.
@@ -419,7 +419,7 @@ def gelu_20(g: Graph, self: Value, *, approximate="none"):
 
 
 @symbolic("aten::_to_copy")
-def to_copy(g: Graph, self: Value, **options):
+def to_copy(g: Graph, self: Value, **options) -> Value:
     """_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor
 
     A Cast to the result dtype; device, layout and memory format mean nothing in ONNX.
@@ -428,7 +428,7 @@ def to_copy(g: Graph, self: Value, **options):
 
 
 @symbolic("aten::clone", "aten::alias")
-def clone(g: Graph, self: Value, **options):
+def clone(g: Graph, self: Value, **options) -> Value:
     """clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor
 
     Values are immutable in ONNX: the copy is the value itself (named by an Identity).

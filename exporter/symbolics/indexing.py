@@ -29,7 +29,7 @@ from exporter.symbolics._helpers import (
 
 
 @symbolic("aten::select.int")
-def select(g: Graph, self: Value, dim: int, index):
+def select(g: Graph, self: Value, dim: int, index) -> Value:
     """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)
 
     A Gather with a 0-d index, which drops the dim; negative indices count from the end.
@@ -39,7 +39,7 @@ def select(g: Graph, self: Value, dim: int, index):
 
 
 @symbolic("aten::slice.Tensor")
-def slice_(g: Graph, self: Value, dim=0, start=None, end=None, step=1):
+def slice_tensor(g: Graph, self: Value, dim=0, start=None, end=None, step=1) -> Value:
     """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
     axis = normalize_dim(dim, rank_of(self))
     start = 0 if start is None else start
@@ -85,7 +85,7 @@ def _stack_broadcast(g: Graph, indices: list[Value]) -> Value:
 
 
 @symbolic("aten::index.Tensor")
-def index(g: Graph, self: Value, indices):
+def index(g: Graph, self: Value, indices) -> Value:
     """index.Tensor(Tensor self, Tensor?[] indices) -> Tensor
 
     One index tensor is a Gather. Several are broadcast together and read with one GatherND
@@ -106,12 +106,13 @@ def index(g: Graph, self: Value, indices):
     if first == 0 or dims != list(range(first, first + len(dims))):
         return gathered
     batch_rank = len(g.ctx.output_meta.shape) - len(rest)
-    perm = [*range(batch_rank, batch_rank + first), *range(batch_rank), *range(batch_rank + first, batch_rank + len(rest))]
+    before, after = range(batch_rank, batch_rank + first), range(batch_rank + first, batch_rank + len(rest))
+    perm = [*before, *range(batch_rank), *after]
     return g.op("Transpose", gathered, perm_i=perm)
 
 
 @symbolic("aten::index_select")
-def index_select(g: Graph, self: Value, dim: int, index: Value):
+def index_select(g: Graph, self: Value, dim: int, index: Value) -> Value:
     """index_select(Tensor self, int dim, Tensor index) -> Tensor"""
     if rank_of(index) == 0:
         index = unsqueeze(g, index, [0])
@@ -119,7 +120,7 @@ def index_select(g: Graph, self: Value, dim: int, index: Value):
 
 
 @symbolic("aten::nonzero")
-def nonzero(g: Graph, self: Value):
+def nonzero(g: Graph, self: Value) -> Value:
     """nonzero(Tensor self) -> Tensor
 
     ONNX NonZero gives (rank, count); torch wants (count, rank).
@@ -131,7 +132,7 @@ def nonzero(g: Graph, self: Value):
 
 
 @symbolic("aten::embedding")
-def embedding(g: Graph, weight: Value, indices: Value, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+def embedding(g: Graph, weight: Value, indices: Value, padding_idx=-1, scale_grad_by_freq=False, sparse=False) -> Value:
     """embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor
 
     A Gather of rows. padding_idx, scale_grad_by_freq and sparse only change gradients.
@@ -165,7 +166,7 @@ def _looked_up_rows(g: Graph, weight: Value, indices: Value) -> Value:
 
 
 @symbolic("aten::embedding_renorm")
-def embedding_renorm(g: Graph, self: Value, indices: Value, max_norm: float, norm_type: float):
+def embedding_renorm(g: Graph, self: Value, indices: Value, max_norm: float, norm_type: float) -> Value:
     """embedding_renorm(Tensor self, Tensor indices, float max_norm, float norm_type) -> Tensor
 
     What `Embedding(max_norm=...)` does to its weight before the lookup: every row that

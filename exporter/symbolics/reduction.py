@@ -37,37 +37,37 @@ def _reduce_to_result(g: Graph, op_type: str, self: Value, dim, keepdim: bool) -
 
 
 @symbolic("aten::sum.dim_IntList")
-def sum_dim(g: Graph, self: Value, dim, keepdim=False, *, dtype=None):
+def sum_dim(g: Graph, self: Value, dim, keepdim=False, *, dtype=None) -> Value:
     """sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
     return _reduce_to_result(g, "ReduceSum", self, dim, keepdim)
 
 
 @symbolic("aten::sum")
-def sum_all(g: Graph, self: Value, *, dtype=None):
+def sum_all(g: Graph, self: Value, *, dtype=None) -> Value:
     """sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
     return _reduce_to_result(g, "ReduceSum", self, None, False)
 
 
 @symbolic("aten::mean.dim")
-def mean_dim(g: Graph, self: Value, dim, keepdim=False, *, dtype=None):
+def mean_dim(g: Graph, self: Value, dim, keepdim=False, *, dtype=None) -> Value:
     """mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
     return _reduce_to_result(g, "ReduceMean", self, dim, keepdim)
 
 
 @symbolic("aten::mean")
-def mean_all(g: Graph, self: Value, *, dtype=None):
+def mean_all(g: Graph, self: Value, *, dtype=None) -> Value:
     """mean(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
     return _reduce_to_result(g, "ReduceMean", self, None, False)
 
 
 @symbolic("aten::prod.dim_int")
-def prod_dim(g: Graph, self: Value, dim: int, keepdim=False, *, dtype=None):
+def prod_dim(g: Graph, self: Value, dim: int, keepdim=False, *, dtype=None) -> Value:
     """prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
     return _reduce_to_result(g, "ReduceProd", self, dim, keepdim)
 
 
 @symbolic("aten::prod")
-def prod_all(g: Graph, self: Value, *, dtype=None):
+def prod_all(g: Graph, self: Value, *, dtype=None) -> Value:
     """prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
     return _reduce_to_result(g, "ReduceProd", self, None, False)
 
@@ -99,30 +99,30 @@ def _extreme_to_result(g: Graph, reduce_op: str, self: Value, dim, keepdim: bool
 
 
 @symbolic("aten::max")
-def max_all(g: Graph, self: Value):
+def max_all(g: Graph, self: Value) -> Value:
     """max(Tensor self) -> Tensor"""
     return _extreme_to_result(g, "ReduceMax", self, None, False)
 
 
 @symbolic("aten::min")
-def min_all(g: Graph, self: Value):
+def min_all(g: Graph, self: Value) -> Value:
     """min(Tensor self) -> Tensor"""
     return _extreme_to_result(g, "ReduceMin", self, None, False)
 
 
 @symbolic("aten::amax")
-def amax(g: Graph, self: Value, dim=(), keepdim=False):
+def amax(g: Graph, self: Value, dim=(), keepdim=False) -> Value:
     """amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
     return _extreme_to_result(g, "ReduceMax", self, dim, keepdim)
 
 
 @symbolic("aten::amin")
-def amin(g: Graph, self: Value, dim=(), keepdim=False):
+def amin(g: Graph, self: Value, dim=(), keepdim=False) -> Value:
     """amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
     return _extreme_to_result(g, "ReduceMin", self, dim, keepdim)
 
 
-def _extreme_along(g: Graph, reduce_op: str, arg_op: str, self: Value, dim: int, keepdim: bool):
+def _extreme_along(g: Graph, reduce_op: str, arg_op: str, self: Value, dim: int, keepdim: bool) -> tuple[Value, Value]:
     """(values, indices) along `dim`. torch returns the first index of a tie, as ArgMax/ArgMin
     do with select_last_index=0, and the first NaN's index where there is a NaN. Bools
     compare as uint8."""
@@ -144,13 +144,13 @@ def _extreme_along(g: Graph, reduce_op: str, arg_op: str, self: Value, dim: int,
 
 
 @symbolic("aten::max.dim")
-def max_dim(g: Graph, self: Value, dim: int, keepdim=False):
+def max_dim(g: Graph, self: Value, dim: int, keepdim=False) -> tuple[Value, Value]:
     """max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
     return _extreme_along(g, "ReduceMax", "ArgMax", self, dim, keepdim)
 
 
 @symbolic("aten::min.dim")
-def min_dim(g: Graph, self: Value, dim: int, keepdim=False):
+def min_dim(g: Graph, self: Value, dim: int, keepdim=False) -> tuple[Value, Value]:
     """min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
     return _extreme_along(g, "ReduceMin", "ArgMin", self, dim, keepdim)
 
@@ -172,13 +172,13 @@ def _softmax_scalar(g: Graph, onnx_op: str, self: Value) -> Value:
 
 
 @symbolic("aten::softmax.int")
-def softmax(g: Graph, self: Value, dim: int, dtype=None):
+def softmax(g: Graph, self: Value, dim: int, dtype=None) -> Value:
     """softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
     return _softmax(g, "Softmax", self, dim)
 
 
 @symbolic("aten::_softmax")
-def softmax_(g: Graph, self: Value, dim: int, half_to_float: bool):
+def softmax_kernel(g: Graph, self: Value, dim: int, half_to_float: bool) -> Value:
     """_softmax(Tensor self, int dim, bool half_to_float) -> Tensor
 
     half_to_float computes and returns float32 (the result dtype says so).
@@ -187,13 +187,13 @@ def softmax_(g: Graph, self: Value, dim: int, half_to_float: bool):
 
 
 @symbolic("aten::log_softmax.int")
-def log_softmax(g: Graph, self: Value, dim: int, dtype=None):
+def log_softmax(g: Graph, self: Value, dim: int, dtype=None) -> Value:
     """log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
     return _softmax(g, "LogSoftmax", self, dim)
 
 
 @symbolic("aten::_log_softmax")
-def log_softmax_(g: Graph, self: Value, dim: int, half_to_float: bool):
+def log_softmax_kernel(g: Graph, self: Value, dim: int, half_to_float: bool) -> Value:
     """_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor
 
     half_to_float computes and returns float32 (the result dtype says so).

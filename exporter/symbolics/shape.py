@@ -33,7 +33,7 @@ from exporter.symbolics.elementwise import floor_divide
 
 
 @symbolic("aten::view", "aten::_unsafe_view")
-def view(g: Graph, self: Value, size):
+def view(g: Graph, self: Value, size) -> Value:
     """view(Tensor(a) self, SymInt[] size) -> Tensor(a)
 
     `reshape`, `flatten` and `view_as` reach here too: torch.export rewrites them to view.
@@ -43,7 +43,7 @@ def view(g: Graph, self: Value, size):
 
 
 @symbolic("aten::permute")
-def permute(g: Graph, self: Value, dims):
+def permute(g: Graph, self: Value, dims) -> Value:
     """permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
     rank = rank_of(self)
     perm = [normalize_dim(d, rank) for d in dims]
@@ -51,7 +51,7 @@ def permute(g: Graph, self: Value, dims):
 
 
 @symbolic("aten::transpose.int")
-def transpose(g: Graph, self: Value, dim0: int, dim1: int):
+def transpose(g: Graph, self: Value, dim0: int, dim1: int) -> Value:
     """transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
     rank = rank_of(self)
     perm = list(range(rank))
@@ -62,7 +62,7 @@ def transpose(g: Graph, self: Value, dim0: int, dim1: int):
 
 
 @symbolic("aten::t")
-def t(g: Graph, self: Value):
+def t(g: Graph, self: Value) -> Value:
     """t(Tensor(a) self) -> Tensor(a)
 
     0-d and 1-D tensors are returned as they are, as torch does.
@@ -71,7 +71,7 @@ def t(g: Graph, self: Value):
 
 
 @symbolic("aten::expand")
-def expand(g: Graph, self: Value, size, *, implicit=False):
+def expand(g: Graph, self: Value, size, *, implicit=False) -> Value:
     """expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)
 
     ONNX Expand broadcasts both ways, so torch's -1 ("keep this size") is a 1 in the target
@@ -92,25 +92,25 @@ def _squeeze(g: Graph, self: Value, dims) -> Value:
 
 
 @symbolic("aten::squeeze")
-def squeeze_all(g: Graph, self: Value):
+def squeeze_all(g: Graph, self: Value) -> Value:
     """squeeze(Tensor(a) self) -> Tensor(a)"""
     return _squeeze(g, self, range(rank_of(self)))
 
 
 @symbolic("aten::squeeze.dim")
-def squeeze_dim(g: Graph, self: Value, dim: int):
+def squeeze_dim(g: Graph, self: Value, dim: int) -> Value:
     """squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)"""
     return _squeeze(g, self, [dim])
 
 
 @symbolic("aten::squeeze.dims")
-def squeeze_dims(g: Graph, self: Value, dim):
+def squeeze_dims(g: Graph, self: Value, dim) -> Value:
     """squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
     return _squeeze(g, self, dim)
 
 
 @symbolic("aten::unsqueeze")
-def unsqueeze_dim(g: Graph, self: Value, dim: int):
+def unsqueeze_dim(g: Graph, self: Value, dim: int) -> Value:
     """unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
     return unsqueeze(g, self, [normalize_dim(dim, rank_of(self) + 1)])
 
@@ -119,7 +119,7 @@ def unsqueeze_dim(g: Graph, self: Value, dim: int):
 
 
 @symbolic("aten::cat")
-def cat(g: Graph, tensors, dim=0):
+def cat(g: Graph, tensors, dim=0) -> Value:
     """cat(Tensor[] tensors, int dim=0) -> Tensor
 
     Operands are promoted to the result dtype; torch's legacy empty 1-D operands are dropped.
@@ -133,7 +133,7 @@ def cat(g: Graph, tensors, dim=0):
 
 
 @symbolic("aten::split_with_sizes")
-def split_with_sizes(g: Graph, self: Value, split_sizes, dim=0):
+def split_with_sizes(g: Graph, self: Value, split_sizes, dim=0) -> list[Value]:
     """split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
     axis = normalize_dim(dim, rank_of(self))
     if len(split_sizes) == 1:
@@ -143,7 +143,7 @@ def split_with_sizes(g: Graph, self: Value, split_sizes, dim=0):
 
 
 @symbolic("aten::split.Tensor")
-def split(g: Graph, self: Value, split_size: int, dim=0):
+def split(g: Graph, self: Value, split_size: int, dim=0) -> list[Value]:
     """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]
 
     Chunks of `split_size` and a smaller last one; `chunk` reaches here as split.Tensor.
@@ -156,7 +156,7 @@ def split(g: Graph, self: Value, split_size: int, dim=0):
 
 
 @symbolic("aten::unfold")
-def unfold(g: Graph, self: Value, dimension: int, size: int, step: int):
+def unfold(g: Graph, self: Value, dimension: int, size: int, step: int) -> Value:
     """unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)
 
     Windows of `size` every `step` along `dimension` as one Gather of an (n, size) index
@@ -183,7 +183,7 @@ def unfold(g: Graph, self: Value, dimension: int, size: int, step: int):
 
 
 @symbolic("aten::constant_pad_nd")
-def constant_pad_nd(g: Graph, self: Value, pad, value=0):
+def constant_pad_nd(g: Graph, self: Value, pad, value=0) -> Value:
     """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor
 
     `pad` lists (begin, end) pairs from the last dim backwards. Positive amounts are a Pad with
@@ -217,7 +217,7 @@ def _fill(g: Graph, shape: Value, fill_value) -> Value:
 
 
 @symbolic("aten::full")
-def full(g: Graph, size, fill_value, **options):
+def full(g: Graph, size, fill_value, **options) -> Value:
     """full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 
     `zeros`, `ones`, `new_zeros`, ... reach here as full.
@@ -226,7 +226,7 @@ def full(g: Graph, size, fill_value, **options):
 
 
 @symbolic("aten::full_like")
-def full_like(g: Graph, self: Value, fill_value, **options):
+def full_like(g: Graph, self: Value, fill_value, **options) -> Value:
     """full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
 
     `zeros_like`, `ones_like`, ... reach here as full_like.
@@ -235,13 +235,13 @@ def full_like(g: Graph, self: Value, fill_value, **options):
 
 
 @symbolic("aten::scalar_tensor")
-def scalar_tensor(g: Graph, s, **options):
+def scalar_tensor(g: Graph, s, **options) -> Value:
     """scalar_tensor(Scalar s, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
     return scalar_of(g, s, g.ctx.output_dtype)
 
 
 @symbolic("aten::arange.start_step")
-def arange(g: Graph, start, end, step=1, **options):
+def arange(g: Graph, start, end, step=1, **options) -> Value:
     """arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 
     A constant when the bounds are static, else a Range in the result dtype.
@@ -256,12 +256,12 @@ def arange(g: Graph, start, end, step=1, **options):
 
 
 @symbolic("aten::sym_size.int")
-def sym_size(g: Graph, self: Value, dim: int):
+def sym_size(g: Graph, self: Value, dim: int) -> Value:
     """sym_size.int(Tensor self, int dim) -> SymInt"""
     return squeeze(g, dim_size(g, self, dim), [0])
 
 
-def _sym_binary(g: Graph, onnx_op: str, python_op, a, b):
+def _sym_binary(g: Graph, onnx_op: str, python_op, a, b) -> Value | int | bool:
     """A SymInt op: folded when both sides are Python ints, else on 0-d int64 Values."""
     if not isinstance(a, Value) and not isinstance(b, Value):
         return python_op(a, b)
@@ -270,37 +270,37 @@ def _sym_binary(g: Graph, onnx_op: str, python_op, a, b):
 
 
 @symbolic("_operator.add")
-def sym_add(g: Graph, a, b):
+def sym_add(g: Graph, a, b) -> Value | int:
     """SymInt a + b, as int64 scalars."""
     return _sym_binary(g, "Add", operator.add, a, b)
 
 
 @symbolic("_operator.sub")
-def sym_sub(g: Graph, a, b):
+def sym_sub(g: Graph, a, b) -> Value | int:
     """SymInt a - b, as int64 scalars."""
     return _sym_binary(g, "Sub", operator.sub, a, b)
 
 
 @symbolic("_operator.mul")
-def sym_mul(g: Graph, a, b):
+def sym_mul(g: Graph, a, b) -> Value | int:
     """SymInt a * b, as int64 scalars."""
     return _sym_binary(g, "Mul", operator.mul, a, b)
 
 
 @symbolic("_operator.ge")
-def sym_ge(g: Graph, a, b):
+def sym_ge(g: Graph, a, b) -> Value | bool:
     """SymInt a >= b, a bool scalar (the bounds checks of data-dependent sizes)."""
     return _sym_binary(g, "GreaterOrEqual", operator.ge, a, b)
 
 
 @symbolic("_operator.le")
-def sym_le(g: Graph, a, b):
+def sym_le(g: Graph, a, b) -> Value | bool:
     """SymInt a <= b, a bool scalar (the bounds checks of data-dependent sizes)."""
     return _sym_binary(g, "LessOrEqual", operator.le, a, b)
 
 
 @symbolic("_operator.floordiv")
-def sym_floordiv(g: Graph, a, b):
+def sym_floordiv(g: Graph, a, b) -> Value | int:
     """SymInt a // b: Python floors, also for negative values."""
     if not isinstance(a, Value) and not isinstance(b, Value):
         return a // b
@@ -310,7 +310,7 @@ def sym_floordiv(g: Graph, a, b):
 
 @symbolic("aten::_assert_scalar")
 @emits_no_nodes
-def assert_scalar(g: Graph, self, assert_msg: str):
+def assert_scalar(g: Graph, self, assert_msg: str) -> None:
     """_assert_scalar(Scalar self, str assert_msg) -> ()
 
     A check torch.export proved for every shape it exported: nothing to emit.
@@ -320,7 +320,7 @@ def assert_scalar(g: Graph, self, assert_msg: str):
 
 @symbolic("aten::_assert_tensor_metadata")
 @emits_no_nodes
-def assert_tensor_metadata(g: Graph, a: Value, size=None, stride=None, dtype=None, **options):
+def assert_tensor_metadata(g: Graph, a: Value, size=None, stride=None, dtype=None, **options) -> None:
     """_assert_tensor_metadata(Tensor a, SymInt[]? size=None, SymInt[]? stride=None, ScalarType? dtype=None, *, Device? device=None, Layout? layout=None) -> ()
 
     A check torch.export proved while tracing: nothing to emit.

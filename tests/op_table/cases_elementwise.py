@@ -129,6 +129,10 @@ def _compare_rows(name: str, fn) -> list[OpCase]:
 COMPARISONS = [
     *_compare_rows("eq", torch.eq), *_compare_rows("ne", torch.ne), *_compare_rows("lt", torch.lt),
     *_compare_rows("le", torch.le), *_compare_rows("gt", torch.gt), *_compare_rows("ge", torch.ge),
+    # a 0-d float tensor promotes an int tensor to float (a category change); a 0-d float64 does
+    # not widen a float32 tensor, so 0.1 compares as float32(0.1)
+    op("lt_int_vs_0d_float_tensor", lambda a: a < torch.tensor(2.5), lambda g: (ints(g, 0, 5, 12),), ["aten.lt.Tensor"]),
+    op("eq_float_vs_0d_double_tensor", lambda a: a == torch.tensor(0.1, dtype=torch.float64), lambda g: (torch.full((3,), 0.1),), ["aten.eq.Tensor"], seed_ops=("eq",)),
     op("where_tensors", lambda c, a, b: torch.where(c, a, b), lambda g: (mask(g, 2, 3), randn(g, 2, 3), randn(g, 3)), ["aten.where.self"]),
     op("where_promotes", lambda c, a, b: torch.where(c, a, b), lambda g: (mask(g, 6), ints(g, -5, 5, 6), randn(g, 6)), ["aten.where.self"]),
     op("where_scalar_other", lambda a: torch.where(a > 0, a, 0.0), lambda g: (randn(g, 2, 3),), ["aten.where.self", "aten.scalar_tensor.default", "aten.gt.Scalar"]),

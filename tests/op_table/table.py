@@ -83,17 +83,6 @@ def emits_no_nodes(target: str) -> bool:
     return any(getattr(entry.fn, "emits_no_nodes", False) for entry in BUILTINS.entries(target))
 
 
-def onnx_ops_by_target(model: onnx.ModelProto) -> dict[str, set[str]]:
-    """ONNX op types emitted per ATen overload, read off the node provenance."""
-    ops: dict[str, set[str]] = {}
-    for node in model.graph.node:
-        for prop in node.metadata_props:
-            if prop.key == ATEN_KEY:
-                name = f"{node.domain}::{node.op_type}" if node.domain else node.op_type
-                ops.setdefault(prop.value, set()).add(name)
-    return ops
-
-
 def flat_tensors(value: Any) -> list[torch.Tensor]:
     if isinstance(value, torch.Tensor):
         return [value]
