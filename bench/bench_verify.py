@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import platform
-import statistics
 import time
 import warnings
 

@@ -9,7 +9,7 @@ different computation than the production one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,9 +17,10 @@ import numpy as np
 import onnx
 
 from harness.compare import Comparison, as_array, compare
+from harness.isolate import ModelRunner
 from harness.mapping import expose_values
 
-ModelRunner = Callable[[onnx.ModelProto, dict[str, np.ndarray]], dict[str, np.ndarray]]
+__all__ = ["InstrumentedRun", "ModelRunner", "compare_with_production", "run_instrumented"]
 
 
 @dataclass

@@ -140,7 +140,7 @@ def verify_case(case: Any, options: argparse.Namespace) -> dict[str, Any]:
         module = case.module(options.seed)
         verification = verify(module, case.inputs(options.seed), per_op=not options.no_per_op, **common)
         onnx_model = verification.onnx_model
-        other = verify(module, case.inputs(options.seed, case.other_batch), per_op=False,
+        other = verify(module, case.other_inputs(options.seed + 1), per_op=False,
                        onnx_model=onnx_model, **{**common, "exporter": "roundtrip"})
     except (ExportError, BackendUnavailableError, RuntimeError, ValueError) as error:
         return {"name": case.name, "passed": False, "error": f"{type(error).__name__}: {error}".splitlines()[0],

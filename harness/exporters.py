@@ -69,7 +69,13 @@ def export_for_verification(
                 f"roundtrip could not capture the module ({type(error).__name__}), so the given model "
                 "is verified per ONNX node against onnx's ReferenceEvaluator"
             ])
-        return ExportedForVerification(given, program, "given")
+        notes = []
+        if given.producer_name not in ("", "roundtrip"):
+            notes.append(
+                f"the given model was produced by {given.producer_name!r} but is joined to roundtrip's FX "
+                "program; pass exporter='torch.onnx' (or 'torchscript') to pair it with its own exporter"
+            )
+        return ExportedForVerification(given, program, "given", notes)
     if exporter == "torch.onnx":
         program = torch_onnx_export(model, args, **kwargs)
         if given is None:

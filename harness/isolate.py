@@ -9,10 +9,13 @@ sessions of the verification, through `SharedWeights`); Constant nodes stay in t
 subgraph. Internal values keep their names unless a node appears in two subgraphs, in which
 case the later copy is renamed.
 
-A subgraph whose inputs have no known reference value (an intermediate of another op's
-subgraph, a value torch has no tensor for) is reported as not isolable, with the reason. If the
-backend cannot load or run the batched model, the batch is split in halves until the subgraphs
-that fail alone are found; they are reported as not isolable with the backend's message.
+An input with no reference value that some node computes (exporters share constants between
+ops, e.g. torch.onnx's one zero-bias Constant for every Conv) is computed inside the subgraph:
+its producers are borrowed, back to values that have reference values, and the row notes it.
+A subgraph that still lacks an input (a graph input without a value, a value torch has no
+tensor for) is reported as not isolable, with the reason. If the backend cannot load or run
+the batched model, the batch is split in halves until the subgraphs that fail alone are
+found; they are reported as not isolable with the backend's message.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import onnx
@@ -197,7 +199,7 @@ def build(
         nodes,
         f"{source.graph.name}_isolated",
         [_input_info(name, array) for name, array in feeds.items()],
-        [helper.make_value_info(name, onnx.TypeProto()) for names in outputs.values() for name in names],
+        [onnx.ValueInfoProto(name=name) for names in outputs.values() for name in names],
         initializer=[initializer(t) for t in used_initializers.values()],
     )
     model = helper.make_model(graph, opset_imports=list(source.opset_import), ir_version=source.ir_version,

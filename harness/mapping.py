@@ -213,7 +213,7 @@ def expose_values(model: onnx.ModelProto, names: Iterable[str]) -> onnx.ModelPro
     existing = {o.name for o in exposed.graph.output}
     for name in names:
         if name not in existing:
-            exposed.graph.output.append(onnx.helper.make_value_info(name, onnx.TypeProto()))
+            exposed.graph.output.append(onnx.ValueInfoProto(name=name))
             existing.add(name)
     return exposed
 

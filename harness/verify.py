@@ -130,7 +130,7 @@ def verify_exported(
         raise ValueError("an export without an FX program needs the module to compute torch's outputs")
 
     with device_context(spec, tf32=tf32) as environment:
-        verification.environment = {**environment, **_versions(), "torch_seed": torch.initial_seed()}
+        verification.environment = {**environment, **versions(), "torch_seed": torch.initial_seed()}
         started = time.perf_counter()
         torch_args = tuple(a.to(spec.torch_device) if isinstance(a, torch.Tensor) else a for a in args)
         values: dict[str, Any] = {}
@@ -138,8 +138,7 @@ def verify_exported(
             values = record_values(exported.program, torch_args, device=spec.torch_device)
             expected_outputs = _flatten(output_values(exported.program, values))
         else:
-            with torch.no_grad():
-                expected_outputs = _flatten(module.to(spec.torch_device)(*torch_args))
+            expected_outputs = _flatten(_run_eager(module, torch_args, spec.torch_device))
         timings["torch_s"] = time.perf_counter() - started
 
         started = time.perf_counter()
@@ -189,6 +188,7 @@ def run_production(verification: Verification, model: onnx.ModelProto, spec: bac
     except backends.ModelLoadError as error:
         verification.notes.append(f"the backend refused the model: {_first_line(error)}")
         return None
+    verification.environment["providers"] = list(rep.providers)
     try:
         outputs = rep.run(feeds)
     except Exception as error:  # onnxruntime raises its own Fail/RuntimeException types
@@ -249,6 +249,20 @@ def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, pr
     analyse_nodes(verification, loaded, source, feeds, spec.kind, table, run, initializer, production=production)
 
 
+def _run_eager(module: torch.nn.Module, args: tuple[Any, ...], device: str) -> Any:
+    """`module(*args)` in eval mode on `device`, leaving the module as it was found."""
+    from exporter.trace import eval_mode
+
+    parameter = next(module.parameters(), None)
+    original = parameter.device if parameter is not None else None
+    try:
+        with torch.no_grad(), eval_mode(module):
+            return module.to(device)(*args)
+    finally:
+        if original is not None:
+            module.to(original)
+
+
 def _flatten(outputs: Any) -> list[Any]:
     if isinstance(outputs, (tuple, list)):
         return [leaf for item in outputs for leaf in _flatten(item)]
@@ -259,7 +273,8 @@ def _numpy_args(args: Sequence[Any]) -> list[np.ndarray]:
     return [as_array(a) for a in args if isinstance(a, (torch.Tensor, np.ndarray))]
 
 
-def _versions() -> dict[str, Any]:
+def versions() -> dict[str, Any]:
+    """Library versions a report records beside its numbers."""
     import onnxruntime
 
     return {

@@ -21,7 +21,7 @@ from harness.devices import device_context
 from harness.records import Verification
 from harness.tolerances import ToleranceTable, load as load_tolerances
 from harness.verify import (
-    DEFAULT_OUTPUT_ATOL, DEFAULT_OUTPUT_RTOL, _versions, model_runner, run_checker, run_production,
+    DEFAULT_OUTPUT_ATOL, DEFAULT_OUTPUT_RTOL, versions, model_runner, run_checker, run_production,
 )
 
 
@@ -60,7 +60,7 @@ def verify_onnx(
     )
     output_names = [o.name for o in model.graph.output]
     with device_context(spec, tf32=tf32) as environment:
-        verification.environment = {**environment, **_versions()}
+        verification.environment = {**environment, **versions()}
         started = time.perf_counter()
         shared = backends.SharedWeights.of(model) if spec.kind == "cpu" else None
         feeds = _feeds(inputs, backends.real_inputs(model))

@@ -148,6 +148,21 @@ class ModelCase:
         generator = torch.Generator().manual_seed(seed)
         return tuple(self.input_fn(generator, self.traced_batch if batch is None else batch))
 
+    def other_inputs(self, seed: int = 1) -> tuple[torch.Tensor, ...]:
+        """Args at `other_batch`, with every other dynamic axis (e.g. sequence) cut to about half.
+
+        Verifying at these sizes exercises each dynamic axis at a size it was not traced at.
+        """
+        lengths: dict[str, int] = {}
+        args = []
+        for name, arg in zip(self.input_names, self.inputs(seed, self.other_batch)):
+            for dim, axis in self.dynamic_axes.get(name, {}).items():
+                if axis != "batch":
+                    length = lengths.setdefault(axis, max(2, arg.shape[dim] // 2))
+                    arg = arg.narrow(dim, 0, length)
+            args.append(arg.contiguous())
+        return tuple(args)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data for reports (no callables)."""
         return {

@@ -75,27 +75,17 @@ LM_NHID = 200
 LM_NLAYERS = 2
 LM_SEQ_LEN = 20
 
-# torch 2.14.1 / onnxscript 0.7.2, found by running the exported model at a
-# sequence length other than the traced one (batch alone passes, max abs err
-# ~2e-6). torch.export decomposes aten.lstm/gru/rnn into a per-step loop and
-# specialises the sequence length (ConstraintViolationError "sequence = 20");
-# torch.onnx then retries with that length fixed, without an error.
+# torch 2.14.1 / onnxscript 0.7.2, as the harness calls it (dynamic_axes -> Dim.DYNAMIC):
+# torch.export decomposes aten.rnn_tanh/rnn_relu into a per-step loop that fixes the sequence
+# length, and torch.onnx refuses the dynamic 'sequence' axis. nn.LSTM and nn.GRU export with
+# a dynamic sequence and verify at another length (checked in tests/test_zoo_roundtrip.py).
 _TORCH_ONNX_SEQUENCE_ISSUE = {
-    "LSTM": (
-        "dynamic 'sequence' axis silently specialised to the traced length: torch.export unrolls nn.LSTM "
-        "(ConstraintViolationError 'sequence = 20') and torch.onnx falls back to a Reshape to [20, -1, nhid] "
-        "while the input keeps the name 'sequence'; seq=10 gives logits of shape (20, 1, ntoken) instead of "
-        "(10, 2, ntoken), seq=33 fails in Reshape"
-    ),
-    "GRU": (
-        "dynamic 'sequence' axis silently specialised to the traced length: torch.export unrolls nn.GRU "
-        "(ConstraintViolationError 'sequence = 20') and torch.onnx falls back to a Reshape to [20, -1, nhid] "
-        "while the input keeps the name 'sequence'; seq=10 gives wrongly shaped logits, seq=33 fails in Reshape"
-    ),
+    "LSTM": None,
+    "GRU": None,
     "RNN": (
-        "dynamic 'sequence' axis dropped: torch.export unrolls nn.RNN (ConstraintViolationError "
-        "'sequence = 20') and torch.onnx exports the tokens input with a fixed length of 20; onnxruntime "
-        "rejects any other sequence length"
+        "dynamic 'sequence' axis refused: torch.export unrolls nn.RNN into a per-step loop and infers a "
+        "static length of 20 for tokens.shape[0] (ValueError: conflicts between user-specified ranges "
+        "and inferred ranges)"
     ),
 }
 

@@ -13,7 +13,6 @@ import json
 import os
 from typing import Iterator
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -29,8 +28,9 @@ DETERMINISM_CASES = (
     "resnet18", "dcgan_generator", "dcgan_discriminator", "superresolution", "word_language_model_lstm"
 )
 
-# Export + two onnxruntime runs measured above ~20 s on a 2-core CPU: marked `slow`.
-SLOW_EXPORT_PATTERNS = ("densenet*", "inception_v3", "resnet50", "resnet101", "resnet152", "resnext*", "wide_resnet*")
+# Export + onnxruntime runs measured above 20 s on a shared 2-core CPU (densenet121
+# 33-48 s, inception_v3 22-28 s, resnet152 36 s, ...): marked `slow`.
+SLOW_EXPORT_PATTERNS = ("densenet*", "inception_v3", "resnet101", "resnet152", "wide_resnet101_2")
 
 
 def _selected_cases(config: pytest.Config) -> list[ModelCase]:
@@ -285,72 +285,5 @@ def test_activations_are_finite_and_bounded(case: ModelCase) -> None:
     assert peak > 0.0
 
 
-# --- torch.onnx (dynamo) -> onnxruntime CPU ---------------------------------------------
-
-
-def _dynamic_shapes(case: ModelCase) -> tuple[dict[int, object] | None, ...]:
-    dims: dict[str, object] = {}
-
-    def dim(axis: str) -> object:
-        return dims.setdefault(axis, torch.export.Dim(axis, min=2))
-
-    return tuple(
-        {d: dim(axis) for d, axis in case.dynamic_axes.get(name, {}).items()} or None for name in case.input_names
-    )
-
-
-def _shorten_non_batch_axes(case: ModelCase, args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...] | None:
-    """`args` cut to about half along every dynamic axis other than batch, or None if none."""
-    lengths: dict[str, int] = {}
-    shortened = []
-    for name, arg in zip(case.input_names, args):
-        for dim, axis in case.dynamic_axes.get(name, {}).items():
-            if axis != "batch":
-                length = lengths.setdefault(axis, max(2, arg.shape[dim] // 2))
-                arg = arg.narrow(dim, 0, length)
-        shortened.append(arg.contiguous())
-    return tuple(shortened) if lengths else None
-
-
-def _assert_within_tolerance(case: ModelCase, actual: np.ndarray, expected: np.ndarray, label: str) -> None:
-    assert actual.shape == expected.shape, f"{label}: shape {actual.shape} != {expected.shape}"
-    error = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
-    allowed = case.atol + case.rtol * np.abs(expected)
-    mismatch = float(np.mean(error > allowed))
-    assert mismatch <= case.allowed_mismatch_fraction, (
-        f"{label}: {mismatch:.2%} of elements outside atol={case.atol:g} rtol={case.rtol:g}; "
-        f"max abs error {error.max():.3g}, scale {np.abs(expected).max():.3g}"
-    )
-
-
-def test_torch_onnx_matches_onnxruntime(case: ModelCase) -> None:
-    ort = pytest.importorskip("onnxruntime")
-    model = case.module(0)
-    program = torch.onnx.export(
-        model,
-        case.inputs(0),
-        dynamo=True,
-        input_names=list(case.input_names),
-        output_names=list(case.output_names),
-        dynamic_shapes=_dynamic_shapes(case),
-        verbose=False,
-    )
-    session = ort.InferenceSession(program.model_proto.SerializeToString(), providers=["CPUExecutionProvider"])
-    del program
-    assert [i.name for i in session.get_inputs()] == list(case.input_names)
-    assert [o.name for o in session.get_outputs()] == list(case.output_names)
-    # The traced batch, another batch, and (for sequence models) a shorter
-    # sequence: every dynamic axis is exercised at a size it was not traced at.
-    variants = {
-        f"batch={case.traced_batch}": case.inputs(seed=1, batch=case.traced_batch),
-        f"batch={case.other_batch}": case.inputs(seed=1, batch=case.other_batch),
-    }
-    shorter = _shorten_non_batch_axes(case, case.inputs(seed=2))
-    if shorter is not None:
-        variants["shorter non-batch axes"] = shorter
-    for label, args in variants.items():
-        with torch.no_grad():
-            expected = _as_tuple(model(*args))
-        actual = session.run(None, {name: arg.numpy() for name, arg in zip(case.input_names, args)})
-        for name, got, want in zip(case.output_names, actual, expected):
-            _assert_within_tolerance(case, got, want.numpy(), f"{case.name}[{name}, {label}]")
+# torch.onnx (dynamo) and roundtrip exports of every case are verified through the harness in
+# tests/test_zoo_roundtrip.py, at the traced sizes and at `case.other_inputs()`.

@@ -33,7 +33,7 @@ def _verify(case, device: str, exporter: str):
         model_name=case.name, per_op=False,
     )
     traced = harness.verify(module, case.inputs(0), exporter=exporter, **common)
-    other = harness.verify(module, case.inputs(1, case.other_batch), onnx_model=traced.onnx_model, **common)
+    other = harness.verify(module, case.other_inputs(1), onnx_model=traced.onnx_model, **common)
     return traced, other
 
 
