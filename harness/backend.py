@@ -112,7 +112,9 @@ class BackendRep:
 def _as_array(value: Any) -> np.ndarray:
     if hasattr(value, "detach"):
         value = value.detach().cpu().numpy()
-    return np.ascontiguousarray(value)
+    array = np.asarray(value)
+    # np.ascontiguousarray would turn a 0-d array into shape (1,); only copy when needed.
+    return array if array.flags.c_contiguous else np.ascontiguousarray(array)
 
 
 def prepare(model: onnx.ModelProto | str | os.PathLike, device: str = "CPU", **options: Any) -> BackendRep:
