@@ -181,7 +181,7 @@ def build(
                 used_initializers[name] = initializers[name]
                 continue
             feed_name = f"{INPUT_PREFIX}{name}" if rename_inputs else name
-            feeds[feed_name] = np.ascontiguousarray(inputs[subgraph.key][name])
+            feeds[feed_name] = contiguous(inputs[subgraph.key][name])
             mapping[name] = feed_name
         taken.update(feeds)
         for node in subgraph.nodes:
@@ -205,6 +205,12 @@ def build(
     model = helper.make_model(graph, opset_imports=list(source.opset_import), ir_version=source.ir_version,
                               functions=list(source.functions))
     return IsolationModel(model, feeds, outputs, {s.key: dict(inputs[s.key]) for s in subgraphs})
+
+
+def contiguous(value: np.ndarray) -> np.ndarray:
+    """A C-contiguous array, 0-d kept 0-d (np.ascontiguousarray would make it 1-d)."""
+    array = np.asarray(value)
+    return array if array.flags.c_contiguous else np.ascontiguousarray(array).reshape(array.shape)
 
 
 def _input_info(name: str, array: np.ndarray) -> onnx.ValueInfoProto:

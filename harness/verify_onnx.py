@@ -18,6 +18,7 @@ import onnx
 from harness import backend as backends
 from harness.compare import as_array, compare
 from harness.devices import device_context
+from harness.isolate import contiguous
 from harness.records import Verification
 from harness.tolerances import ToleranceTable, load as load_tolerances
 from harness.verify import (
@@ -117,12 +118,12 @@ def verify_onnx(
 
 def _feeds(inputs: Any, names: list[str]) -> dict[str, np.ndarray]:
     if isinstance(inputs, Mapping):
-        return {k: np.ascontiguousarray(as_array(v)) for k, v in inputs.items()}
+        return {k: contiguous(as_array(v)) for k, v in inputs.items()}
     if not isinstance(inputs, (tuple, list)):
         inputs = (inputs,)
     if len(inputs) != len(names):
         raise ValueError(f"the model takes {len(names)} input(s) {names}, got {len(inputs)}")
-    return {n: np.ascontiguousarray(as_array(v)) for n, v in zip(names, inputs)}
+    return {n: contiguous(as_array(v)) for n, v in zip(names, inputs)}
 
 
 def _first_line(error: BaseException) -> str:

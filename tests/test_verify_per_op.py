@@ -183,6 +183,13 @@ def test_symint_inputs_are_fed_as_int64_scalars():
     view = next(op for op in verification.ops if op.aten in ("aten.view.default", "aten.reshape.default"))
     assert view.isolated is not None and view.passed, view.to_dict()
     assert view.artifacts.inputs and any(a.dtype == np.int64 and a.ndim == 0 for a in view.artifacts.inputs.values())
+    from harness.isolate import build, Subgraph as _Subgraph
+
+    built = build(verification.onnx_model, [_Subgraph(view.fx_node, view.artifacts.nodes, [view.fx_node])],
+                  {view.fx_node: view.artifacts.inputs})
+    scalars = [i for i in built.model.graph.input if i.type.tensor_type.elem_type == onnx.TensorProto.INT64]
+    assert scalars and all(len(i.type.tensor_type.shape.dim) == 0 for i in scalars)  # fed 0-d, not [1]
+    assert all(built.feeds[i.name].ndim == 0 for i in scalars)
 
 
 def test_per_op_false_skips_the_analysis(small):
