@@ -16,7 +16,6 @@ chain of producers that ends in `n`'s value, walked back until values with a tor
 
 from __future__ import annotations
 
-import json
 import operator
 import re
 from collections.abc import Iterable
@@ -26,6 +25,8 @@ from typing import Any
 import onnx
 import torch
 import torch.fx
+
+from exporter.serialize import renamed_values
 from torch.export.graph_signature import InputKind
 
 FX_NODE_KEY = "roundtrip.fx_node"
@@ -60,14 +61,6 @@ def fx_node_name(node: onnx.NodeProto) -> str | None:
             if found:
                 return found.group(1)
     return None
-
-
-def renamed_values(model: onnx.ModelProto) -> dict[str, str]:
-    """FX value name -> ONNX name, for values renamed by input_names/output_names (roundtrip)."""
-    for entry in model.metadata_props:
-        if entry.key == "roundtrip.renamed_values":
-            return json.loads(entry.value)
-    return {}
 
 
 def compute_nodes(program: torch.export.ExportedProgram) -> list[torch.fx.Node]:

@@ -12,7 +12,7 @@ import collections
 import dataclasses
 import logging
 import threading
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, get_args
 
 import torch
 from torch import nn
@@ -34,17 +34,8 @@ Family = Literal[
 ]
 Tier = Literal["smoke", "full"]
 
-FAMILIES: tuple[str, ...] = (
-    "alexnet",
-    "resnet",
-    "vgg",
-    "densenet",
-    "inception",
-    "dcgan",
-    "superresolution",
-    "word_language_model",
-)
-TIERS: tuple[str, ...] = ("smoke", "full")
+FAMILIES: tuple[str, ...] = get_args(Family)
+TIERS: tuple[str, ...] = get_args(Tier)
 
 # Calibration data comes from a generator seeded with `seed + CALIBRATION_SEED_OFFSET`
 # so that it never coincides with the verification inputs drawn from `seed`.
