@@ -116,6 +116,17 @@ class Verification:
     op_reference: str = ""  # what per-op errors are measured against: "torch" | "onnx.reference"
     onnx_model: Any = field(default=None, repr=False, compare=False)  # the model verified; not serialised
 
+    def verdict(self, *, backend_ran: bool, output_counts_match: bool) -> bool:
+        """The model-level verdict: the checker passes, the backend ran, and every output is
+        inside its tolerance."""
+        return (
+            self.checker.passed
+            and backend_ran
+            and bool(self.outputs)
+            and output_counts_match
+            and all(c.passed for c in self.outputs)
+        )
+
     @property
     def worst_op(self) -> OpRecord | None:
         """The op with the largest isolated error relative to its tolerance.

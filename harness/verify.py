@@ -163,12 +163,9 @@ def verify_exported(
             _per_op(verification, exported, values, feeds, spec, table, tf32, shared, actual_outputs)
             timings["per_op_s"] = time.perf_counter() - started
 
-    verification.passed = (
-        verification.checker.passed
-        and actual_outputs is not None
-        and bool(verification.outputs)
-        and len(actual_outputs) == len(expected_outputs)
-        and all(c.passed for c in verification.outputs)
+    verification.passed = verification.verdict(
+        backend_ran=actual_outputs is not None,
+        output_counts_match=actual_outputs is not None and len(actual_outputs) == len(expected_outputs),
     )
     return verification
 
