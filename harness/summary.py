@@ -11,6 +11,15 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _op_types(onnx_ops: list[str]) -> str:
+    """Distinct ONNX op types in emission order, Constants left out, with counts over one."""
+    counts: dict[str, int] = {}
+    for op in onnx_ops:
+        if op != "Constant":
+            counts[op] = counts.get(op, 0) + 1
+    return "+".join(f"{op}x{n}" if n > 1 else op for op, n in counts.items()) or "-"
+
+
 def worst_op_text(record: dict[str, Any]) -> str:
     name = record.get("worst_op")
     if not name:
@@ -19,7 +28,7 @@ def worst_op_text(record: dict[str, Any]) -> str:
     measured = op.get("isolated") or op.get("accumulated") or {}
     kind = "isolated" if op.get("isolated") else "accumulated"
     return (
-        f"{name} [{'+'.join(op['onnx_ops']) or '-'}] {kind} max_abs={_fmt(measured.get('max_abs', 0.0))} "
+        f"{name} [{_op_types(op['onnx_ops'])}] {kind} max_abs={_fmt(measured.get('max_abs', 0.0))} "
         f"({_fmt(measured.get('tolerance_ratio', 0.0))}x tol) at {op['scope']} {op['source']}"
     )
 
