@@ -31,6 +31,15 @@ class InstrumentedRun:
     final_vs_production: list[Comparison] = field(default_factory=list)
     error: str = ""  # why the instrumented run failed ("" when it ran)
 
+    def record_on(self, verification: Any) -> None:
+        """Put this run's production comparison, and any failure or difference, on the record."""
+        verification.instrumented_vs_production = self.final_vs_production
+        if self.error:
+            verification.notes.append(f"the instrumented run failed, so there are no accumulated errors: "
+                                      f"{self.error}")
+        if self.differs_from_production:
+            verification.notes.append(self.production_note())
+
     @property
     def differs_from_production(self) -> bool:
         return any(not c.passed for c in self.final_vs_production)

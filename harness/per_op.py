@@ -59,12 +59,7 @@ def analyse(verification: Verification, analysis: FxAnalysis) -> None:
     started = time.perf_counter()
     exposed = [name for group in analysis.groups.values() for name in group.outputs.values()]
     instrumented = run_instrumented(analysis.onnx_model, exposed, analysis.feeds, analysis.run, analysis.production)
-    verification.instrumented_vs_production = instrumented.final_vs_production
-    if instrumented.error:
-        verification.notes.append(f"the instrumented run failed, so there are no accumulated errors: "
-                                  f"{instrumented.error}")
-    if instrumented.differs_from_production:
-        verification.notes.append(instrumented.production_note())
+    instrumented.record_on(verification)
     for fx, group in analysis.groups.items():
         records[fx].accumulated = _worst(_compare_outputs(group, instrumented.values, analysis, records[fx]))
     timings["accumulated_s"] = time.perf_counter() - started

@@ -109,12 +109,7 @@ def analyse_nodes(
     started = time.perf_counter()
     exposed = [o for node in model.graph.node for o in node.output if o]
     instrumented = run_instrumented(model, exposed, feeds, run, production)
-    verification.instrumented_vs_production = instrumented.final_vs_production
-    if instrumented.error:
-        verification.notes.append(f"the instrumented run failed, so there are no accumulated errors: "
-                                  f"{instrumented.error}")
-    if instrumented.differs_from_production:
-        verification.notes.append(instrumented.production_note())
+    instrumented.record_on(verification)
     for key, node in zip(keys, model.graph.node):
         records[key].accumulated = _worst(_compare(node, instrumented.values, reference, records[key]))
     timings["accumulated_s"] = time.perf_counter() - started

@@ -21,6 +21,7 @@ import model_zoo_cases
 from model_zoo_cases import FAMILIES, ModelCase, calibration, select
 from model_zoo_cases.inputs import IMAGENET_MEAN, IMAGENET_STD
 from model_zoo_cases.word_language_model import RNNModel
+from tests.op_table.table import flat_tensors
 
 # Cheap enough to build three times: covers every hand-written model and a
 # torchvision net with BatchNorm calibration.
@@ -70,12 +71,6 @@ def case(request: pytest.FixtureRequest) -> Iterator[ModelCase]:
     model_zoo_cases.clear_module_cache()
 
 
-def _flat_tensors(value: object) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [t for item in value for t in _flat_tensors(item)]
-    return []
 
 
 def _as_tuple(outputs: object) -> tuple[torch.Tensor, ...]:
@@ -265,7 +260,7 @@ def test_activations_are_finite_and_bounded(case: ModelCase) -> None:
 
     def record(module: nn.Module, inputs: object, output: object) -> None:
         name = module_names[module] or type(module).__name__
-        for tensor in _flat_tensors(output):
+        for tensor in flat_tensors(output):
             if tensor.is_floating_point():
                 assert torch.isfinite(tensor).all(), f"{case.name}: non-finite activation in {name}"
                 worst[name] = max(worst.get(name, 0.0), float(tensor.abs().max()))
