@@ -2,7 +2,7 @@
 
 For each model, ONE torch.onnx (dynamo) export is verified by both:
 
-* ours:   harness.verify.verify_exported: production run, accumulated error (one instrumented
+* ours:   harness.verification.verify_exported: production run, accumulated error (one instrumented
           run), isolated error (one batched run), fp64 truth and attribution for every op;
 * theirs: torch.onnx.verification.verify_onnx_program(onnx_program, compare_intermediates=True),
           which builds one onnxruntime session per FX value it compares.
@@ -31,13 +31,13 @@ import torch
 import torchvision
 
 from harness.exporters import ExportedForVerification, torch_onnx_export
-from harness.verify import verify, verify_exported
+from harness.verification import verify, verify_exported
 
 MODELS = {
     "resnet18": torchvision.models.resnet18,
     "densenet121": torchvision.models.densenet121,
 }
-TARGETS = {"resnet18": 30.0, "densenet121": 100.0}  # issue 5: minimum speed-up over torch.onnx
+TARGETS = {"resnet18": 30.0, "densenet121": 100.0}  # minimum speed-up over torch.onnx.verification
 
 
 def _model(name: str, seed: int):

@@ -15,11 +15,24 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.errors import ExportError
+
 SymbolicFn = Callable[..., Any]
 
 MIN_OPSET = 17
 MAX_OPSET = 26
 DEFAULT_OPSET = 18
+
+
+def check_opset(opset_version: int | None) -> int:
+    """The opset to export at: `DEFAULT_OPSET` for None; ExportError outside MIN..MAX."""
+    opset = DEFAULT_OPSET if opset_version is None else int(opset_version)
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise ExportError(
+            f"opset_version={opset} is outside the supported range {MIN_OPSET}..{MAX_OPSET} "
+            f"(onnxruntime 1.31 runs up to {MAX_OPSET}); pick one inside it"
+        )
+    return opset
 
 
 def normalize_target(target: Any) -> str:
@@ -148,6 +161,12 @@ class Dispatcher:
         return "no symbolic function is registered for it"
 
     def known_targets(self) -> Iterable[str]:
+        """Every target with a symbolic in any layer, at ANY opset (not only this one).
+
+        Capture keeps these ops whole, so the kept set does not depend on the opset: a program
+        captured once may be converted at every supported opset (an op whose symbolic needs a
+        newer opset is then reported by the conversion, not decomposed differently).
+        """
         seen: set[str] = set()
         for layer in self._layers:
             seen.update(layer.targets())

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.isolate import Subgraph, build
+from harness.onnxgraph.isolation import Subgraph, build
 from harness.records import OpRecord, Verification
 
 RUN_SCRIPT = '''"""Re-run this reproducer: python run.py [--device cpu|cuda]"""

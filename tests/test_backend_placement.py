@@ -10,8 +10,8 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from harness import backend
-from harness.backend import DeviceSpec, SharedWeights, cpu_placed_nodes, node_placement, parse_profile, prepare
+from harness import runtime as backend
+from harness.runtime import DeviceSpec, SharedWeights, cpu_placed_nodes, node_placement, parse_profile, prepare
 
 
 def _model() -> onnx.ModelProto:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness.backend import cuda_unavailable_reason
+from harness.runtime import cuda_unavailable_reason
 from harness.cli import main
 
 

@@ -1,4 +1,4 @@
-"""Table-driven tests for `harness.compare`: the metrics every report is built from."""
+"""Table-driven tests for `harness.metrics.comparison`: the metrics every report is built from."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.compare import Comparison, compare, error_histogram
+from harness.metrics.comparison import Comparison, compare, error_histogram
 
 NAN, INF = float("nan"), float("inf")
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import harness
-from harness.backend import BackendUnavailableError, cuda_unavailable_reason, prepare
+from harness.runtime import BackendUnavailableError, cuda_unavailable_reason, prepare
 
 REASON = cuda_unavailable_reason()
 needs_gpu = pytest.mark.skipif(REASON is not None, reason=f"needs CUDA: {REASON}")
@@ -63,12 +63,12 @@ def test_unavailable_reason_is_none_or_says_why():
 
 def test_noise_floor_code_path_on_cpu_values():
     """The CPU-vs-device replay, run against CPU values: two identical CPU runs, zero floor."""
-    from harness import per_op
-    from harness.backend import DeviceSpec
-    from harness.mapping import map_model
-    from harness.tolerances import load
-    from harness.torch_values import record_values
-    from harness.verify import model_runner
+    from harness.analysis import fx_rows as per_op
+    from harness.runtime import DeviceSpec
+    from harness.analysis.fx_mapping import map_model
+    from harness.metrics.tolerances import load
+    from harness.analysis.torch_values import record_values
+    from harness.runtime import model_runner
 
     import exporter
 
@@ -122,7 +122,7 @@ def test_tf32_on_is_recorded_and_applied_to_both_sides():
 @pytest.mark.cuda
 @needs_gpu
 def test_cuda_session_places_conv_on_cuda():
-    from harness.backend import node_placement
+    from harness.runtime import node_placement
 
     import exporter
 

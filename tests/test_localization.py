@@ -21,7 +21,7 @@ from onnx import helper, numpy_helper
 
 import exporter
 import harness
-from harness.mapping import FX_NODE_KEY, fx_node_name
+from harness.analysis.fx_mapping import FX_NODE_KEY, fx_node_name
 
 
 def _randomize_batch_norms(model: torch.nn.Module, seed: int) -> torch.nn.Module:

@@ -56,8 +56,8 @@ def test_builtin_opset_ranges_are_supported(target: str) -> None:
 
 @pytest.mark.parametrize("target", [t for t in BUILTIN_TARGETS if t.startswith("aten.")])
 def test_builtin_docstring_opens_with_the_schema(target: str) -> None:
-    """STYLE.md: the first docstring line is the ATen schema line of one of its overloads
-    (as native_functions.yaml or torch print it: both parse to the same schema)."""
+    """Project rule: a built-in symbolic's docstring opens with the ATen schema line of one of
+    its overloads (as native_functions.yaml or torch print it: both parse to the same schema)."""
     for entry in BUILTINS.entries(target):
         first_line = ((inspect.getdoc(entry.fn) or "").splitlines() or [""])[0]
         schemas = {_schema_line(t) for t in _targets_of_function(entry.fn)}

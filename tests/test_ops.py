@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import importlib
 import re
 from dataclasses import dataclass
 
@@ -22,14 +21,15 @@ import exporter
 from exporter import trace
 from exporter.registry import Dispatcher
 from harness.backend import prepare
-from harness.compare import compare
+from harness.metrics import compare
 from tests.op_table.schema import OpCase
 from tests.op_table.table import (
     Sample,
     all_cases,
     build_sample,
+    capture_case,
+    convert_case,
     emits_no_nodes,
-    export_case,
     flat_tensors,
     program_targets,
     provenance_targets,
@@ -37,7 +37,6 @@ from tests.op_table.table import (
 
 CASES = all_cases()
 _BY_NAME = {case.name: case for case in CASES}
-EXPORT_MODULE = importlib.import_module("exporter.export")  # `exporter.export` is the function
 
 
 def _params() -> list:
@@ -53,8 +52,8 @@ class _Prepared:
     """A row's sample, its captured program and torch's outputs, shared by the row's opsets.
 
     torch.export's capture does not depend on the opset and is most of an export's time, so
-    the runner captures once per row (per worker) and every opset re-runs the rest of
-    `exporter.export_program` on that program: validation, conversion, serialisation.
+    the runner captures once per row (per worker) and every opset converts that program
+    (`exporter.convert_program`: validation, conversion, serialisation).
     """
 
     sample: Sample
@@ -68,18 +67,16 @@ def _prepared(case_name: str) -> _Prepared:
 
 
 @pytest.fixture
-def prepared(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> _Prepared:
-    """The row's shared state, with `capture` answering from it inside this test only."""
-    state = _prepared(request.node.callspec.params["case"].name)
-    capture = EXPORT_MODULE.capture
+def prepared(request: pytest.FixtureRequest) -> _Prepared:
+    """The row's shared state."""
+    return _prepared(request.node.callspec.params["case"].name)
 
-    def capture_once(*args, **kwargs) -> torch.export.ExportedProgram:
-        if state.program is None:
-            state.program = capture(*args, **kwargs)
-        return state.program
 
-    monkeypatch.setattr(EXPORT_MODULE, "capture", capture_once)
-    return state
+def _export(case: OpCase, prepared: _Prepared, opset: int) -> exporter.ExportResult:
+    """The row at `opset`, converting the row's program (captured on first use)."""
+    if prepared.program is None:
+        prepared.program = capture_case(case, prepared.sample)
+    return convert_case(case, prepared.program, opset)
 
 
 @pytest.mark.parametrize(("case", "opset"), _params())
@@ -88,10 +85,10 @@ def test_op(case: OpCase, opset: int, prepared: _Prepared) -> None:
     reproduce = f"row {case.name!r} at opset {opset}, seed {sample.seed} (pytest tests/test_ops.py -k '{case.name}-opset{opset}')"
     if case.refused:
         with pytest.raises(exporter.ExportError, match=re.escape(case.refused)):
-            export_case(case, sample, opset)
+            _export(case, prepared, opset)
         return
 
-    result = export_case(case, sample, opset)
+    result = _export(case, prepared, opset)
     onnx.checker.check_model(result.model, full_check=True)
     _check_targets(case, result)
 
@@ -125,7 +122,7 @@ SHORTCUT_ROWS = ("add_alpha", "max_dim_values_indices", "index_bool_mask_full", 
 
 @pytest.mark.parametrize("name", SHORTCUT_ROWS)
 def test_capture_without_decomposition_equals_run_decompositions(name: str) -> None:
-    """`trace.capture` skips run_decompositions when it would keep every op: the program it
+    """`exporter.capture` skips run_decompositions when it would keep every op: the program it
     returns then must be the one run_decompositions returns (same ops, same signature)."""
     sample = build_sample(_BY_NAME[name])
     keep = frozenset(Dispatcher(exporter.DEFAULT_OPSET).known_targets())
@@ -134,7 +131,7 @@ def test_capture_without_decomposition_equals_run_decompositions(name: str) -> N
     assert trace._nothing_to_decompose(raw, keep), f"{name} no longer takes the shortcut"
     table = {op: fn for op, fn in torch.export.default_decompositions().items() if str(op) not in keep}
     decomposed = raw.run_decompositions(table)
-    shortcut = trace.capture(sample.module, sample.args, None, None, keep)
+    shortcut = exporter.capture(sample.module, sample.args)
     assert _call_targets(shortcut) == _call_targets(decomposed)
     assert shortcut.graph_signature.input_specs == decomposed.graph_signature.input_specs
     assert shortcut.graph_signature.output_specs == decomposed.graph_signature.output_specs

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from harness.backend import cuda_unavailable_reason
+from harness.runtime import cuda_unavailable_reason
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -9,7 +9,6 @@ sequence sizes than the export's. Refused forms raise ExportError saying what to
 from __future__ import annotations
 
 import functools
-import importlib
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -26,8 +25,6 @@ from tests.op_table.schema import OpCase
 INPUT_SEED = 0
 # Sizes the dynamic rows are re-run at: longer and shorter than the export's, other batches.
 OTHER_SIZES = ({"seq": 8, "batch": 2}, {"seq": 1, "batch": 5})
-
-EXPORT_MODULE = importlib.import_module("exporter.export")  # `exporter.export` is the function
 
 EXPORTED = [c for c in CASES if c.refused is None]
 REFUSED = [c for c in CASES if c.refused is not None]
@@ -83,18 +80,13 @@ def _row(case_name: str) -> dict:
 
 
 @pytest.fixture
-def row(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> dict:
+def row(request: pytest.FixtureRequest) -> dict:
     """The row's shared state; torch.export's capture (opset-independent, most of an export's
-    time) runs once per row, as in tests/test_ops.py."""
-    state = _row(request.node.callspec.params["case"].name)
-    capture = EXPORT_MODULE.capture
-
-    def capture_once(*args, **kwargs) -> torch.export.ExportedProgram:
-        if state["program"] is None:
-            state["program"] = capture(*args, **kwargs)
-        return state["program"]
-
-    monkeypatch.setattr(EXPORT_MODULE, "capture", capture_once)
+    time) runs once per row and each opset converts that program, as in tests/test_ops.py."""
+    case = request.node.callspec.params["case"]
+    state = _row(case.name)
+    if state["program"] is None:
+        state["program"] = exporter.capture(state["module"], state["inputs"], dynamic_axes=case.dynamic_axes)
     return state
 
 
@@ -104,7 +96,7 @@ def row(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> dict
 )
 def test_recurrent_layer_matches_torch(case: OpCase, opset: int, row: dict) -> None:
     module, inputs = row["module"], row["inputs"]
-    model = exporter.export(module, inputs, opset_version=opset, dynamic_axes=case.dynamic_axes)
+    model = exporter.convert(row["program"], opset_version=opset, dynamic_axes=case.dynamic_axes)
     onnx.checker.check_model(model, full_check=True)
     atens = {p.value for node in model.graph.node for p in node.metadata_props if p.key == "roundtrip.aten"}
     assert set(case.targets) <= atens, f"{case.targets} not among the model's ops {sorted(atens)}"

@@ -13,8 +13,8 @@ import torchvision
 
 import exporter
 import harness
-from harness.backend import BackendUnavailableError, cuda_unavailable_reason, prepare
-from harness.mapping import compute_nodes
+from harness.runtime import BackendUnavailableError, cuda_unavailable_reason, prepare
+from harness.analysis.fx_mapping import compute_nodes
 
 # fp32 end-to-end tolerance for these two nets on onnxruntime CPU: measured max abs error is
 # ~1e-8 (AlexNet, logits ~1e-2) and ~3e-6 (ResNet-18, logits ~1); 1e-4 + 1e-3*|x| leaves

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from harness import tolerances
-from harness.calibrate import calibrate
-from harness.tolerances import Tolerance, ToleranceTable
+from harness.metrics import tolerances
+from harness.metrics.calibration import calibrate
+from harness.metrics.tolerances import Tolerance, ToleranceTable
 
 TABLE = ToleranceTable([
     Tolerance("*", "cpu", 1e-5, 1e-4, "default"),

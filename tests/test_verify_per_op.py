@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 
 import numpy as np
 import onnx
@@ -15,17 +14,15 @@ from onnx import helper
 
 import exporter
 import harness
-from harness.accumulated import compare_with_production, run_instrumented
-from harness.compare import compare
-from harness.isolate import INPUT_PREFIX, Subgraph, build, isolate, topological
+from harness.analysis.accumulated import compare_with_production, run_instrumented
+from harness.metrics.comparison import compare
+from harness.analysis.isolated import isolate
+from harness.onnxgraph import INPUT_PREFIX, Subgraph, build, topological
 from harness.records import CheckerResult, OpRecord, Verification
-from harness.truth import (
-    NoiseModel, Replayer, attribute, load_noise_model, no_truth_reason, reduction_length, unit_roundoff,
-)
-from harness.backend import DeviceSpec
-from harness.verify import model_runner
-
-VERIFY = sys.modules["harness.verify"]  # the module (harness.verify is the function)
+from harness.analysis.truth import Replayer, no_truth_reason, reduction_length
+from harness.metrics.noise import NoiseModel, attribute, load_noise_model, unit_roundoff
+from harness.runtime import DeviceSpec, model_runner
+from harness import verification as verification_module
 
 
 def _cpu_runner():
@@ -183,7 +180,7 @@ def test_symint_inputs_are_fed_as_int64_scalars():
     view = next(op for op in verification.ops if op.aten in ("aten.view.default", "aten.reshape.default"))
     assert view.isolated is not None and view.passed, view.to_dict()
     assert view.artifacts.inputs and any(a.dtype == np.int64 and a.ndim == 0 for a in view.artifacts.inputs.values())
-    from harness.isolate import build, Subgraph as _Subgraph
+    from harness.onnxgraph import build, Subgraph as _Subgraph
 
     built = build(verification.onnx_model, [_Subgraph(view.fx_node, view.artifacts.nodes, [view.fx_node])],
                   {view.fx_node: view.artifacts.inputs})
@@ -213,13 +210,13 @@ def test_torchscript_models_are_verified_per_onnx_node(small):
 
 
 def test_instrumented_run_difference_is_reported(small, monkeypatch):
-    real = VERIFY.run_production
+    real = verification_module.run_production
 
     def skewed(*args, **kwargs):
         outputs = real(*args, **kwargs)
         return [o + np.float32(1e-3) for o in outputs]
 
-    monkeypatch.setattr(VERIFY, "run_production", skewed)
+    monkeypatch.setattr(verification_module, "run_production", skewed)
     verification = harness.verify(*small)
     (final,) = verification.instrumented_vs_production
     assert not final.passed and final.max_abs == pytest.approx(1e-3, rel=1e-2)
@@ -297,7 +294,7 @@ def test_noise_bound_is_ulps_times_unit_roundoff_times_sqrt_reduction():
 def _fx_node(model, args, target_name):
     program = exporter.export_program(model, args).program
     node = next(n for n in program.graph.nodes if n.op == "call_function" and target_name in str(n.target))
-    from harness.torch_values import record_values
+    from harness.analysis.torch_values import record_values
 
     return node, record_values(program, args)
 

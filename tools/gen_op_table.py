@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import onnx
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,8 +30,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import exporter  # noqa: E402
-from exporter.convert import convert  # noqa: E402
-from exporter.registry import BUILTINS, MAX_OPSET, Dispatcher  # noqa: E402
+from exporter.registry import BUILTINS, MAX_OPSET  # noqa: E402
 from tests.op_table.schema import OpCase  # noqa: E402
 from tests.op_table.seed_ops import SEED_LIST, SEED_OPERATORS, seed_name, seed_names_by_target  # noqa: E402
 from tests.op_table.table import ATEN_KEY, all_cases, build_sample  # noqa: E402
@@ -83,10 +83,10 @@ def _input_names(module: torch.nn.Module, count: int) -> list[str]:
     return names[:count]
 
 
-def _ops_of(nodes: Iterable[Any]) -> dict[str, set[str]]:
+def _ops_of(model: onnx.ModelProto) -> dict[str, set[str]]:
     ops: dict[str, set[str]] = {}
-    for node in nodes:
-        target = node.provenance.get(ATEN_KEY)
+    for node in model.graph.node:
+        target = next((p.value for p in node.metadata_props if p.key == ATEN_KEY), None)
         if target and node.op_type != "Constant":  # operands, not the op's work
             ops.setdefault(target, set()).add(f"{node.domain}::{node.op_type}" if node.domain else node.op_type)
     return ops
@@ -97,15 +97,8 @@ def collect_onnx_ops(rows: Sequence[OpCase], opsets: Sequence[int]) -> dict[int,
     module, args, dynamic_axes = _combined(rows)
     with warnings.catch_warnings():  # the rows' own export warnings belong to their tests
         warnings.simplefilter("ignore")
-        first = exporter.export_program(module, args, opset_version=opsets[0], dynamic_axes=dynamic_axes or None)
-    collected = {}
-    for opset in opsets:
-        conversion = convert(
-            first.program, root_name="AllRows", opset_version=opset, dispatcher=Dispatcher(opset),
-            input_names=None, output_names=None, dim_names={},
-        )
-        collected[opset] = _ops_of(conversion.graph.nodes)
-    return collected
+        program = exporter.capture(module, args, dynamic_axes=dynamic_axes or None)
+    return {opset: _ops_of(exporter.convert(program, opset_version=opset)) for opset in opsets}
 
 
 def opset_ranges(target: str) -> list[tuple[int, int]]:

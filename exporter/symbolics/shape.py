@@ -8,6 +8,7 @@ them); `int64_vector` turns a mixed size list into one 1-D int64 Value.
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -261,12 +262,15 @@ def sym_size(g: Graph, self: Value, dim: int) -> Value:
     return squeeze(g, dim_size(g, self, dim), [0])
 
 
-def _sym_binary(g: Graph, onnx_op: str, python_op, a, b) -> Value | int | bool:
-    """A SymInt op: folded when both sides are Python ints, else on 0-d int64 Values."""
+def _sym_binary(
+    g: Graph, onnx_op: str | Callable[[Graph, Value, Value], Value], python_op, a, b
+) -> Value | int | bool:
+    """A SymInt op: folded when both sides are Python ints, else on 0-d int64 Values
+    (`onnx_op` is an ONNX op type, or a function emitting the op)."""
     if not isinstance(a, Value) and not isinstance(b, Value):
         return python_op(a, b)
     a, b = promote(g, a, b, dtype=torch.int64)
-    return g.op(onnx_op, a, b)
+    return onnx_op(g, a, b) if callable(onnx_op) else g.op(onnx_op, a, b)
 
 
 @symbolic("_operator.add")
@@ -302,10 +306,7 @@ def sym_le(g: Graph, a, b) -> Value | bool:
 @symbolic("_operator.floordiv")
 def sym_floordiv(g: Graph, a, b) -> Value | int:
     """SymInt a // b: Python floors, also for negative values."""
-    if not isinstance(a, Value) and not isinstance(b, Value):
-        return a // b
-    a, b = promote(g, a, b, dtype=torch.int64)
-    return floor_divide(g, a, b)
+    return _sym_binary(g, floor_divide, operator.floordiv, a, b)
 
 
 @symbolic("aten::_assert_scalar")

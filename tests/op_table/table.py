@@ -63,11 +63,14 @@ def build_sample(case: OpCase) -> Sample:
     return Sample(module, tuple(args), seed)
 
 
-def export_case(case: OpCase, sample: Sample, opset: int) -> exporter.ExportResult:
-    return exporter.export_program(
-        sample.module, sample.args, opset_version=opset, dynamic_axes=case.dynamic_axes
-    )
+def capture_case(case: OpCase, sample: Sample) -> torch.export.ExportedProgram:
+    """The row's program: one capture serves every opset of the row."""
+    return exporter.capture(sample.module, sample.args, dynamic_axes=case.dynamic_axes)
 
+
+def convert_case(case: OpCase, program: torch.export.ExportedProgram, opset: int) -> exporter.ExportResult:
+    """The row's program converted at `opset`."""
+    return exporter.convert_program(program, opset_version=opset, dynamic_axes=case.dynamic_axes)
 
 def provenance_targets(model: onnx.ModelProto) -> set[str]:
     """The ATen overloads named by the model's node provenance."""

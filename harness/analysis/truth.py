@@ -1,24 +1,10 @@
-"""fp64 truth per op, and who diverged from it.
+"""fp64 truth per op: replay each FX node in float64 on torch's own inputs.
 
 For FX node n, r(n) is n's ATen overload called on CPU in float64 with torch's own fp32 input
-values for n (floats cast up exactly, everything else as recorded). Torch's fp32 output T(n)
-and the backend's isolated output B(n) are both compared with r(n); the errors, normalised by
-the truth's scale (max |r(n)|), say who diverged:
-
-    noise(n)  = ulps * u(dtype) * sqrt(K(n))       u = eps/2 of n's output dtype (2**-24 for
-                                                    fp32), K(n) = n's reduction length (terms
-                                                    summed per output element; 1 element-wise),
-                                                    ulps from data/attribution.json.
-    e_b = |B(n) - r(n)| / scale,   e_t = |T(n) - r(n)| / scale     (max over elements)
-
-    "both-noise"  e_b <= noise and e_t <= noise: both are fp32 renderings of the same result
-    "backend"     e_b > noise and (e_t <= noise or e_b > dominance * e_t)
-    "torch"       e_t > noise and (e_b <= noise or e_t > dominance * e_b)
-    "both"        both above the noise bound and within `dominance` of each other
-
-A shape or NaN/Inf disagreement with the truth is an infinite error. Integer and boolean
-outputs have a noise bound of 0: any difference is a divergence. Ops with random outputs
-(ATen's `nondeterministic_seeded` tag) get no truth; neither do ops whose fp64 call fails.
+values for n (floats cast up exactly, everything else as recorded). Torch's fp32 output and the
+backend's isolated output are both compared with r(n); harness.metrics.noise says who diverged.
+Ops with random outputs (ATen's `nondeterministic_seeded` tag) get no truth; neither do ops
+whose fp64 call fails. `reduction_length` gives the K of the noise bound.
 
 The same replay on CPU in fp32 gives the per-op noise floor of a CUDA run: torch CPU against
 torch CUDA on the same inputs, what two correct fp32 implementations disagree by.
@@ -26,77 +12,13 @@ torch CUDA on the same inputs, what two correct fp32 implementations disagree by
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
-from importlib import resources
 from typing import Any
 
-import numpy as np
 import torch
 import torch.fx
-
-from harness.compare import Comparison
-
-ATTRIBUTION_PATH = "data/attribution.json"
-
-
-@dataclass(frozen=True)
-class NoiseModel:
-    """The numbers of the attribution rule, with where they came from (data, not literals)."""
-
-    ulps: float
-    dominance: float
-    ulps_source: str = ""
-    dominance_source: str = ""
-
-    def bound(self, dtype: Any, reduction_length: int) -> float:
-        """Normalised error two correct implementations of one op may show in `dtype`."""
-        unit = unit_roundoff(dtype)
-        return self.ulps * unit * math.sqrt(max(reduction_length, 1)) if unit else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def load_noise_model() -> NoiseModel:
-    data = json.loads(resources.files("harness").joinpath(ATTRIBUTION_PATH).read_text())
-    return NoiseModel(float(data["ulps"]), float(data["dominance"]), data.get("ulps_source", ""),
-                      data.get("dominance_source", ""))
-
-
-def unit_roundoff(dtype: Any) -> float:
-    """eps/2 of a floating dtype (torch or numpy); 0 for exact (integer, boolean) dtypes."""
-    if isinstance(dtype, torch.dtype):
-        return torch.finfo(dtype).eps / 2 if dtype.is_floating_point else 0.0
-    dtype = np.dtype(dtype)
-    return float(np.finfo(dtype).eps) / 2 if dtype.kind in "fc" else 0.0
-
-
-def attribute(backend: Comparison | None, torch_side: Comparison | None, noise: float,
-              model: NoiseModel) -> str:
-    """'backend', 'torch', 'both' or 'both-noise' (see the module docstring); '' if unknown."""
-    if backend is None or torch_side is None:
-        return ""
-    e_b, e_t = truth_error(backend), truth_error(torch_side)
-    backend_off, torch_off = e_b > noise, e_t > noise
-    if not backend_off and not torch_off:
-        return "both-noise"
-    if backend_off and (not torch_off or e_b > model.dominance * e_t):
-        return "backend"
-    if torch_off and (not backend_off or e_t > model.dominance * e_b):
-        return "torch"
-    return "both"
-
-
-def truth_error(comparison: Comparison) -> float:
-    """Normalised error against the truth; infinite for shape or NaN/Inf disagreement."""
-    if not comparison.shape_match or comparison.nonfinite_mismatch:
-        return math.inf
-    return comparison.normalized
-
 
 # --- reduction length ----------------------------------------------------------------------
 

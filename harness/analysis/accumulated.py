@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import onnx
 
-from harness.compare import Comparison, as_array, compare
-from harness.isolate import ModelRunner
-from harness.mapping import expose_values
-
-__all__ = ["InstrumentedRun", "ModelRunner", "compare_with_production", "run_instrumented"]
+from harness.metrics.arrays import as_array
+from harness.metrics.comparison import Comparison, compare
+from harness.onnxgraph.values import expose_values
+from harness.runtime.errors import first_line
+from harness.runtime.runner import ModelRunner
 
 
 @dataclass
@@ -31,14 +31,14 @@ class InstrumentedRun:
     final_vs_production: list[Comparison] = field(default_factory=list)
     error: str = ""  # why the instrumented run failed ("" when it ran)
 
-    def record_on(self, verification: Any) -> None:
-        """Put this run's production comparison, and any failure or difference, on the record."""
-        verification.instrumented_vs_production = self.final_vs_production
+    def notes(self) -> list[str]:
+        """The report lines this run contributes: a failure, or a difference from production."""
+        notes = []
         if self.error:
-            verification.notes.append(f"the instrumented run failed, so there are no accumulated errors: "
-                                      f"{self.error}")
+            notes.append(f"the instrumented run failed, so there are no accumulated errors: {self.error}")
         if self.differs_from_production:
-            verification.notes.append(self.production_note())
+            notes.append(self.production_note())
+        return notes
 
     @property
     def differs_from_production(self) -> bool:
@@ -71,8 +71,7 @@ def run_instrumented(
     try:
         values = run(instrumented, dict(feeds))
     except Exception as error:  # a model the backend cannot run: reported, isolation still runs
-        lines = [line for line in str(error).strip().splitlines() if line.strip()]
-        return InstrumentedRun({}, error=f"{type(error).__name__}: {lines[0] if lines else ''}"[:500])
+        return InstrumentedRun({}, error=first_line(error))
     result = InstrumentedRun(values)
     if production is not None:
         result.final_vs_production = compare_with_production(

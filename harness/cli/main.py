@@ -9,7 +9,8 @@ import sys
 import time
 from typing import Any
 
-from harness.backend import BackendUnavailableError, cuda_unavailable_reason
+from harness.exporters import EXPORTERS
+from harness.runtime import BackendUnavailableError, cuda_unavailable_reason
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -21,7 +22,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="smoke: one small case per family (default); full: every case")
     run.add_argument("--cases", default=None, metavar="PATTERN",
                      help="fnmatch pattern or comma-separated case names (overrides --tier)")
-    run.add_argument("--exporter", choices=("roundtrip", "torch.onnx", "torchscript"), default="roundtrip")
+    run.add_argument("--exporter", choices=EXPORTERS, default="roundtrip")
     run.add_argument("--seed", type=int, default=0, help="seed for weights and inputs (default 0)")
     run.add_argument("--no-per-op", action="store_true", help="compare final outputs only")
     run.add_argument("--out", default="reports/latest.json",
@@ -49,12 +50,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def tolerances(options: argparse.Namespace) -> int:
-    from harness import tolerances as tolerance_tables
+    from harness.metrics import tolerances as tolerance_tables
 
     table = tolerance_tables.load(options.table)
     if options.calibrate:
         from exporter.fileio import write_text_atomic
-        from harness.calibrate import calibrate
+        from harness.metrics.calibration import calibrate
 
         reports = []
         for path in options.calibrate:
@@ -75,11 +76,12 @@ def tolerances(options: argparse.Namespace) -> int:
 
 
 def run(options: argparse.Namespace) -> int:
-    if options.device == "cuda" and cuda_unavailable_reason():
-        print(f"roundtrip run --device cuda: CUDA cannot be used here: {cuda_unavailable_reason()}", file=sys.stderr)
+    reason = cuda_unavailable_reason() if options.device == "cuda" else None
+    if reason:
+        print(f"roundtrip run --device cuda: CUDA cannot be used here: {reason}", file=sys.stderr)
         return 2
     import model_zoo_cases
-    from harness.summary import case_line, markdown
+    from harness.report.summary import case_line, markdown
 
     try:
         cases = model_zoo_cases.select(tier=None if options.cases else options.tier, pattern=options.cases)
@@ -127,7 +129,7 @@ def run(options: argparse.Namespace) -> int:
 def verify_case(case: Any, options: argparse.Namespace) -> dict[str, Any]:
     """Verify one zoo case at its traced batch, then the same ONNX model at another batch."""
     from exporter.errors import ExportError
-    from harness.verify import verify
+    from harness.verification import verify
 
     started = time.perf_counter()
     common = dict(

@@ -5,19 +5,19 @@ Steps: export (or take the given ONNX model) -> onnx checker -> torch values of 
 
 * with an FX mapping (roundtrip, torch.onnx): ONE instrumented run (accumulated error per
   op), ONE batched isolation run (isolated error per op, fed torch's values), the fp64 truth
-  and attribution per op, and on CUDA the torch CPU-vs-CUDA noise floor (harness.per_op);
+  and attribution per op, and on CUDA the torch CPU-vs-CUDA noise floor
+  (harness.analysis.fx_rows);
 * without one (torchscript): the same per ONNX node against onnx's ReferenceEvaluator
-  (harness.reference).
+  (harness.analysis.onnx_rows).
 
 On onnxruntime CPU the production, instrumented and isolation sessions take the weight arrays
-directly (backend.SharedWeights) instead of each parsing them out of a serialised model; CUDA
+directly (runtime.SharedWeights) instead of each parsing them out of a serialised model; CUDA
 sessions load their models whole.
 """
 
 from __future__ import annotations
 
 import logging
-import platform
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -26,13 +26,13 @@ import numpy as np
 import onnx
 import torch
 
-from harness import backend as backends
-from harness.compare import as_array, compare
-from harness.devices import device_context
+from harness import runtime
+from harness.analysis.torch_values import output_values, record_values
 from harness.exporters import EXPORTERS, ExportedForVerification, export_for_verification
+from harness.metrics.arrays import as_array, flatten_outputs
+from harness.metrics.comparison import compare
+from harness.metrics.tolerances import ToleranceTable, load as load_tolerances
 from harness.records import CheckerResult, Verification
-from harness.tolerances import ToleranceTable, load as load_tolerances
-from harness.torch_values import output_values, record_values
 
 logger = logging.getLogger(__name__)
 
@@ -72,16 +72,14 @@ def verify(
 
     The model passes when the checker passes and every output is inside
     `output_atol + output_rtol*|expected|` (up to `allowed_mismatch` of the elements). A CUDA
-    request that cannot run on CUDA raises `backend.BackendUnavailableError` with the reason.
+    request that cannot run on CUDA raises `runtime.BackendUnavailableError` with the reason.
     """
     if exporter not in EXPORTERS:
         raise ValueError(f"exporter={exporter!r}; choose one of {EXPORTERS}")
     args = args if isinstance(args, tuple) else (args,)
-    spec = backends.DeviceSpec.parse(device)
+    spec = runtime.DeviceSpec.parse(device)
     if spec.kind == "cuda":  # fail before exporting: the reason is the answer
-        reason = backends.cuda_unavailable_reason()
-        if reason:
-            raise backends.BackendUnavailableError(f"CUDA was requested but cannot be used: {reason}")
+        runtime.require_cuda()
     started = time.perf_counter()
     exported = export_for_verification(
         exporter, model, args, onnx_model=onnx_model, opset_version=opset_version,
@@ -116,34 +114,30 @@ def verify_exported(
     Torch's values come from `exported.program`, or from `module` run eagerly when there is
     no program (then per-op analysis is per ONNX node against the ReferenceEvaluator).
     """
-    table = tolerances if isinstance(tolerances, ToleranceTable) else load_tolerances(tolerances)
-    spec = backends.DeviceSpec.parse(device)
+    table = tolerance_table(tolerances)
+    spec = runtime.DeviceSpec.parse(device)
     onnx_proto = exported.model
-    timings: dict[str, float] = {}
-    verification = Verification(
-        model_name=model_name, exporter=exported.exporter,
-        device=spec.torch_device if spec.kind != "reference" else "reference",
-        passed=False, checker=run_checker(onnx_proto), outputs=[], timings=timings,
-        notes=list(exported.notes), onnx_model=onnx_proto,
-    )
+    verification = new_verification(onnx_proto, spec, model_name=model_name, exporter=exported.exporter,
+                                    notes=exported.notes)
+    timings = verification.timings
     if exported.program is None and module is None:
         raise ValueError("an export without an FX program needs the module to compute torch's outputs")
 
-    with device_context(spec, tf32=tf32) as environment:
-        verification.environment = {**environment, **versions(), "torch_seed": torch.initial_seed()}
+    with runtime.device_context(spec, tf32=tf32) as environment:
+        verification.environment = {**environment, **runtime.versions(), "torch_seed": torch.initial_seed()}
         started = time.perf_counter()
         torch_args = tuple(a.to(spec.torch_device) if isinstance(a, torch.Tensor) else a for a in args)
         values: dict[str, Any] = {}
         if exported.program is not None:
             values = record_values(exported.program, torch_args, device=spec.torch_device)
-            expected_outputs = _flatten(output_values(exported.program, values))
+            expected_outputs = flatten_outputs(output_values(exported.program, values))
         else:
-            expected_outputs = _flatten(_run_eager(module, torch_args, spec.torch_device))
+            expected_outputs = flatten_outputs(_run_eager(module, torch_args, spec.torch_device))
         timings["torch_s"] = time.perf_counter() - started
 
         started = time.perf_counter()
-        shared = backends.SharedWeights.of(onnx_proto) if spec.kind == "cpu" else None
-        feeds = dict(zip(backends.real_inputs(onnx_proto), _numpy_args(args)))
+        shared = runtime.SharedWeights.of(onnx_proto) if spec.kind == "cpu" else None
+        feeds = dict(zip(runtime.real_inputs(onnx_proto), _numpy_args(args)))
         actual_outputs = run_production(verification, onnx_proto, spec, feeds, tf32=tf32, shared=shared)
         timings["backend_s"] = time.perf_counter() - started
 
@@ -170,60 +164,41 @@ def verify_exported(
     return verification
 
 
-def run_production(verification: Verification, model: onnx.ModelProto, spec: backends.DeviceSpec,
-                   feeds: dict[str, np.ndarray], *, tf32: bool, shared: backends.SharedWeights | None = None
+def tolerance_table(tolerances: ToleranceTable | str | None) -> ToleranceTable:
+    """The table given, the table at a path, or the shipped one (None)."""
+    return tolerances if isinstance(tolerances, ToleranceTable) else load_tolerances(tolerances)
+
+
+def new_verification(model: onnx.ModelProto, spec: runtime.DeviceSpec, *, model_name: str, exporter: str,
+                     notes: Sequence[str] = ()) -> Verification:
+    """A record for verifying `model` on `spec`, with the checker's verdict and nothing run yet."""
+    return Verification(
+        model_name=model_name, exporter=exporter,
+        device=spec.torch_device if spec.kind != "reference" else "reference",
+        passed=False, checker=run_checker(model), outputs=[], notes=list(notes), onnx_model=model,
+    )
+
+
+def run_production(verification: Verification, model: onnx.ModelProto, spec: runtime.DeviceSpec,
+                   feeds: dict[str, np.ndarray], *, tf32: bool, shared: runtime.SharedWeights | None = None
                    ) -> list[np.ndarray] | None:
-    """The production run: the model as given, on the device under test. A model the backend
-    refuses or fails to run is a finding (a note, and None), not an exception; on CUDA the
-    nodes onnxruntime placed on the CPU are recorded. With `shared` the session gets the weight
-    arrays directly instead of parsing them out of the serialised model (the same graph and
-    the same bytes: results are bitwise identical, and loading is several times faster)."""
-    loaded = shared.stubbed(model) if shared is not None else model
-    try:
-        rep = backends.prepare(loaded, spec.backend_device, tf32=tf32, profile=spec.kind == "cuda",
-                               shared_weights=shared)
-    except backends.ModelLoadError as error:
-        verification.notes.append(f"the backend refused the model: {_first_line(error)}")
-        return None
-    verification.environment["providers"] = list(rep.providers)
-    try:
-        outputs = rep.run(feeds)
-    except Exception as error:  # onnxruntime raises its own Fail/RuntimeException types
-        verification.notes.append(f"the backend failed to run the model: {_first_line(error)}")
-        return None
-    if spec.kind == "cuda":
-        verification.cpu_placed_nodes = backends.cpu_placed_nodes(backends.node_placement(rep))
-        if verification.cpu_placed_nodes:
-            verification.notes.append(
-                f"onnxruntime ran {len(verification.cpu_placed_nodes)} node(s) on the CPU inside the "
-                "CUDA session; see cpu_placed_nodes"
-            )
-    return outputs
-
-
-def _first_line(error: BaseException) -> str:
-    lines = [line for line in str(error).strip().splitlines() if line.strip()]
-    return f"{type(error).__name__}: {lines[0] if lines else ''}"[:500]
-
-
-def model_runner(spec: backends.DeviceSpec, tf32: bool, shared: backends.SharedWeights | None):
-    """A function that loads a model variant on the device under test and runs it once."""
-    def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        options = {} if spec.kind == "reference" else {"spinning": False}
-        rep = backends.prepare(model, spec.backend_device, tf32=tf32, shared_weights=shared, **options)
-        return dict(zip(rep.output_names, rep.run(feeds)))
-
-    return run
+    """The production run (runtime.run_production), its findings put on `verification`."""
+    production = runtime.run_production(model, spec, feeds, tf32=tf32, shared=shared)
+    if production.providers:
+        verification.environment["providers"] = production.providers
+    verification.cpu_placed_nodes = production.cpu_placed_nodes
+    verification.notes.extend(production.notes)
+    return production.outputs
 
 
 def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, production) -> None:
-    run = model_runner(spec, tf32, shared)
+    run = runtime.model_runner(spec, tf32, shared)
     source = exported.model
     loaded = shared.stubbed(source) if shared is not None else source
     initializer = shared.stub if shared is not None else (lambda t: t)
     groups = None
     if exported.program is not None:
-        from harness.mapping import map_model
+        from harness.analysis.fx_mapping import map_model
 
         groups = map_model(source, exported.program, verification.model_name)
         if not any(g.outputs for g in groups.values()):
@@ -232,18 +207,21 @@ def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, pr
             )
             groups = None
     if groups is not None:
-        from harness import per_op as fx_analysis
+        from harness.analysis import fx_rows
 
-        analysis = fx_analysis.FxAnalysis(
+        analysis = fx_rows.FxAnalysis(
             onnx_model=loaded, source_model=source, program=exported.program, groups=groups,
             values=values, feeds=feeds, device=spec.kind, table=table, run=run,
             initializer=initializer, production=production, environment=verification.environment,
         )
-        fx_analysis.analyse(verification, analysis)
+        verification.add_analysis(fx_rows.analyse(analysis))
         return
-    from harness.reference import analyse_nodes
+    from harness.analysis.onnx_rows import analyse_nodes
 
-    analyse_nodes(verification, loaded, source, feeds, spec.kind, table, run, initializer, production=production)
+    verification.add_analysis(analyse_nodes(
+        loaded, source, feeds, spec.kind, table, run, initializer, production=production,
+        environment=verification.environment,
+    ))
 
 
 def _run_eager(module: torch.nn.Module, args: tuple[Any, ...], device: str) -> Any:
@@ -260,21 +238,5 @@ def _run_eager(module: torch.nn.Module, args: tuple[Any, ...], device: str) -> A
             module.to(original)
 
 
-def _flatten(outputs: Any) -> list[Any]:
-    if isinstance(outputs, (tuple, list)):
-        return [leaf for item in outputs for leaf in _flatten(item)]
-    return [outputs]
-
-
 def _numpy_args(args: Sequence[Any]) -> list[np.ndarray]:
     return [as_array(a) for a in args if isinstance(a, (torch.Tensor, np.ndarray))]
-
-
-def versions() -> dict[str, Any]:
-    """Library versions a report records beside its numbers."""
-    import onnxruntime
-
-    return {
-        "torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__,
-        "python": platform.python_version(), "machine": platform.machine(),
-    }

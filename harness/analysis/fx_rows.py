@@ -2,7 +2,7 @@
 
 For every FX node n with an ONNX subgraph: accumulated error (one instrumented run), isolated
 error (all subgraphs batched into one run, fed torch's values), the fp64 truth and who
-diverged from it (harness.truth), and on CUDA the torch CPU-vs-CUDA noise floor. The op's
+diverged from it (harness.analysis.truth, harness.metrics.noise), and on CUDA the torch CPU-vs-CUDA noise floor. The op's
 tolerance row decides `passed` from the isolated comparison.
 """
 
@@ -19,13 +19,17 @@ import numpy as np
 import onnx
 import torch
 
-from harness.accumulated import ModelRunner, run_instrumented
-from harness.compare import Comparison, as_array, compare, dtype_name
-from harness.isolate import Subgraph, isolate
-from harness.mapping import NodeGroup, output_at, value_sources
-from harness.records import OpArtifacts, OpRecord, Verification
-from harness.tolerances import Tolerance, ToleranceTable
-from harness.truth import NoiseModel, Replayer, attribute, load_noise_model, no_truth_reason, reduction_length
+from harness.analysis.accumulated import run_instrumented
+from harness.analysis.fx_mapping import NodeGroup, output_at, value_sources
+from harness.analysis.isolated import isolate
+from harness.analysis.rows import OpAnalysis, OpArtifacts, OpRecord
+from harness.analysis.truth import Replayer, no_truth_reason, reduction_length
+from harness.metrics.arrays import as_array
+from harness.metrics.comparison import Comparison, compare, dtype_name
+from harness.metrics.noise import NoiseModel, attribute, load_noise_model
+from harness.metrics.tolerances import Tolerance, ToleranceTable
+from harness.onnxgraph.isolation import Subgraph
+from harness.runtime.runner import ModelRunner
 
 logger = logging.getLogger(__name__)
 
@@ -49,17 +53,18 @@ class FxAnalysis:
     environment: dict[str, Any] = field(default_factory=dict)
 
 
-def analyse(verification: Verification, analysis: FxAnalysis) -> None:
-    """Fill `verification.ops` (and instrumented_vs_production, timings, notes) in place."""
-    timings = verification.timings
+def analyse(analysis: FxAnalysis) -> OpAnalysis:
+    """One row per FX node: accumulated, isolated, fp64 truth and attribution (and the CUDA
+    noise floor), with the instrumented run's comparison with production and its notes."""
     records = {fx: _record(group, analysis) for fx, group in analysis.groups.items()}
-    verification.ops = list(records.values())
-    verification.op_reference = "torch"
+    result = OpAnalysis(ops=list(records.values()), reference="torch")
+    timings = result.timings
 
     started = time.perf_counter()
     exposed = [name for group in analysis.groups.values() for name in group.outputs.values()]
     instrumented = run_instrumented(analysis.onnx_model, exposed, analysis.feeds, analysis.run, analysis.production)
-    instrumented.record_on(verification)
+    result.instrumented_vs_production = instrumented.final_vs_production
+    result.notes.extend(instrumented.notes())
     for fx, group in analysis.groups.items():
         records[fx].accumulated = _worst(_compare_outputs(group, instrumented.values, analysis, records[fx]))
     timings["accumulated_s"] = time.perf_counter() - started
@@ -76,7 +81,8 @@ def analyse(verification: Verification, analysis: FxAnalysis) -> None:
         started = time.perf_counter()
         _noise_floor(records, analysis)
         timings["noise_floor_s"] = time.perf_counter() - started
-    verification.environment.setdefault("noise_model", analysis.noise_model.to_dict())
+    result.environment["noise_model"] = analysis.noise_model.to_dict()
+    return result
 
 
 def _record(group: NodeGroup, analysis: FxAnalysis) -> OpRecord:

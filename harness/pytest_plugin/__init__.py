@@ -45,7 +45,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def resolve_device(requested: str) -> tuple[str, str | None]:
     """(device, reason CUDA is unusable or None) for a --device value."""
-    from harness.backend import cuda_unavailable_reason
+    from harness.runtime.devices import cuda_unavailable_reason
 
     if requested == "cpu":
         return "cpu", cuda_unavailable_reason() or "the run was asked for --device cpu"

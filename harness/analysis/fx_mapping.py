@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,8 +25,11 @@ import onnx
 import torch
 import torch.fx
 
-from exporter.serialize import renamed_values
 from torch.export.graph_signature import InputKind
+
+from exporter.provenance import scope_of, source_of
+from exporter.serialize import renamed_values
+from harness.onnxgraph.values import producer_chain
 
 FX_NODE_KEY = "roundtrip.fx_node"
 TORCH_ONNX_FX_NODE_KEY = "pkg.torch.onnx.fx_node"
@@ -115,8 +117,8 @@ def map_model(
             group.nodes = producer_chain(model, group.outputs.values(), known - set(group.outputs.values()))
             group.mapped_by = "value names"
         meta = _metadata(group.nodes[0]) if group.nodes else {}
-        group.scope = meta.get("roundtrip.scope") or _scope(fx_node, root_name or model.graph.name)
-        group.source = meta.get("roundtrip.source") or _source(fx_node)
+        group.scope = meta.get("roundtrip.scope") or scope_of(fx_node, root_name or model.graph.name)
+        group.source = meta.get("roundtrip.source") or source_of(fx_node)
     return groups
 
 
@@ -126,49 +128,6 @@ def known_values(model: onnx.ModelProto, groups: dict[str, NodeGroup]) -> set[st
     for group in groups.values():
         known.update(group.outputs.values())
     return known
-
-
-def producer_chain(model: onnx.ModelProto, outputs: Iterable[str], stop: set[str]) -> list[onnx.NodeProto]:
-    """The nodes that compute `outputs` from values in `stop`, in graph order."""
-    produced = {out: index for index, node in enumerate(model.graph.node) for out in node.output if out}
-    wanted: set[int] = set()
-    pending = [name for name in outputs if name in produced]
-    while pending:
-        index = produced[pending.pop()]
-        if index in wanted:
-            continue
-        wanted.add(index)
-        for name in external_inputs([model.graph.node[index]]):
-            if name and name not in stop and name in produced:
-                pending.append(name)
-    return [model.graph.node[i] for i in sorted(wanted)]
-
-
-def external_inputs(nodes: Iterable[onnx.NodeProto]) -> list[str]:
-    """Values the nodes read but do not produce (subgraph references to outer values included),
-    in first-use order; empty (omitted optional) inputs are left out."""
-    produced: set[str] = set()
-    needed: list[str] = []
-    for node in nodes:
-        for name in [*node.input, *_outer_references(node)]:
-            if name and name not in produced and name not in needed:
-                needed.append(name)
-        produced.update(o for o in node.output if o)
-    return needed
-
-
-def _outer_references(node: onnx.NodeProto) -> list[str]:
-    """Names a node's subgraphs (If/Loop/Scan bodies) read from the enclosing scope."""
-    found: list[str] = []
-    for attribute in node.attribute:
-        for graph in [attribute.g] if attribute.HasField("g") else list(attribute.graphs):
-            defined = {i.name for i in graph.input} | {i.name for i in graph.initializer}
-            for inner in graph.node:
-                for name in [*inner.input, *_outer_references(inner)]:
-                    if name and name not in defined and name not in found:
-                        found.append(name)
-                defined.update(inner.output)
-    return found
 
 
 def user_input_names(model: onnx.ModelProto, program: torch.export.ExportedProgram) -> dict[str, str]:
@@ -192,35 +151,6 @@ def value_sources(
         for index, name in group.outputs.items():
             sources[name] = (group.fx_node, index)
     return sources
-
-
-def expose_values(model: onnx.ModelProto, names: Iterable[str]) -> onnx.ModelProto:
-    """A copy of `model` whose graph outputs also include every named value (one run shows all).
-
-    The extra outputs are untyped: the backend infers their types, so a value whose ONNX type
-    differs from torch's is still exposed (and the difference reported) instead of failing the
-    whole session.
-    """
-    exposed = onnx.ModelProto()
-    exposed.CopyFrom(model)
-    existing = {o.name for o in exposed.graph.output}
-    for name in names:
-        if name not in existing:
-            exposed.graph.output.append(onnx.ValueInfoProto(name=name))
-            existing.add(name)
-    return exposed
-
-
-def _scope(fx_node: torch.fx.Node, root_name: str) -> str:
-    from exporter.provenance import scope_of
-
-    return scope_of(fx_node, root_name)
-
-
-def _source(fx_node: torch.fx.Node) -> str:
-    from exporter.provenance import source_of
-
-    return source_of(fx_node)
 
 
 def output_at(value: Any, index: int) -> Any:

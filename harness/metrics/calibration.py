@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.tolerances import Tolerance, ToleranceTable
+from harness.metrics.tolerances import Tolerance, ToleranceTable
 
 DEFAULT_MARGIN = 4.0
 

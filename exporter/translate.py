@@ -1,9 +1,10 @@
 """Translate an ExportedProgram's FX graph into a `Graph`, one symbolic call per FX node.
 
-Naming contract (DESIGN.md): the ONNX value carrying FX node `n`'s output is named `n`, its
-second output `n__1`, and so on. `getitem` nodes are aliases and emit nothing. Every node emitted
-for `n` carries `n`'s provenance, so the group of nodes sharing `roundtrip.fx_node` is the op's
-subgraph. Unsupported operators are collected over the whole graph and raised together.
+Naming contract, which the harness relies on to join ONNX values to FX nodes: the ONNX value
+carrying FX node `n`'s output is named `n`, its second output `n__1`, and so on. `getitem` nodes
+are aliases and emit nothing. Every node emitted for `n` carries `n`'s provenance, so the group
+of nodes sharing `roundtrip.fx_node` is the op's subgraph. Unsupported operators are collected
+over the whole graph and raised together.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from exporter.errors import SymbolicError, UnsupportedOperator, UnsupportedOpera
 from exporter.graph import Dim, Graph, Value
 from exporter.provenance import scope_of, source_of
 from exporter.registry import Dispatcher, normalize_target
+from exporter.trace import DynamicAxes, normalize_dynamic_axes
 
 
 class _Missing:
@@ -61,7 +63,7 @@ class SymbolicContext:
         return getattr(val, "dtype", None)
 
 
-def convert(
+def translate(
     program: torch.export.ExportedProgram,
     *,
     root_name: str,
@@ -71,7 +73,11 @@ def convert(
     output_names: Sequence[str] | None,
     dim_names: Mapping[str, str],
 ) -> Conversion:
-    """Build the ONNX graph for `program`; raise UnsupportedOperatorError listing every gap."""
+    """Build the ONNX graph for `program`; raise UnsupportedOperatorError listing every gap.
+
+    `root_name` roots every node's scope; `dim_names` maps size symbols (e.g. 's77') to the
+    user's dim names (see `dim_names_for`).
+    """
     graph = Graph(opset_version)
     conversion = Conversion(graph)
     shapes = _ShapeNamer(dim_names)
@@ -124,6 +130,33 @@ def convert(
         raise UnsupportedOperatorError(unsupported, opset_version)
     _add_outputs(program, graph, env, conversion, output_names)
     return conversion
+
+
+def user_input_nodes(program: torch.export.ExportedProgram) -> list[torch.fx.Node]:
+    """The placeholders of the user's inputs (not parameters, buffers or constants), in order."""
+    users = {spec.arg.name for spec in program.graph_signature.input_specs if spec.kind == InputKind.USER_INPUT}
+    return [node for node in program.graph.nodes if node.op == "placeholder" and node.name in users]
+
+
+def dim_names_for(
+    program: torch.export.ExportedProgram, input_names: Sequence[str], dynamic_axes: DynamicAxes | None
+) -> dict[str, str]:
+    """Symbol (e.g. 's77') -> the user's dim name, read off the user inputs' fake shapes.
+
+    `input_names[i]` names the i-th user input, as `dynamic_axes`' keys do.
+    """
+    mapping: dict[str, str] = {}
+    axes_by_name = normalize_dynamic_axes(dynamic_axes)
+    for name, node in zip(input_names, user_input_nodes(program)):
+        axes = axes_by_name.get(name)
+        val = node.meta.get("val")
+        if axes is None or not isinstance(val, torch.Tensor):
+            continue
+        for axis, dim_name in axes.items():
+            size = val.shape[axis]
+            if hasattr(size, "node"):
+                mapping.setdefault(str(size.node.expr), dim_name)
+    return mapping
 
 
 def _add_placeholders(program, graph, env, conversion, input_names, shapes) -> None:

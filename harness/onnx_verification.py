@@ -2,7 +2,7 @@
 
 checker -> backend run vs `expected` outputs (or vs onnx's ReferenceEvaluator when none are
 given) -> per ONNX node, accumulated and isolated error against the ReferenceEvaluator
-(harness.reference; isolated runs batched into one backend run).
+(harness.analysis.onnx_rows; isolated runs batched into one backend run).
 """
 
 from __future__ import annotations
@@ -15,14 +15,13 @@ from typing import Any
 import numpy as np
 import onnx
 
-from harness import backend as backends
-from harness.compare import as_array, compare
-from harness.devices import device_context
-from harness.isolate import contiguous
+from harness import runtime
+from harness.metrics.arrays import as_array, contiguous
+from harness.metrics.comparison import compare
+from harness.metrics.tolerances import ToleranceTable
 from harness.records import Verification
-from harness.tolerances import ToleranceTable, load as load_tolerances
-from harness.verify import (
-    DEFAULT_OUTPUT_ATOL, DEFAULT_OUTPUT_RTOL, versions, model_runner, run_checker, run_production,
+from harness.verification import (
+    DEFAULT_OUTPUT_ATOL, DEFAULT_OUTPUT_RTOL, new_verification, run_production, tolerance_table,
 )
 
 
@@ -51,34 +50,29 @@ def verify_onnx(
     else:
         path = os.fspath(model_or_path)
         model, name = onnx.load(path), os.path.basename(os.path.dirname(path)) or path
-    table = tolerances if isinstance(tolerances, ToleranceTable) else load_tolerances(tolerances)
-    spec = backends.DeviceSpec.parse(device)
-    timings: dict[str, float] = {}
-    verification = Verification(
-        model_name=model_name or name, exporter="given",
-        device=spec.torch_device if spec.kind != "reference" else "reference",
-        passed=False, checker=run_checker(model), outputs=[], timings=timings, onnx_model=model,
-    )
+    table = tolerance_table(tolerances)
+    spec = runtime.DeviceSpec.parse(device)
+    verification = new_verification(model, spec, model_name=model_name or name, exporter="given")
+    timings = verification.timings
     output_names = [o.name for o in model.graph.output]
-    with device_context(spec, tf32=tf32) as environment:
-        verification.environment = {**environment, **versions()}
+    with runtime.device_context(spec, tf32=tf32) as environment:
+        verification.environment = {**environment, **runtime.versions()}
         started = time.perf_counter()
-        shared = backends.SharedWeights.of(model) if spec.kind == "cpu" else None
-        feeds = _feeds(inputs, backends.real_inputs(model))
+        shared = runtime.SharedWeights.of(model) if spec.kind == "cpu" else None
+        feeds = _feeds(inputs, runtime.real_inputs(model))
         actual = run_production(verification, model, spec, feeds, tf32=tf32, shared=shared)
         timings["backend_s"] = time.perf_counter() - started
 
         reference = None
         if expected is None or per_op:
             started = time.perf_counter()
-            from harness.reference import reference_values
+            from harness.analysis.onnx_rows import reference_values
 
             try:
                 reference = reference_values(model, feeds)
             except Exception as error:  # the evaluator lacks an op, or fails on this model
                 verification.notes.append(
-                    f"onnx's ReferenceEvaluator cannot run the model: {type(error).__name__}: "
-                    f"{_first_line(error)}"
+                    f"onnx's ReferenceEvaluator cannot run the model: {runtime.first_line(error, 300)}"
                 )
             timings["reference_s"] = time.perf_counter() - started
         if expected is None:
@@ -97,14 +91,14 @@ def verify_onnx(
         if len(expected_list) != len(output_names):
             verification.notes.append(f"{len(expected_list)} expected outputs for {len(output_names)} model outputs")
         if per_op and reference is not None:
-            from harness.reference import analyse_nodes
+            from harness.analysis.onnx_rows import analyse_nodes
 
             started = time.perf_counter()
-            analyse_nodes(
-                verification, shared.stubbed(model) if shared else model, model, feeds, spec.kind, table,
-                model_runner(spec, tf32, shared), shared.stub if shared else (lambda t: t),
-                reference=reference, production=actual,
-            )
+            verification.add_analysis(analyse_nodes(
+                shared.stubbed(model) if shared else model, model, feeds, spec.kind, table,
+                runtime.model_runner(spec, tf32, shared), shared.stub if shared else (lambda t: t),
+                reference=reference, production=actual, environment=verification.environment,
+            ))
             timings["per_op_s"] = time.perf_counter() - started
     verification.passed = verification.verdict(
         backend_ran=actual is not None, output_counts_match=len(expected_list) == len(output_names),
@@ -120,8 +114,3 @@ def _feeds(inputs: Any, names: list[str]) -> dict[str, np.ndarray]:
     if len(inputs) != len(names):
         raise ValueError(f"the model takes {len(names)} input(s) {names}, got {len(inputs)}")
     return {n: contiguous(as_array(v)) for n, v in zip(names, inputs)}
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0][:300] if text else ""

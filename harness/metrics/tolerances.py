@@ -59,13 +59,13 @@ DEFAULT_TABLE_PATH = "data/tolerances.json"
 
 def shipped_path() -> str:
     """Filesystem path of the table shipped with the harness."""
-    return str(resources.files("harness").joinpath(DEFAULT_TABLE_PATH))
+    return str(resources.files("harness.metrics").joinpath(DEFAULT_TABLE_PATH))
 
 
 def load(path: str | os.PathLike | None = None) -> ToleranceTable:
     """The table at `path`, or the one shipped with the harness."""
     if path is None:
-        text = resources.files("harness").joinpath(DEFAULT_TABLE_PATH).read_text()
+        text = resources.files("harness.metrics").joinpath(DEFAULT_TABLE_PATH).read_text()
     else:
         with open(path) as handle:
             text = handle.read()

@@ -1,6 +1,6 @@
 """Compare one tensor with another: the metrics every report is built from.
 
-Definitions (DESIGN.md): max abs, max rel `|a-b| / max(|b|, tiny)`, error normalised by the
+Definitions (docs/ARCHITECTURE.md): max abs, max rel `|a-b| / max(|b|, tiny)`, error normalised by the
 expected tensor's scale (its largest finite magnitude), the fraction of elements outside
 `atol + rtol*|expected|`, NaN/Inf disagreement, shape and dtype agreement, and a log10
 histogram of abs error. NaN on both sides agrees, as do infinities of the same sign.
@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+
+from harness.metrics.arrays import as_array
 
 TINY = float(np.finfo(np.float32).tiny)
 HISTOGRAM_DECADES = (-12, 2)  # keys '<1e-12', '1e-12' ... '1e+01', '>=1e2' (and 'zero')
@@ -76,20 +78,6 @@ def dtype_name(dtype: np.dtype) -> str:
     if name is None:
         name = _DTYPE_NAMES[dtype] = str(dtype)
     return name
-
-
-def as_array(value: Any) -> np.ndarray:
-    """numpy view of a tensor, array or Python scalar (bfloat16 becomes float32, SymInt int64)."""
-    if hasattr(value, "detach"):
-        tensor = value.detach().cpu()
-        if str(tensor.dtype) == "torch.bfloat16":
-            tensor = tensor.float()
-        return tensor.numpy()
-    if isinstance(value, bool):
-        return np.asarray(value)
-    if isinstance(value, int) or type(value).__name__ == "SymInt":
-        return np.asarray(int(value), dtype=np.int64)
-    return np.asarray(value)
 
 
 def compare(

@@ -3,7 +3,7 @@
 Used for torchscript exports and by `verify_onnx`. The model runs once in the backend with
 every value exposed and once in the ReferenceEvaluator (which hands out any value by name):
 accumulated error per node. Then every node runs alone, all batched into one isolation model
-(harness.isolate), fed the reference's values for its inputs: isolated error per node, which
+(harness.onnxgraph.isolation), fed the reference's values for its inputs: isolated error per node, which
 decides the row's `passed` against the tolerance row `onnx::<OpType>` (or the '*' default).
 """
 
@@ -16,11 +16,15 @@ from typing import Any
 import numpy as np
 import onnx
 
-from harness.accumulated import ModelRunner, run_instrumented
-from harness.compare import Comparison, as_array, compare
-from harness.isolate import Subgraph, isolate
-from harness.records import OpArtifacts, OpRecord, Verification
-from harness.tolerances import ToleranceTable
+from harness.analysis.accumulated import run_instrumented
+from harness.analysis.isolated import isolate
+from harness.analysis.rows import OpAnalysis, OpArtifacts, OpRecord
+from harness.metrics.arrays import as_array
+from harness.metrics.comparison import Comparison, compare
+from harness.metrics.tolerances import ToleranceTable
+from harness.onnxgraph.isolation import Subgraph
+from harness.runtime.errors import first_line
+from harness.runtime.runner import ModelRunner
 
 REFERENCE = "onnx.reference"
 
@@ -66,7 +70,6 @@ def _scope_and_source(node: onnx.NodeProto) -> tuple[str, str]:
 
 
 def analyse_nodes(
-    verification: Verification,
     model: onnx.ModelProto,
     source_model: onnx.ModelProto,
     feeds: Mapping[str, np.ndarray],
@@ -76,24 +79,25 @@ def analyse_nodes(
     initializer: Callable[[onnx.TensorProto], onnx.TensorProto] = lambda t: t,
     reference: Mapping[str, Any] | None = None,
     production: list[np.ndarray] | None = None,
-) -> None:
-    """Fill `verification.ops` with one row per ONNX node (in place).
+    environment: Mapping[str, Any] | None = None,
+) -> OpAnalysis:
+    """One row per ONNX node against onnx's ReferenceEvaluator.
 
     `model` is what the backend loads (weights may be stubbed), `source_model` the same with its
     weights (the reference runs it); `reference` may carry the reference's values already.
+    `environment` is recorded in each row's reproducer artifacts.
     """
-    timings = verification.timings
-    verification.op_reference = REFERENCE
+    result = OpAnalysis(ops=[], reference=REFERENCE)
+    timings = result.timings
     if reference is None:
         started = time.perf_counter()
         try:
             reference = reference_values(source_model, feeds)
         except Exception as error:  # unsupported op, or a reference bug: nothing to compare with
-            verification.notes.append(
-                f"per-node analysis skipped: onnx's ReferenceEvaluator cannot run the model: "
-                f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"[:400]
+            result.notes.append(
+                f"per-node analysis skipped: onnx's ReferenceEvaluator cannot run the model: {first_line(error, 400)}"
             )
-            return
+            return result
         timings["reference_s"] = time.perf_counter() - started
     keys = node_keys(model)
     records: dict[str, OpRecord] = {}
@@ -104,35 +108,37 @@ def analyse_nodes(
             fx_node=key, aten=op_type_key(node), onnx_nodes=[node.name], onnx_ops=[node.op_type],
             scope=scope, source=source, tolerance=tolerance.to_dict(),
         )
-    verification.ops = list(records.values())
+    result.ops = list(records.values())
 
     started = time.perf_counter()
     exposed = [o for node in model.graph.node for o in node.output if o]
     instrumented = run_instrumented(model, exposed, feeds, run, production)
-    instrumented.record_on(verification)
+    result.instrumented_vs_production = instrumented.final_vs_production
+    result.notes.extend(instrumented.notes())
     for key, node in zip(keys, model.graph.node):
         records[key].accumulated = _worst(_compare(node, instrumented.values, reference, records[key]))
     timings["accumulated_s"] = time.perf_counter() - started
 
     started = time.perf_counter()
     subgraphs = [Subgraph(key, [node], [o for o in node.output if o]) for key, node in zip(keys, model.graph.node)]
-    result = isolate(model, subgraphs, _lookup(reference, feeds), run, initializer)
+    isolation = isolate(model, subgraphs, _lookup(reference, feeds), run, initializer)
     for key, node in zip(keys, model.graph.node):
         record = records[key]
-        if key in result.not_isolable:
-            record.not_isolable = result.not_isolable[key]
+        if key in isolation.not_isolable:
+            record.not_isolable = isolation.not_isolable[key]
             continue
-        actual = dict(zip([o for o in node.output if o], result.outputs[key]))
+        actual = dict(zip([o for o in node.output if o], isolation.outputs[key]))
         comparisons = _compare(node, actual, reference, record)
         record.isolated = _worst(comparisons)
         record.passed = all(c.passed for c in comparisons) if comparisons else None
         record.artifacts = OpArtifacts(
-            source=source_model, nodes=[node], inputs=result.inputs.get(key, {}),
+            source=source_model, nodes=[node], inputs=isolation.inputs.get(key, {}),
             expected={o: np.asarray(reference[o]) for o in node.output if o and _is_tensor(reference.get(o))},
             reference=REFERENCE, device=device, tolerance=record.tolerance,
-            environment=verification.environment, isolated_outputs=actual,
+            environment=dict(environment or {}), isolated_outputs=actual,
         )
     timings["isolated_s"] = time.perf_counter() - started
+    return result
 
 
 def _is_tensor(value: Any) -> bool:

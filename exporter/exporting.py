@@ -1,0 +1,190 @@
+"""`exporter.export` and its steps: capture a module once, convert the program at an opset.
+
+`export_program` is `capture` (exporter.trace) followed by `convert_program`; both steps are
+public so a caller may capture once and convert at several opsets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import IO, Any
+
+import onnx
+import torch
+
+from exporter import symbolics  # noqa: F401  (registers the built-in symbolics)
+from exporter.fileio import write_bytes_atomic
+from exporter.printer import format_model
+from exporter.registry import Dispatcher, check_opset
+from exporter.serialize import to_model
+from exporter.trace import DynamicAxes, capture, capture_record, with_input_names
+from exporter.translate import dim_names_for, translate, user_input_nodes
+
+__version__ = "0.1.0"
+
+
+@dataclass
+class ExportResult:
+    """An exported model with the program it was translated from (the harness needs both)."""
+
+    model: onnx.ModelProto
+    program: torch.export.ExportedProgram
+    opset_version: int
+    input_names: list[str]
+    output_names: list[str]
+    renamed: dict[str, str] = field(default_factory=dict)
+    capture_seconds: float = 0.0
+    convert_seconds: float = 0.0
+
+
+def export(
+    model: torch.nn.Module,
+    args: Any,
+    f: str | os.PathLike | IO[bytes] | None = None,
+    *,
+    kwargs: dict[str, Any] | None = None,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    opset_version: int | None = None,
+    dynamic_axes: DynamicAxes | None = None,
+    verbose: bool = False,
+    custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
+) -> onnx.ModelProto:
+    """Export `model` run on `args` to ONNX; also write it to `f` when given.
+
+    `input_names`/`output_names` name the graph's inputs and outputs, `dynamic_axes` marks
+    axes as dynamic (`{"x": {0: "batch"}}`), `custom_symbolics` maps overload names to
+    symbolic functions for this call only. `verbose=True` prints the graph with scopes.
+    """
+    result = export_program(
+        model, args, kwargs=kwargs, input_names=input_names, output_names=output_names,
+        opset_version=opset_version, dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics,
+    )
+    if f is not None:
+        save(result.model, f)
+    if verbose:
+        sys.stdout.write(format_model(result.model) + "\n")  # the seed's documented behaviour
+    return result.model
+
+
+def export_program(
+    model: torch.nn.Module,
+    args: Any,
+    *,
+    kwargs: dict[str, Any] | None = None,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    opset_version: int | None = None,
+    dynamic_axes: DynamicAxes | None = None,
+    custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
+) -> ExportResult:
+    """Like `export`, but return the ExportedProgram and naming alongside the model.
+
+    The same as `capture` followed by `convert_program` on its program.
+    """
+    started = time.perf_counter()
+    program = capture(
+        model, args, kwargs=kwargs, input_names=input_names, output_names=output_names,
+        dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics, opset_version=opset_version,
+    )
+    captured = time.perf_counter()
+    return replace(convert_program(program), capture_seconds=captured - started)
+
+
+def convert(
+    program: torch.export.ExportedProgram,
+    *,
+    opset_version: int | None = None,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    dynamic_axes: DynamicAxes | None = None,
+    custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
+    graph_name: str | None = None,
+) -> onnx.ModelProto:
+    """Translate a program from `exporter.capture` to ONNX at `opset_version`.
+
+    See `convert_program`, which also returns the program and the naming.
+    """
+    return convert_program(
+        program, opset_version=opset_version, input_names=input_names, output_names=output_names,
+        dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics, graph_name=graph_name,
+    ).model
+
+
+def convert_program(
+    program: torch.export.ExportedProgram,
+    *,
+    opset_version: int | None = None,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    dynamic_axes: DynamicAxes | None = None,
+    custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
+    graph_name: str | None = None,
+) -> ExportResult:
+    """Translate a captured program to ONNX; the program is left as it is, so it may be
+    converted again (e.g. at another opset: capture keeps the ops of every opset).
+
+    Each argument left None takes the value given to `exporter.capture`: the opset (default
+    `DEFAULT_OPSET`), the input and output names, `dynamic_axes` (keyed by the input names,
+    which name the dynamic dims), `custom_symbolics`, and `graph_name`, the module's class name,
+    which also roots every node's scope. A program from `torch.export.export` itself is
+    accepted too: its inputs are then named after its placeholders.
+    """
+    record = capture_record(program)
+    if record is not None:
+        opset_version = record.opset_version if opset_version is None else opset_version
+        input_names = record.input_names if input_names is None else input_names
+        output_names = record.output_names if output_names is None else output_names
+        dynamic_axes = record.dynamic_axes if dynamic_axes is None else dynamic_axes
+        custom_symbolics = record.custom_symbolics if custom_symbolics is None else custom_symbolics
+        graph_name = record.root_name if graph_name is None else graph_name
+        default_names: Sequence[str] = record.forward_names
+    else:
+        graph_name = _root_name(program) if graph_name is None else graph_name
+        default_names = [node.name for node in user_input_nodes(program)]
+    opset = check_opset(opset_version)
+
+    started = time.perf_counter()
+    conversion = translate(
+        program,
+        root_name=graph_name,
+        opset_version=opset,
+        dispatcher=Dispatcher(opset, custom_symbolics),
+        input_names=input_names,
+        output_names=output_names,
+        dim_names=dim_names_for(program, with_input_names(default_names, input_names), dynamic_axes),
+    )
+    metadata = {"roundtrip.renamed_values": json.dumps(conversion.renamed)} if conversion.renamed else {}
+    onnx_model = to_model(conversion.graph, graph_name=graph_name, producer_version=__version__, metadata=metadata)
+    return ExportResult(
+        model=onnx_model,
+        program=program,
+        opset_version=opset,
+        input_names=conversion.user_input_names,
+        output_names=conversion.output_names,
+        renamed=conversion.renamed,
+        convert_seconds=time.perf_counter() - started,
+    )
+
+
+def save(model: onnx.ModelProto, f: str | os.PathLike | IO[bytes]) -> None:
+    """Write `model` to a path (atomically: a reader never sees half a file) or a binary file."""
+    if hasattr(f, "write"):
+        f.write(model.SerializeToString())
+    else:
+        write_bytes_atomic(f, model.SerializeToString())
+
+
+def _root_name(program: torch.export.ExportedProgram) -> str:
+    """The captured module's class name, read off the root of a node's module stack."""
+    for node in program.graph.nodes:
+        for path, module_type in (node.meta.get("nn_module_stack") or {}).values():
+            if path == "":
+                name = module_type if isinstance(module_type, str) else getattr(module_type, "__qualname__", "")
+                return name.rsplit(".", 1)[-1] or "main"
+    return "main"

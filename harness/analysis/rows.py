@@ -1,0 +1,101 @@
+"""The per-op row every analysis returns: an OpRecord (what the op is, how far the backend is),
+with the OpArtifacts a reproducer of it needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from harness.metrics.comparison import Comparison
+
+
+@dataclass
+class OpArtifacts:
+    """What a reproducer of one op needs: its subgraph, inputs and expected outputs."""
+
+    source: Any  # onnx.ModelProto holding the nodes' initializers
+    nodes: list[Any]  # onnx.NodeProto
+    inputs: dict[str, np.ndarray]
+    expected: dict[str, np.ndarray]
+    reference: str  # what `expected` is: "torch" or "onnx.reference"
+    device: str
+    tolerance: dict[str, Any]
+    environment: dict[str, Any] = field(default_factory=dict)
+    isolated_outputs: dict[str, np.ndarray] = field(default_factory=dict)  # the backend's, isolated
+
+
+@dataclass
+class OpRecord:
+    """One op: where it came from, what it became, and how far the backend is from torch.
+
+    An op is an FX node (`fx_node`, `aten` its ATen overload) when the ONNX model maps onto the
+    FX graph. Without such a mapping (torchscript models, `verify_onnx`) an op is one ONNX node:
+    `fx_node` then holds the ONNX node's name and `aten` reads `onnx::<OpType>`, and the
+    reference is onnx's ReferenceEvaluator instead of torch.
+
+    accumulated: backend vs reference in one run from the model inputs (errors add up).
+    isolated:    the op's subgraph alone fed the reference's inputs (the op's own error);
+                 `passed` is decided by it against `tolerance`. `not_isolable` says why not.
+    truth:       backend (isolated) vs the op in float64 on the same inputs; torch_truth: torch
+                 fp32 vs the same; `attribution` names who diverged (harness.truth), with
+                 `noise_bound` the normalised error fp32 noise alone can explain.
+    noise_floor: torch CPU vs torch CUDA on the op's inputs (CUDA runs only).
+    """
+
+    fx_node: str
+    aten: str
+    onnx_nodes: list[str]
+    onnx_ops: list[str]
+    scope: str
+    source: str
+    accumulated: Comparison | None = None
+    isolated: Comparison | None = None
+    truth: Comparison | None = None  # backend vs fp64 reference
+    torch_truth: Comparison | None = None  # torch fp32 vs fp64 reference
+    attribution: str = ""  # "backend", "torch", "both", "both-noise"; "" when unknown
+    noise_floor: Comparison | None = None  # torch CPU vs torch CUDA
+    tolerance: dict[str, Any] = field(default_factory=dict)
+    passed: bool | None = None
+    not_isolable: str = ""  # why the op has no isolated error ("" when it has one)
+    noise_bound: float | None = None  # normalised fp noise bound used for attribution
+    reduction_length: int | None = None
+    notes: list[str] = field(default_factory=list)
+    artifacts: Any = field(default=None, repr=False, compare=False)  # reproducer inputs; not serialised
+
+    @property
+    def name(self) -> str:
+        """The row's key: the FX node, or the ONNX node for ONNX-level rows."""
+        return self.fx_node
+
+    @property
+    def error_ratio(self) -> float:
+        """Isolated error relative to the op's tolerance (accumulated when not isolated)."""
+        measured = self.isolated or self.accumulated
+        return measured.tolerance_ratio if measured is not None else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "fx_node": self.fx_node, "aten": self.aten, "onnx_nodes": self.onnx_nodes,
+            "onnx_ops": self.onnx_ops, "scope": self.scope, "source": self.source,
+            "attribution": self.attribution, "tolerance": self.tolerance, "passed": self.passed,
+            "not_isolable": self.not_isolable, "noise_bound": self.noise_bound,
+            "reduction_length": self.reduction_length, "notes": list(self.notes),
+        }
+        for key in ("accumulated", "isolated", "truth", "torch_truth", "noise_floor"):
+            value = getattr(self, key)
+            out[key] = value.to_dict() if value is not None else None
+        return out
+
+
+@dataclass
+class OpAnalysis:
+    """What a per-op analysis returns: the rows, and what the model-level record needs beside them."""
+
+    ops: list[OpRecord]
+    reference: str  # what the per-op errors are measured against: "torch" | "onnx.reference"
+    instrumented_vs_production: list[Comparison] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)  # entries for the record's environment

@@ -1,0 +1,35 @@
+"""Arrays as the comparisons and backends need them: numpy views of tensors and scalars."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def as_array(value: Any) -> np.ndarray:
+    """numpy view of a tensor, array or Python scalar (bfloat16 becomes float32, SymInt int64)."""
+    if hasattr(value, "detach"):
+        tensor = value.detach().cpu()
+        if str(tensor.dtype) == "torch.bfloat16":
+            tensor = tensor.float()
+        return tensor.numpy()
+    if isinstance(value, bool):
+        return np.asarray(value)
+    if isinstance(value, int) or type(value).__name__ == "SymInt":
+        return np.asarray(int(value), dtype=np.int64)
+    return np.asarray(value)
+
+
+def contiguous(value: Any) -> np.ndarray:
+    """A C-contiguous numpy array of `value`, 0-d kept 0-d (np.ascontiguousarray would make it
+    1-d); copies only when needed."""
+    array = as_array(value)
+    return array if array.flags.c_contiguous else np.ascontiguousarray(array).reshape(array.shape)
+
+
+def flatten_outputs(outputs: Any) -> list[Any]:
+    """The leaves of a nested tuple/list of outputs, in order (a lone value is one leaf)."""
+    if isinstance(outputs, (tuple, list)):
+        return [leaf for item in outputs for leaf in flatten_outputs(item)]
+    return [outputs]

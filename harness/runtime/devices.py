@@ -1,0 +1,98 @@
+"""Devices: parsing a device string, whether CUDA is usable (one function, used everywhere),
+and the device context of a verification (TF32 pinned on both sides, recorded)."""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from harness.runtime.errors import BackendUnavailableError
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    kind: str  # "cpu" | "cuda" | "reference"
+    index: int = 0
+
+    @classmethod
+    def parse(cls, device: str) -> DeviceSpec:
+        text = device.strip().lower()
+        if text in ("cpu", "reference"):
+            return cls(text)
+        if text == "cuda" or text.startswith("cuda:"):
+            index = int(text.split(":", 1)[1]) if ":" in text else 0
+            return cls("cuda", index)
+        raise ValueError(f"unknown device {device!r}; use 'CPU', 'CUDA', 'CUDA:<n>' or 'reference'")
+
+    @property
+    def torch_device(self) -> str:
+        return f"cuda:{self.index}" if self.kind == "cuda" else "cpu"
+
+    @property
+    def backend_device(self) -> str:
+        """The `prepare()` device string for this spec."""
+        return {"cuda": f"CUDA:{self.index}", "reference": "reference"}.get(self.kind, "CPU")
+
+
+def cuda_unavailable_reason() -> str | None:
+    """Why onnxruntime's CUDA provider cannot be used here, or None when it can."""
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        return (
+            f"onnxruntime {ort.__version__} has no CUDAExecutionProvider "
+            f"(available: {', '.join(ort.get_available_providers())}); install onnxruntime-gpu"
+        )
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return "no CUDA GPU is visible (torch.cuda.is_available() is False)"
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+    return None
+
+
+def require_cuda(what: str = "CUDA was requested") -> None:
+    """Raise BackendUnavailableError with the reason when CUDA cannot be used here."""
+    reason = cuda_unavailable_reason()
+    if reason:
+        raise BackendUnavailableError(f"{what} but cannot be used: {reason}")
+
+
+@contextmanager
+def device_context(spec: DeviceSpec, *, tf32: bool = False) -> Iterator[dict[str, Any]]:
+    """Pin torch's TF32 flags to `tf32` for the duration (onnxruntime gets the same via
+    the CUDA provider's `use_tf32`), and yield what the report should record."""
+    environment: dict[str, Any] = {"device": spec.torch_device if spec.kind != "reference" else "reference",
+                                   "tf32": tf32}
+    if spec.kind != "cuda":
+        yield environment
+        return
+    import torch
+
+    require_cuda()
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    environment["gpu"] = torch.cuda.get_device_name(spec.index)
+    environment["cuda"] = torch.version.cuda
+    try:
+        yield environment
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def versions() -> dict[str, Any]:
+    """Library versions a report records beside its numbers."""
+    import onnx
+    import onnxruntime
+    import torch
+
+    return {
+        "torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__,
+        "python": platform.python_version(), "machine": platform.machine(),
+    }

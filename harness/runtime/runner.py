@@ -1,0 +1,73 @@
+"""Run model variants on the device under test: the production run and the analysis runner.
+
+`run_production` runs the model as given and reports a model the backend refuses or fails to
+run as a finding (a note), never as an exception; on CUDA it also reads back which nodes
+onnxruntime placed on the CPU. `model_runner` loads and runs the variants the per-op analysis
+builds (the instrumented model, the isolation batch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+from harness.runtime.devices import DeviceSpec
+from harness.runtime.errors import ModelLoadError, first_line
+from harness.runtime.placement import cpu_placed_nodes, node_placement
+from harness.runtime.sessions import prepare
+from harness.runtime.shared_weights import SharedWeights
+
+ModelRunner = Callable[[onnx.ModelProto, dict[str, np.ndarray]], dict[str, np.ndarray]]
+"""Run a model on feeds and return {output name: array}; raises when the backend cannot."""
+
+
+@dataclass
+class ProductionRun:
+    """The production run's outputs (None when the backend could not run the model) and findings."""
+
+    outputs: list[np.ndarray] | None
+    providers: list[str] = field(default_factory=list)
+    cpu_placed_nodes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def run_production(model: onnx.ModelProto, spec: DeviceSpec, feeds: dict[str, np.ndarray], *,
+                   tf32: bool, shared: SharedWeights | None = None) -> ProductionRun:
+    """Run `model` as given on the device under test.
+
+    With `shared` the session gets the weight arrays directly instead of parsing them out of the
+    serialised model (the same graph and the same bytes: results are bitwise identical, and
+    loading is several times faster).
+    """
+    loaded = shared.stubbed(model) if shared is not None else model
+    try:
+        rep = prepare(loaded, spec.backend_device, tf32=tf32, profile=spec.kind == "cuda", shared_weights=shared)
+    except ModelLoadError as error:
+        return ProductionRun(None, notes=[f"the backend refused the model: {first_line(error)}"])
+    run = ProductionRun(None, providers=list(rep.providers))
+    try:
+        run.outputs = rep.run(feeds)
+    except Exception as error:  # onnxruntime raises its own Fail/RuntimeException types
+        run.notes.append(f"the backend failed to run the model: {first_line(error)}")
+        return run
+    if spec.kind == "cuda":
+        run.cpu_placed_nodes = cpu_placed_nodes(node_placement(rep))
+        if run.cpu_placed_nodes:
+            run.notes.append(
+                f"onnxruntime ran {len(run.cpu_placed_nodes)} node(s) on the CPU inside the CUDA session; "
+                "see cpu_placed_nodes"
+            )
+    return run
+
+
+def model_runner(spec: DeviceSpec, tf32: bool, shared: SharedWeights | None) -> ModelRunner:
+    """A function that loads a model variant on the device under test and runs it once."""
+    def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        options = {} if spec.kind == "reference" else {"spinning": False}
+        rep = prepare(model, spec.backend_device, tf32=tf32, shared_weights=shared, **options)
+        return dict(zip(rep.output_names, rep.run(feeds)))
+
+    return run

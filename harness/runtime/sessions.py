@@ -1,0 +1,139 @@
+"""onnxruntime sessions with the seed's `prepare(model, device).run(inputs)` usage.
+
+`device` is "CPU", "CUDA" or "CUDA:<n>" (onnxruntime), or "reference" (onnx's
+ReferenceEvaluator). A CUDA request runs on CUDA or raises `BackendUnavailableError` with the
+reason: it never falls back to the CPU quietly.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+
+from harness.metrics.arrays import contiguous
+from harness.runtime.devices import DeviceSpec, require_cuda
+from harness.runtime.errors import BackendUnavailableError, ModelLoadError
+from harness.runtime.shared_weights import SharedWeights
+
+
+@dataclass
+class BackendRep:
+    """A prepared model: `run(inputs)` returns the outputs as numpy arrays."""
+
+    model: onnx.ModelProto
+    device: DeviceSpec
+    session: Any
+    input_names: list[str]
+    output_names: list[str]
+    providers: list[str] = field(default_factory=list)
+
+    def run(self, inputs: Any) -> list[np.ndarray]:
+        """Run on one array, a tuple/list of arrays (in input order), or a {name: array} dict."""
+        feeds = self._feeds(inputs)
+        if self.device.kind == "reference":
+            return [np.asarray(o) for o in self.session.run(None, feeds)]
+        return self.session.run(None, feeds)
+
+    def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
+        if isinstance(inputs, Mapping):
+            return {k: contiguous(v) for k, v in inputs.items()}
+        if not isinstance(inputs, (tuple, list)):
+            inputs = (inputs,)
+        if len(inputs) != len(self.input_names):
+            raise ValueError(
+                f"the model takes {len(self.input_names)} input(s) {self.input_names}, got {len(inputs)}"
+            )
+        return {name: contiguous(v) for name, v in zip(self.input_names, inputs)}
+
+
+def prepare(model: onnx.ModelProto | str | os.PathLike, device: str = "CPU", **options: Any) -> BackendRep:
+    """Load `model` for `device`. Options: `profile=True` records node placement,
+    `graph_optimization_level` (an onnxruntime GraphOptimizationLevel),
+    `intra_op_num_threads`, `tf32` (CUDA: allow TF32 math; default False),
+    `shared_weights` (a SharedWeights whose stubs `model` carries; onnxruntime only),
+    `serialized` (`model` already serialised, to skip doing it again), `spinning`."""
+    if not isinstance(model, onnx.ModelProto):
+        model = onnx.load(os.fspath(model))
+    spec = DeviceSpec.parse(device)
+    inputs = real_inputs(model)
+    outputs = [o.name for o in model.graph.output]
+    if spec.kind == "reference":
+        from onnx.reference import ReferenceEvaluator
+
+        shared = options.get("shared_weights")
+        options.pop("serialized", None)
+        if shared is not None:
+            model = shared.restore(model)
+        try:
+            evaluator = ReferenceEvaluator(model)
+        except Exception as error:
+            raise ModelLoadError(f"onnx's ReferenceEvaluator could not load the model: {error}") from error
+        return BackendRep(model, spec, evaluator, inputs, outputs, ["reference"])
+    return _prepare_onnxruntime(model, spec, inputs, outputs, **options)
+
+
+def real_inputs(model: onnx.ModelProto) -> list[str]:
+    """Graph inputs that are not initializers: what a run must feed."""
+    initializers = {i.name for i in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in initializers]
+
+
+def session_options(profile: bool = False, graph_optimization_level: Any = None,
+                    intra_op_num_threads: int | None = None, spinning: bool = True):
+    """onnxruntime SessionOptions. `spinning=False` makes idle intra-op threads sleep instead of
+    spin (no effect on results; it helps on a CPU shared with other work)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    if not spinning:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if graph_optimization_level is not None:
+        options.graph_optimization_level = graph_optimization_level
+    if intra_op_num_threads:
+        options.intra_op_num_threads = intra_op_num_threads
+    if profile:
+        options.enable_profiling = True
+        options.profile_file_prefix = os.path.join(tempfile.mkdtemp(prefix="roundtrip-prof-"), "ort")
+    return options
+
+
+def _prepare_onnxruntime(model, spec: DeviceSpec, inputs, outputs, *, tf32: bool = False,
+                         profile: bool = False, shared_weights: SharedWeights | None = None,
+                         serialized: bytes | None = None, **options: Any) -> BackendRep:
+    import onnxruntime as ort
+
+    sess_options = session_options(profile=profile, **options)
+    if shared_weights is not None:
+        used = shared_weights.used_by(model)
+        if used:
+            sess_options.add_external_initializers(
+                list(used), [ort.OrtValue.ortvalue_from_numpy(a) for a in used.values()]
+            )
+    if spec.kind == "cuda":
+        require_cuda()
+        providers: list[Any] = [
+            ("CUDAExecutionProvider", {"device_id": spec.index, "use_tf32": int(tf32)}),
+            "CPUExecutionProvider",
+        ]
+    else:
+        providers = ["CPUExecutionProvider"]
+    try:
+        session = ort.InferenceSession(serialized or model.SerializeToString(), sess_options, providers=providers)
+    except Exception as error:
+        raise ModelLoadError(
+            f"onnxruntime could not load the model on {spec.kind.upper()}: {error}"
+        ) from error
+    active = session.get_providers()
+    if spec.kind == "cuda" and (not active or active[0] != "CUDAExecutionProvider"):
+        raise BackendUnavailableError(
+            f"CUDA was requested but onnxruntime loaded only {active}: the CUDA provider failed to "
+            "initialise (check the CUDA 13 / cuDNN libraries that onnxruntime-gpu 1.31 needs)"
+        )
+    return BackendRep(model, spec, session, inputs, outputs, list(active))
