@@ -18,13 +18,17 @@ class UnsupportedOperator:
     scope: str
     source: str
     reason: str
+    hint: str = ""  # what to do; by default, how to register a symbolic for `target`
 
     def describe(self) -> str:
+        hint = self.hint or (
+            f"hint: exporter.register_symbolic({self.target!r}, fn) with "
+            f"fn(g, *args) -> Value, or pass custom_symbolics={{{self.target!r}: fn}}"
+        )
         return (
             f"  {self.target} (node {self.fx_node!r}) at {self.scope}, {self.source or 'unknown source'}\n"
             f"      {self.reason}\n"
-            f"      hint: exporter.register_symbolic({self.target!r}, fn) with "
-            f"fn(g, *args) -> Value, or pass custom_symbolics={{{self.target!r}: fn}}"
+            f"      {hint}"
         )
 
 
@@ -45,3 +49,8 @@ class UnsupportedOperatorError(ExportError):
 
 class SymbolicError(ExportError):
     """A symbolic function raised; the message names the node, the op and the symbolic."""
+
+
+class ExportWarning(UserWarning):
+    """The export succeeded, but the ONNX model leaves out something the module does (the
+    message says what): e.g. updates of buffers or inputs, which ONNX graphs cannot hold."""

@@ -143,7 +143,7 @@ def convert_program(
         dynamic_axes = record.dynamic_axes if dynamic_axes is None else dynamic_axes
         custom_symbolics = record.custom_symbolics if custom_symbolics is None else custom_symbolics
         graph_name = record.root_name if graph_name is None else graph_name
-        default_names: Sequence[str] = record.forward_names
+        default_names: Sequence[str] = (*record.forward_names, *record.input_keys)
     else:
         graph_name = _root_name(program) if graph_name is None else graph_name
         default_names = [node.name for node in user_input_nodes(program)]

@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO
 
 
-def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+@contextmanager
+def atomic_writer(path: str | os.PathLike) -> Iterator[IO[bytes]]:
+    """A binary file to write `path` through: written beside it under a temporary name, synced,
+    and renamed over `path` when the block ends; removed (and `path` left as it was) on error.
+    Lets a writer stream large content (model weights) without holding it in memory."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".part")
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, path)
@@ -21,6 +28,11 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
         if os.path.exists(temp):
             os.unlink(temp)
         raise
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    with atomic_writer(path) as handle:
+        handle.write(data)
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:

@@ -20,7 +20,7 @@ import onnx
 import torch
 from onnx import helper, numpy_helper
 
-from exporter.dtypes import numpy_type, onnx_type
+from exporter.dtypes import numpy_type, onnx_type, to_numpy, torch_dtype_of
 
 Dim = int | str | None  # static size, symbolic name, or unknown
 
@@ -106,10 +106,7 @@ def _tensor_proto(value: Any, name: str) -> onnx.TensorProto:
     if isinstance(value, onnx.TensorProto):
         return value
     if isinstance(value, torch.Tensor):
-        value = value.detach().cpu()
-        if value.dtype == torch.bfloat16:
-            raise TypeError("bfloat16 constants are not supported; cast to float32 first")
-        value = value.numpy()
+        value = to_numpy(value)  # bfloat16 and float8 keep their bits (ml_dtypes arrays)
     return numpy_helper.from_array(np.asarray(value), name=name)
 
 
@@ -153,10 +150,7 @@ class Graph:
     def constant(self, value: Any, dtype: torch.dtype | None = None) -> Value:
         """A Constant node holding `value` (ints default to int64, floats to float32)."""
         if isinstance(value, torch.Tensor):
-            array = value.detach().cpu()
-            if dtype is not None:
-                array = array.to(dtype)
-            array = array.numpy()
+            array = to_numpy(value if dtype is None else value.to(dtype))
         else:
             array = np.asarray(value)
             if dtype is not None:
@@ -168,7 +162,7 @@ class Graph:
         # ascontiguousarray would make a 0-d array 1-D: keep the shape
         array = np.ascontiguousarray(array).reshape(array.shape)
         out = self.op("Constant", value_t=numpy_helper.from_array(array))
-        out.dtype = _torch_dtype_of(array.dtype)
+        out.dtype = torch_dtype_of(array.dtype)
         out.shape = tuple(array.shape)
         out.const = array
         return out
@@ -179,9 +173,9 @@ class Graph:
         return value
 
     def add_initializer(self, name: str, tensor: torch.Tensor | np.ndarray) -> Value:
-        array = tensor.detach().cpu().numpy() if isinstance(tensor, torch.Tensor) else np.asarray(tensor)
+        array = to_numpy(tensor) if isinstance(tensor, torch.Tensor) else np.asarray(tensor)
         self.initializers[name] = array
-        value = Value(name, _torch_dtype_of(array.dtype), tuple(array.shape), const=array)
+        value = Value(name, torch_dtype_of(array.dtype), tuple(array.shape), const=array)
         self.initializer_values[name] = value
         return value
 
@@ -218,10 +212,6 @@ def attribute_protos(attributes: dict[str, Any]) -> list[onnx.AttributeProto]:
 
 def tensor_proto(value: Any, name: str) -> onnx.TensorProto:
     return _tensor_proto(value, name)
-
-
-def _torch_dtype_of(np_dtype: np.dtype) -> torch.dtype:
-    return torch.from_numpy(np.zeros((), dtype=np_dtype)).dtype
 
 
 def elem_type(value: Value) -> int | None:

@@ -12,23 +12,41 @@ conversion names inputs, outputs and dynamic dims as a one-step export would.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import io
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import os
+import re
+import sys
+import threading
+import traceback
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 from torch.export.graph_signature import OutputKind
 
-from exporter.errors import ExportError
+from exporter import functionalize
+from exporter.errors import ExportError, ExportWarning
+from exporter.provenance import _inside_torch, _short_path
 from exporter.registry import CAPTURE_HOOKS, Dispatcher, check_opset
 
 DynamicAxes = Mapping[str, Mapping[int, str] | Sequence[int]]
 CAPTURE_KEY = "roundtrip.capture"  # where `capture` keeps its CaptureRecord: graph_module.meta
 
 logger = logging.getLogger(__name__)
+
+CAPTURE_LOCK = threading.RLock()
+"""Held while a module is captured. torch.export keeps process-wide state while it traces, and
+capture hooks patch torch's operator tables, so captures from several threads run one at a time."""
+
+_EXPORTER_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_MESSAGE_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]+)\n(?P<code>[^\n]*)')
 
 
 @contextmanager
@@ -62,34 +80,63 @@ def dynamic_shapes_for(
     input_names: Sequence[str],
     dynamic_axes: DynamicAxes | None,
     output_names: Sequence[str] = (),
-) -> tuple[Any, ...] | None:
+    kwargs: Mapping[str, Any] | None = None,
+    parameter_names: Sequence[str] = (),
+) -> tuple[Any, ...] | dict[str, Any] | None:
     """torch.export dynamic_shapes from the seed-style `dynamic_axes={name: {axis: dim_name}}`.
 
-    Entries for outputs are accepted and need nothing: their dynamic axes follow from the inputs'.
+    Positional inputs are named by `input_names`, keyword inputs by their keys. Entries for
+    outputs are accepted and need nothing: their dynamic axes follow from the inputs'. An entry
+    for an input that is not a tensor, or an axis outside the tensor's rank, is an ExportError.
+    With keyword inputs the shapes are keyed by forward()'s `parameter_names`, as torch wants.
     """
     if not dynamic_axes:
         return None
-    unknown = sorted(set(dynamic_axes) - set(input_names) - set(output_names))
+    kwargs = kwargs or {}
+    known = [*input_names, *kwargs]
+    unknown = sorted(set(dynamic_axes) - set(known) - set(output_names))
     if unknown:
         raise ExportError(
-            f"dynamic_axes names {unknown}, which are neither inputs {list(input_names)} nor "
+            f"dynamic_axes names {unknown}, which are neither inputs {known} nor "
             f"outputs {list(output_names)} of the model"
         )
     axes_by_name = normalize_dynamic_axes(dynamic_axes)
     dims: dict[str, torch.export.Dim] = {}
-    specs: list[Any] = []
-    for name, arg in zip(input_names, args):
+
+    def spec_for(name: str, value: Any) -> dict[int, Any] | None:
         axes = axes_by_name.get(name)
-        if axes is None or not isinstance(arg, torch.Tensor):
-            specs.append(None)
-            continue
-        spec = {}
+        if axes is None:
+            return None
+        if not isinstance(value, torch.Tensor):
+            raise ExportError(
+                f"dynamic_axes marks axes of input {name!r}, which is a {type(value).__name__}, not a tensor; "
+                "only tensor inputs have dynamic axes (the tensors inside a nested input cannot be marked)"
+            )
+        rank, spec = value.dim(), {}
         for axis, dim_name in axes.items():
-            axis = axis % arg.dim()
+            if not -rank <= axis < rank:
+                raise ExportError(
+                    f"dynamic_axes[{name!r}] marks axis {axis}, but {name!r} has {rank} dimension(s) "
+                    f"(shape {tuple(value.shape)}); its axes are 0..{rank - 1} (or -{rank}..-1)"
+                    if rank else f"dynamic_axes[{name!r}] marks axis {axis}, but {name!r} is 0-d: it has no axes"
+                )
+            if axis % rank in spec:
+                raise ExportError(f"dynamic_axes[{name!r}] marks axis {axis % rank} twice (as {axis} and another)")
             dims.setdefault(dim_name, torch.export.Dim(_identifier(dim_name)))
-            spec[axis] = dims[dim_name]
-        specs.append(spec)
-    return tuple(specs)
+            spec[axis % rank] = dims[dim_name]
+        return spec
+
+    positional = tuple(spec_for(name, arg) for name, arg in zip(input_names, args))
+    if not kwargs:
+        return positional
+    shapes: dict[str, Any] = {}
+    for index, spec in enumerate(positional):
+        if index < len(parameter_names):
+            shapes[parameter_names[index]] = spec
+        else:
+            raise ExportError("dynamic_axes with keyword inputs needs named positional parameters in forward()")
+    shapes.update({key: spec_for(key, value) for key, value in kwargs.items()})
+    return shapes
 
 
 def _identifier(name: str) -> str:
@@ -129,6 +176,7 @@ class CaptureRecord:
     dynamic_axes: dict[str, dict[int, str]] | None
     custom_symbolics: Mapping[Any, Callable[..., Any]] | None
     opset_version: int
+    input_keys: tuple[str, ...] = ()  # the keyword inputs' names, which name their dynamic axes
 
 
 def capture_record(program: torch.export.ExportedProgram) -> CaptureRecord | None:
@@ -148,27 +196,40 @@ def capture(
     custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
     opset_version: int | None = None,
 ) -> torch.export.ExportedProgram:
-    """Capture `model` run on `args` once, for `exporter.convert` at one or more opsets.
+    """Capture `model` run on `args` (and `kwargs`) once, for `exporter.convert` at one or more opsets.
 
     The arguments mean what they mean to `exporter.export`; `input_names` here only say which
-    names `dynamic_axes` uses. The program keeps every op that has a symbolic at any opset (or
-    in `custom_symbolics`), so it may be converted at any supported opset. `opset_version` is
-    checked and recorded as the conversion's default; it does not change what is captured.
+    names `dynamic_axes` uses. The names are checked before anything is traced: duplicates,
+    a name used for an input and an output, more names than inputs or outputs, and dynamic
+    axes outside their tensor's rank are ExportErrors. The program keeps every op that has a
+    symbolic at any opset (or in `custom_symbolics`), so it may be converted at any supported
+    opset. `opset_version` is checked and recorded as the conversion's default; it does not
+    change what is captured. A module that updates its buffers or inputs gets one ExportWarning:
+    the ONNX model computes its outputs but cannot carry those updates.
     """
     if not isinstance(model, torch.nn.Module):
         raise ExportError(f"export() takes a torch.nn.Module, got {type(model).__name__}")
     opset = check_opset(opset_version)
     args = args if isinstance(args, tuple) else (args,)
-    if input_names is not None and len(input_names) > len(args):
-        raise ExportError(
-            f"input_names has {len(input_names)} names but the model takes {len(args)} input(s); "
-            "parameters are initializers and are named after the state_dict, so name only the inputs"
-        )
+    if kwargs is not None and not (isinstance(kwargs, Mapping) and all(isinstance(k, str) for k in kwargs)):
+        raise ExportError(f"kwargs must be a dict of keyword arguments for forward(), got {type(kwargs).__name__}")
+    kwargs = dict(kwargs or {})
+    tensor_count = sum(isinstance(leaf, torch.Tensor) for leaf in pytree.tree_leaves((args, kwargs)))
+    check_names(input_names, output_names, tensor_count)
     forward_names = forward_input_names(model, args)
     names = with_input_names(forward_names, input_names)
-    dynamic_shapes = dynamic_shapes_for(args, names, dynamic_axes, output_names or ())
+    clashing = sorted(set(output_names or ()) & set(names + list(kwargs)))
+    if clashing:
+        raise ExportError(
+            f"output_names {clashing} are also the names of inputs ({names + list(kwargs)}); "
+            "ONNX values need distinct names: rename the outputs (or name the inputs with input_names)"
+        )
+    parameter_names = [p.name for p in _forward_parameters(model) if p.kind in _POSITIONAL]
+    dynamic_shapes = dynamic_shapes_for(args, names, dynamic_axes, output_names or (), kwargs, parameter_names)
     keep = Dispatcher(opset, custom_symbolics).known_targets()
     program = capture_program(model, args, kwargs, dynamic_shapes, keep)
+    _check_outputs(program, output_names, dynamic_axes)
+    warn_about_mutations(program, type(model).__name__)
     program.graph_module.meta[CAPTURE_KEY] = CaptureRecord(
         root_name=type(model).__name__,
         forward_names=tuple(forward_names),
@@ -177,52 +238,195 @@ def capture(
         dynamic_axes=normalize_dynamic_axes(dynamic_axes) if dynamic_axes else None,
         custom_symbolics=dict(custom_symbolics) if custom_symbolics else None,
         opset_version=opset,
+        input_keys=tuple(kwargs),
     )
     return program
+
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def check_names(input_names: Sequence[str] | None, output_names: Sequence[str] | None, input_count: int) -> None:
+    """ExportError for names the ONNX graph could not carry: not strings, repeated, shared
+    between an input and an output, or more input names than the model has tensor inputs."""
+    for label, names in (("input_names", input_names), ("output_names", output_names)):
+        if names is None:
+            continue
+        if isinstance(names, str) or not isinstance(names, Sequence):
+            raise ExportError(f"{label} must be a list of names, got {type(names).__name__} {names!r}")
+        bad = [n for n in names if not isinstance(n, str) or not n]
+        if bad:
+            raise ExportError(f"{label} must hold non-empty strings; {bad!r} are not")
+        repeated = sorted({n for n in names if list(names).count(n) > 1})
+        if repeated:
+            raise ExportError(f"{label} repeats {repeated}: every ONNX {label[:-7]} needs a name of its own")
+    if input_names is not None and len(input_names) > input_count:
+        raise ExportError(
+            f"input_names has {len(input_names)} names but the model takes {input_count} tensor input(s); "
+            "parameters are initializers and are named after the state_dict, so name only the inputs"
+        )
+    both = sorted(set(input_names or ()) & set(output_names or ()))
+    if both:
+        raise ExportError(f"{both} named as both an input and an output; ONNX values need distinct names")
+
+
+def check_output_names(output_names: Sequence[str] | None, count: int) -> None:
+    """ExportError unless `output_names` names at most the model's `count` outputs."""
+    if output_names is not None and len(output_names) > count:
+        raise ExportError(
+            f"output_names has {len(output_names)} names but the model returns {count} output(s); "
+            "give one name per output, in the order forward() returns them (fewer names leave the "
+            "rest named after their FX nodes)"
+        )
+
+
+def user_outputs(program: torch.export.ExportedProgram) -> list[Any]:
+    """The output node's arguments that are user outputs (not buffer or input updates), in order."""
+    output_node = next(n for n in program.graph.nodes if n.op == "output")
+    kinds = [spec.kind for spec in program.graph_signature.output_specs]
+    return [item for item, kind in zip(output_node.args[0], kinds) if kind == OutputKind.USER_OUTPUT]
+
+
+def _check_outputs(program: torch.export.ExportedProgram, output_names: Sequence[str] | None,
+                   dynamic_axes: DynamicAxes | None) -> None:
+    """After capture, when the outputs are known: as many names as outputs at most, and the
+    outputs' dynamic axes inside their rank."""
+    outputs = user_outputs(program)
+    check_output_names(output_names, len(outputs))
+    axes_by_name = normalize_dynamic_axes(dynamic_axes)
+    for name, item in zip(output_names or (), outputs):
+        val = item.meta.get("val") if isinstance(item, torch.fx.Node) else None
+        rank = val.dim() if isinstance(val, torch.Tensor) else 0
+        for axis in axes_by_name.get(name, {}):
+            if not -rank <= axis < rank:
+                raise ExportError(
+                    f"dynamic_axes[{name!r}] marks axis {axis}, but output {name!r} has {rank} dimension(s)"
+                )
+
+
+def mutated_state(program: torch.export.ExportedProgram) -> list[tuple[str, str]]:
+    """(kind, name) of every buffer, parameter or user input the program updates in place:
+    ("buffer", "count"), ("input", "x"). ONNX graphs have no state to update."""
+    kinds = {
+        OutputKind.BUFFER_MUTATION: "buffer", OutputKind.PARAMETER_MUTATION: "parameter",
+        OutputKind.USER_INPUT_MUTATION: "input",
+    }
+    return [(kinds[spec.kind], spec.target) for spec in program.graph_signature.output_specs if spec.kind in kinds]
+
+
+def describe_mutations(mutations: Sequence[tuple[str, str]]) -> str:
+    """`buffer 'count' and input 'x'`."""
+    return " and ".join(f"{kind} {name!r}" for kind, name in mutations)
+
+
+def warn_about_mutations(program: torch.export.ExportedProgram, model_name: str) -> None:
+    """One ExportWarning naming every buffer, parameter and input the module updates in place."""
+    mutations = mutated_state(program)
+    if mutations:
+        warnings.warn(
+            f"{model_name}.forward() updates {describe_mutations(mutations)} in place; the ONNX model "
+            "computes the outputs but cannot express the update (an ONNX graph has no state), so it is "
+            "left out. Return the new value as an output if you need it.",
+            ExportWarning, stacklevel=3,
+        )
 
 
 def capture_program(
     model: torch.nn.Module,
     args: tuple[Any, ...],
     kwargs: dict[str, Any] | None,
-    dynamic_shapes: tuple[Any, ...] | None,
+    dynamic_shapes: tuple[Any, ...] | dict[str, Any] | None,
     keep: Iterable[str],
 ) -> torch.export.ExportedProgram:
-    """Export `model` and decompose everything except the overloads named in `keep`."""
+    """Export `model` and decompose everything except the overloads named in `keep`.
+
+    Runs under CAPTURE_LOCK; torch's diagnostics of a failed capture (the partial FX graph it
+    prints, its warnings) are kept off stderr and logged at DEBUG, and the ExportError names
+    the line of the user's code that stopped the capture.
+    """
     keep_set = frozenset(keep)
-    if dynamic_shapes is not None and _takes_only_var_positional(model):
+    if isinstance(dynamic_shapes, tuple) and _takes_only_var_positional(model):
         dynamic_shapes = (dynamic_shapes,)  # forward(*args): torch.export nests them under `args`
-    with eval_mode(model), _capture_hooks(model, keep_set):
+    with CAPTURE_LOCK, eval_mode(model), _capture_hooks(model, keep_set):
         try:
-            program = torch.export.export(
-                model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False
-            )
+            with _torch_diagnostics_held():
+                program = torch.export.export(
+                    model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False
+                )
         except ExportError:
             raise  # a capture hook's refusal, which already says what to do
         except Exception as error:  # torch raises many types; all mean "could not capture"
-            raise ExportError(
-                f"torch.export could not capture {type(model).__name__}: {type(error).__name__}: "
-                f"{_first_lines(str(error))}\nWhat to do: make forward() traceable (no data-dependent "
-                "Python control flow on tensor values), or check that dynamic_axes only marks axes "
-                "the model really treats as dynamic."
-            ) from error
-        if _nothing_to_decompose(program, keep_set):
-            # run_decompositions would re-trace the graph to return it unchanged, at ~0.3 s of
-            # fixed cost (torch rescans every composite op); only its dead-code pass is left to do.
-            program.graph_module.graph.eliminate_dead_code()
-            program.graph_module.recompile()
+            raise ExportError(capture_failure_message(type(model).__name__, error)) from error
+        if functionalize.rewrite(program, keep_set):
+            # run_decompositions would trace the whole graph again (as long as the capture
+            # itself) for what a few local rewrites do: in-place ops, eval batch_norm, dropout.
             return program
         table = torch.export.default_decompositions()
         for op in list(table.keys()):
             if str(op) in keep_set:
                 table.pop(op)
         try:
-            return program.run_decompositions(table)
+            with _torch_diagnostics_held():
+                return program.run_decompositions(table)
         except Exception as error:
             raise ExportError(
                 f"decomposing the captured graph of {type(model).__name__} failed: "
                 f"{type(error).__name__}: {_first_lines(str(error))}"
             ) from error
+
+
+@contextmanager
+def _torch_diagnostics_held() -> Iterator[None]:
+    """Hold what torch writes to stderr while it traces (its log handlers and, on a failed
+    capture, a print of the partial FX graph). On success it is written out as it would have
+    been; on failure it goes to this module's DEBUG log, since the ExportError says what matters.
+    Callers hold CAPTURE_LOCK, so no other capture swaps sys.stderr meanwhile."""
+    held = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(held):
+            yield
+    except BaseException:
+        if held.getvalue():
+            logger.debug("torch's diagnostics of the failed capture:\n%s", held.getvalue())
+        raise
+    if held.getvalue():
+        sys.stderr.write(held.getvalue())
+
+
+def capture_failure_message(model_name: str, error: BaseException) -> str:
+    """What a failed torch.export capture says to the user: torch's summary, the lines of the
+    user's code it stopped at (innermost last), and what to do."""
+    text = str(error).strip()
+    summary = _first_lines(text.split("\n\n", 1)[0], 6)
+    frames = user_frames(error)
+    where = "".join(f"\n  at {frame}" for frame in frames[-3:]) or "\n  (no line of your code was on the stack)"
+    return (
+        f"torch.export could not capture {model_name}: {type(error).__name__}: {summary}{where}\n"
+        "What to do: make forward() traceable (no data-dependent Python control flow on tensor values: "
+        "use torch.where for element-wise choices), or check that dynamic_axes only marks axes the model "
+        "really treats as dynamic."
+    )
+
+
+def user_frames(error: BaseException) -> list[str]:
+    """`file:line in func: code` for each frame of the user's code in the error, outermost
+    first: the traceback's frames, then those torch quotes in its message (outside torch, the
+    exporter and code generated at run time)."""
+    frames: list[tuple[str, int, str, str]] = [
+        (f.filename, f.lineno or 0, f.name, (f.line or "").strip()) for f in traceback.extract_tb(error.__traceback__)
+    ]
+    frames += [
+        (m["file"], int(m["line"]), m["func"].strip(), m["code"].strip()) for m in _MESSAGE_FRAME.finditer(str(error))
+    ]
+    seen: set[tuple[str, int]] = set()
+    lines = []
+    for file, line, func, code in frames:
+        generated = file.startswith("<")  # code torch compiled on the fly, e.g. "<string>"
+        if generated or _inside_torch(file) or os.path.abspath(file).startswith(_EXPORTER_DIR) or (file, line) in seen:
+            continue
+        seen.add((file, line))
+        lines.append(f"{_short_path(file)}:{line} in {func}" + (f": {code}" if code else ""))
+    return lines
 
 
 @contextmanager

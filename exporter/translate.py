@@ -17,13 +17,27 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch.export.graph_signature import InputKind, OutputKind
+from torch.export.graph_signature import InputKind
 
-from exporter.errors import SymbolicError, UnsupportedOperator, UnsupportedOperatorError
+from exporter.dtypes import unsupported_reason
+from exporter.errors import ExportError, SymbolicError, UnsupportedOperator, UnsupportedOperatorError
 from exporter.graph import Dim, Graph, Value
 from exporter.provenance import scope_of, source_of
 from exporter.registry import Dispatcher, normalize_target
-from exporter.trace import DynamicAxes, normalize_dynamic_axes
+from exporter.trace import DynamicAxes, check_output_names, normalize_dynamic_axes, user_outputs
+
+# Input kinds whose placeholders hold a tensor the ONNX graph carries as an initializer.
+_STATE_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+EFFECT_HINT = (
+    "hint: an op with a side effect (an error check such as torch.linalg.inv's, a print, a custom "
+    "op that mutates state) is ordered by an effect token, which ONNX cannot express; compute the "
+    "result without the side effect (e.g. torch.linalg.inv_ex, which returns its error code "
+    "instead of raising)"
+)
+CONSTRUCT_HINT = (
+    "hint: roundtrip translates ATen operator calls only; rewrite this part of forward() with "
+    "tensor operations (torch.where instead of torch.cond, a fixed loop instead of while_loop)"
+)
 
 
 class _Missing:
@@ -78,16 +92,24 @@ def translate(
     `root_name` roots every node's scope; `dim_names` maps size symbols (e.g. 's77') to the
     user's dim names (see `dim_names_for`).
     """
+    _check_dtypes(program, opset_version)
     graph = Graph(opset_version)
     conversion = Conversion(graph)
     shapes = _ShapeNamer(dim_names)
     env: dict[str, Any] = {}
     unsupported: list[UnsupportedOperator] = []
 
-    _add_placeholders(program, graph, env, conversion, input_names, shapes)
+    _add_placeholders(program, graph, env, conversion, input_names, shapes, unsupported, root_name)
 
     for node in program.graph.nodes:
-        if node.op != "call_function":
+        if node.op in ("placeholder", "output"):
+            continue
+        if node.op != "call_function":  # get_attr, call_module, call_method: not ATen calls
+            unsupported.append(_unsupported(
+                node, root_name, f"<{node.op} {node.target}>",
+                f"a {node.op} node, which the capture left in the graph (a submodule or attribute "
+                "read that torch.export did not lift into an ATen call)", CONSTRUCT_HINT))
+            env[node.name] = MISSING
             continue
         if node.target is operator.getitem:
             source = env.get(node.args[0].name, MISSING)
@@ -102,11 +124,7 @@ def translate(
             "roundtrip.source": source_of(node),
         }
         if isinstance(found, str):
-            unsupported.append(
-                UnsupportedOperator(
-                    node.name, target, provenance["roundtrip.scope"], provenance["roundtrip.source"], found
-                )
-            )
+            unsupported.append(_unsupported(node, root_name, target, *_capture_construct(node, found)))
             env[node.name] = MISSING
             continue
         args, kwargs = _symbolic_arguments(node, env)
@@ -159,7 +177,40 @@ def dim_names_for(
     return mapping
 
 
-def _add_placeholders(program, graph, env, conversion, input_names, shapes) -> None:
+def _unsupported(node: torch.fx.Node, root_name: str, target: str, reason: str, hint: str = "") -> UnsupportedOperator:
+    return UnsupportedOperator(node.name, target, scope_of(node, root_name), source_of(node), reason, hint)
+
+
+def _capture_construct(node: torch.fx.Node, reason: str) -> tuple[str, str]:
+    """The reason and hint for an untranslatable node: plain ATen ops get the registry's reason
+    (and the register_symbolic hint); higher-order ops and effect tokens say what they are."""
+    if not isinstance(node.target, torch._ops.HigherOrderOperator):
+        return reason, ""
+    name = node.target.name()
+    if name == "with_effects":
+        wrapped = node.args[1] if len(node.args) > 1 else "?"
+        return f"it runs {wrapped} for its side effect, ordered by an effect token", EFFECT_HINT
+    return f"the higher-order operator {name} (control flow or a nested graph) has no ONNX translation", CONSTRUCT_HINT
+
+
+def _check_dtypes(program: torch.export.ExportedProgram, opset_version: int) -> None:
+    """ExportError listing every value whose dtype cannot be exported at `opset_version`."""
+    problems: dict[torch.dtype, list[str]] = {}
+    for node in program.graph.nodes:
+        val = node.meta.get("val")
+        for item in val if isinstance(val, (tuple, list)) else [val]:
+            if isinstance(item, torch.Tensor) and unsupported_reason(item.dtype, opset_version):
+                problems.setdefault(item.dtype, []).append(node.name)
+    if problems:
+        lines = [
+            f"  {str(dtype).removeprefix('torch.')} (values {', '.join(names[:6])}"
+            f"{', ...' if len(names) > 6 else ''}): {unsupported_reason(dtype, opset_version)}"
+            for dtype, names in sorted(problems.items(), key=lambda item: str(item[0]))
+        ]
+        raise ExportError(f"the model uses dtypes that cannot be exported at opset {opset_version}:\n" + "\n".join(lines))
+
+
+def _add_placeholders(program, graph, env, conversion, input_names, shapes, unsupported, root_name) -> None:
     specs = {spec.arg.name: spec for spec in program.graph_signature.input_specs}
     constants = {**program.constants, **program.state_dict}
     user_index = 0
@@ -167,6 +218,16 @@ def _add_placeholders(program, graph, env, conversion, input_names, shapes) -> N
         if node.op != "placeholder":
             continue
         spec = specs[node.name]
+        if spec.kind == InputKind.TOKEN:
+            env[node.name] = MISSING  # an effect token: only with_effects reads it (reported there)
+            continue
+        if spec.kind not in (InputKind.USER_INPUT, *_STATE_KINDS):
+            unsupported.append(_unsupported(
+                node, root_name, f"<{str(spec.kind).rsplit('.', 1)[-1].lower()} input {node.name}>",
+                f"an input of kind {spec.kind.name} (e.g. a TorchScript object), which ONNX cannot carry",
+                CONSTRUCT_HINT))
+            env[node.name] = MISSING
+            continue
         if spec.kind == InputKind.USER_INPUT:
             val = node.meta.get("val")
             if not isinstance(val, torch.Tensor):
@@ -265,31 +326,57 @@ def _name_one(graph: Graph, value: Any, name: str, meta: Any, start: int, shapes
 
 
 def _add_outputs(program, graph, env, conversion, output_names) -> None:
+    """The user outputs, in order. An output that is a graph input or initializer, or a value
+    already output (returned twice, or under two names), gets its own Identity node: every
+    graph output is then a distinct node output, as the checker's SSA rule requires."""
     output_node = next(n for n in program.graph.nodes if n.op == "output")
-    kinds = [spec.kind for spec in program.graph_signature.output_specs]
-    # Buffer/parameter mutations (e.g. Embedding(max_norm=...)'s renorm) are state, not outputs.
-    user_items = [item for item, kind in zip(output_node.args[0], kinds) if kind == OutputKind.USER_OUTPUT]
+    user_items = user_outputs(program)  # buffer and input updates are state: exporter.trace warns
+    check_output_names(output_names, len(user_items))
+    taken = _value_names(graph)
     used: set[str] = set()
     for index, item in enumerate(user_items):
         if not isinstance(item, torch.fx.Node):
-            raise SymbolicError(f"output {index} is a constant ({item!r}); only tensor outputs can be exported")
+            raise ExportError(
+                f"output {index} is the constant {item!r}; only tensor outputs can be exported "
+                "(return it as a tensor, or leave it out of forward()'s outputs)"
+            )
         value = env[item.name]
         if not isinstance(value, Value):
             raise SymbolicError(f"output {index} ({item.name}) did not produce an ONNX value")
-        wanted = output_names[index] if output_names and index < len(output_names) else value.name
+        wanted = output_names[index] if output_names and index < len(output_names) else None
         is_graph_input = any(value is v for v in graph.inputs) or value.name in graph.initializers
-        if is_graph_input or value.name in used:
-            with graph.node_context({"roundtrip.fx_node": item.name, "roundtrip.aten": "output"}, "output"):
+        needs_copy = is_graph_input or value.name in used
+        if wanted is not None and wanted in taken and (needs_copy or wanted != value.name):
+            raise ExportError(
+                f"output_names[{index}]={wanted!r} is already the name of another value of the graph "
+                "(an input, a weight, another output, or an intermediate: roundtrip names those after "
+                "the FX nodes that compute them); choose another name"
+            )
+        if needs_copy:
+            with graph.node_context({"roundtrip.fx_node": output_node.name, "roundtrip.aten": "output"}, "output"):
                 copy = graph.op("Identity", value)
             copy.dtype, copy.shape = value.dtype, value.shape
+            copy.name = wanted or _fresh_name(f"{item.name}_output{index}", taken)
             value = copy
-            value.name = wanted
-        elif wanted != value.name:
+        elif wanted is not None and wanted != value.name:
             conversion.renamed[value.name] = wanted
             value.name = wanted
+        taken.add(value.name)
         used.add(value.name)
         graph.outputs.append(value)
         conversion.output_names.append(value.name)
+
+
+def _value_names(graph: Graph) -> set[str]:
+    names = {v.name for v in graph.inputs} | set(graph.initializers)
+    return names | {out.name for node in graph.nodes for out in node.outputs}
+
+
+def _fresh_name(base: str, taken: set[str]) -> str:
+    name, suffix = base, 1
+    while name in taken:
+        name, suffix = f"{base}_{suffix}", suffix + 1
+    return name
 
 
 class _ShapeNamer:

@@ -13,14 +13,34 @@ The pipeline, bottom to top (a module imports only from its own layer or below):
 
 from __future__ import annotations
 
-from harness import backend
-from harness.metrics.comparison import Comparison, compare
-from harness.onnx_verification import verify_onnx
-from harness.records import OpRecord, Verification
-from harness.reproducer import write_reproducer
-from harness.verification import verify
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "Comparison", "OpRecord", "Verification", "backend", "compare", "verify", "verify_onnx",
-    "write_reproducer",
-]
+if TYPE_CHECKING:
+    from harness import backend
+    from harness.metrics.comparison import Comparison, compare
+    from harness.onnx_verification import verify_onnx
+    from harness.records import OpRecord, Verification
+    from harness.reproducer import write_reproducer
+    from harness.verification import verify
+
+# Loaded on first use: the pytest plugin (harness.pytest_plugin) is imported into every pytest
+# run of an environment that has this package, and must not import torch or onnxruntime there.
+_PUBLIC = {
+    "Comparison": "harness.metrics.comparison", "OpRecord": "harness.records",
+    "Verification": "harness.records", "backend": "harness", "compare": "harness.metrics.comparison",
+    "verify": "harness.verification", "verify_onnx": "harness.onnx_verification",
+    "write_reproducer": "harness.reproducer",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'harness' has no attribute {name!r}")
+    value = importlib.import_module(f"harness.{name}") if module == "harness" else getattr(
+        importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -24,6 +24,9 @@ from typing import Any
 import onnx
 import torch
 
+from exporter.trace import eval_mode
+from harness.runtime.model_files import load_model_file
+
 logger = logging.getLogger(__name__)
 
 EXPORTERS = ("roundtrip", "torch.onnx", "torchscript")
@@ -44,26 +47,30 @@ def export_for_verification(
     model: torch.nn.Module,
     args: tuple[Any, ...],
     *,
+    kwargs: Mapping[str, Any] | None = None,
     onnx_model: onnx.ModelProto | str | os.PathLike | None = None,
     opset_version: int | None = None,
     dynamic_axes: Mapping[str, Mapping[int, str]] | None = None,
     input_names: Sequence[str] | None = None,
 ) -> ExportedForVerification:
-    """Export `model` with `exporter` (or take `onnx_model`, made by `exporter`)."""
+    """Export `model` on `args` and `kwargs` with `exporter` (or take `onnx_model`, made by
+    `exporter`). Every exporter captures the module in eval mode and leaves it in the mode it
+    was found in."""
     if exporter not in EXPORTERS:
         raise ValueError(f"exporter={exporter!r}; choose one of {EXPORTERS}")
     given = None
     if onnx_model is not None:
-        given = onnx_model if isinstance(onnx_model, onnx.ModelProto) else onnx.load(os.fspath(onnx_model))
-    kwargs = dict(opset_version=opset_version, dynamic_axes=dynamic_axes, input_names=input_names)
+        given = onnx_model if isinstance(onnx_model, onnx.ModelProto) else load_model_file(onnx_model)
+    options = dict(kwargs=dict(kwargs) if kwargs else None, opset_version=opset_version,
+                   dynamic_axes=dynamic_axes, input_names=input_names)
     if exporter == "roundtrip":
         import exporter as roundtrip_exporter
 
         if given is None:
-            ours = roundtrip_exporter.export_program(model, args, **kwargs)
+            ours = roundtrip_exporter.export_program(model, args, **options)
             return ExportedForVerification(ours.model, ours.program, exporter)
         try:
-            program = roundtrip_exporter.export_program(model, args, **kwargs).program
+            program = roundtrip_exporter.export_program(model, args, **options).program
         except roundtrip_exporter.ExportError as error:
             return ExportedForVerification(given, None, "given", [
                 f"roundtrip could not capture the module ({type(error).__name__}), so the given model "
@@ -77,39 +84,42 @@ def export_for_verification(
             )
         return ExportedForVerification(given, program, "given", notes)
     if exporter == "torch.onnx":
-        program = torch_onnx_export(model, args, **kwargs)
+        program = torch_onnx_export(model, args, **options)
         if given is None:
             return ExportedForVerification(program.model_proto, program.exported_program, exporter)
         return ExportedForVerification(given, program.exported_program, "given")
     if given is None:
-        given = torchscript_export(model, args, **kwargs)
+        given = torchscript_export(model, args, **options)
         return ExportedForVerification(given, None, exporter)
     return ExportedForVerification(given, None, "given")
 
 
-def torch_onnx_export(model, args, *, opset_version=None, dynamic_axes=None, input_names=None,
+def torch_onnx_export(model, args, *, kwargs=None, opset_version=None, dynamic_axes=None, input_names=None,
                       optimize: bool = False):
-    """torch.onnx's dynamo exporter. `optimize=False` keeps FX node names on the values, which
-    is what lets the harness join its intermediates to torch's."""
-    model.eval()
-    kwargs: dict[str, Any] = {"dynamo": True, "optimize": optimize, "verbose": False}
+    """torch.onnx's dynamo exporter, run with the module in eval mode (then restored).
+    `optimize=False` keeps FX node names on the values, which is what lets the harness join its
+    intermediates to torch's."""
+    options: dict[str, Any] = {"dynamo": True, "optimize": optimize, "verbose": False, "kwargs": kwargs}
     if opset_version is not None:
-        kwargs["opset_version"] = opset_version
+        options["opset_version"] = opset_version
     if dynamic_axes:
-        kwargs["dynamic_axes"] = dict(dynamic_axes)
-        kwargs["input_names"] = list(input_names or dynamic_axes.keys())
+        options["dynamic_axes"] = dict(dynamic_axes)
+        options["input_names"] = list(input_names or dynamic_axes.keys())
     elif input_names:
-        kwargs["input_names"] = list(input_names)
-    return torch.onnx.export(model, args, **kwargs)
+        options["input_names"] = list(input_names)
+    with eval_mode(model):
+        return torch.onnx.export(model, args, **options)
 
 
-def torchscript_export(model, args, *, opset_version=None, dynamic_axes=None, input_names=None) -> onnx.ModelProto:
-    """torch.onnx's TorchScript-based exporter (`dynamo=False`)."""
-    model.eval()
+def torchscript_export(model, args, *, kwargs=None, opset_version=None, dynamic_axes=None,
+                       input_names=None) -> onnx.ModelProto:
+    """torch.onnx's TorchScript-based exporter (`dynamo=False`), run with the module in eval
+    mode (then restored)."""
     buffer = io.BytesIO()
-    torch.onnx.export(
-        model, args, buffer, dynamo=False, opset_version=opset_version or 18,
-        dynamic_axes=dict(dynamic_axes) if dynamic_axes else None,
-        input_names=list(input_names) if input_names else None,
-    )
+    with eval_mode(model):
+        torch.onnx.export(
+            model, args, buffer, kwargs=kwargs, dynamo=False, opset_version=opset_version or 18,
+            dynamic_axes=dict(dynamic_axes) if dynamic_axes else None,
+            input_names=list(input_names) if input_names else None,
+        )
     return onnx.load_from_string(buffer.getvalue())

@@ -20,6 +20,7 @@ from harness.metrics.arrays import as_array, contiguous
 from harness.metrics.comparison import compare
 from harness.metrics.tolerances import ToleranceTable
 from harness.records import Verification
+from harness.runtime.model_files import load_model_file
 from harness.verification import (
     DEFAULT_OUTPUT_ATOL, DEFAULT_OUTPUT_RTOL, new_verification, run_production, tolerance_table,
 )
@@ -38,18 +39,21 @@ def verify_onnx(
     allowed_mismatch: float = 0.0,
     tf32: bool = False,
     model_name: str | None = None,
+    strict: bool | None = None,
 ) -> Verification:
-    """Verify an ONNX model (a proto or a path; external data is loaded from beside the file).
+    """Verify an ONNX model (a proto or a path; external data is loaded from beside the file,
+    once its locations are checked: `ModelFileError` names a bad file or a refused location).
 
     `inputs`: arrays in graph-input order, or {name: array}. `expected`: the outputs in graph
     order (or by name); without them the ReferenceEvaluator's outputs are expected. The model
     passes when the checker passes and every output is inside `output_atol + output_rtol*|e|`.
+    `strict` raises the harness's own errors (harness.analysis.strictness).
     """
     if isinstance(model_or_path, onnx.ModelProto):
         model, name = model_or_path, model_or_path.graph.name
     else:
         path = os.fspath(model_or_path)
-        model, name = onnx.load(path), os.path.basename(os.path.dirname(path)) or path
+        model, name = load_model_file(path), os.path.basename(os.path.dirname(path)) or path
     table = tolerance_table(tolerances)
     spec = runtime.DeviceSpec.parse(device)
     verification = new_verification(model, spec, model_name=model_name or name, exporter="given")
@@ -97,7 +101,7 @@ def verify_onnx(
             verification.add_analysis(analyse_nodes(
                 shared.stubbed(model) if shared else model, model, feeds, spec.kind, table,
                 runtime.model_runner(spec, tf32, shared), shared.stub if shared else (lambda t: t),
-                reference=reference, production=actual, environment=verification.environment,
+                reference=reference, production=actual, environment=verification.environment, strict=strict,
             ))
             timings["per_op_s"] = time.perf_counter() - started
     verification.passed = verification.verdict(

@@ -5,6 +5,7 @@ OpRecord (one row per op) comes from harness.analysis; Verification holds a mode
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,15 +66,20 @@ class Verification:
 
     @property
     def worst_op(self) -> OpRecord | None:
-        """The op with the largest isolated error relative to its tolerance.
+        """The op that fails worst: first an op that fails outright (the backend cannot run its
+        subgraph, or its isolated output has the wrong shape or dtype or disagrees on NaN/Inf),
+        then the largest isolated error relative to its tolerance.
 
         Only isolated errors compete when any op has one: an accumulated error carries every
         error before it, so it would blame a downstream op. Without isolation (per-op
         analysis off or impossible) the largest accumulated error stands in.
         """
-        isolated = [op for op in self.ops if op.isolated is not None]
-        if isolated:
-            return max(isolated, key=lambda op: op.isolated.tolerance_ratio)
+        judged = [op for op in self.ops if op.isolated is not None or op.passed is False]
+        if judged:
+            return max(judged, key=lambda op: (
+                op.failure not in ("", "tolerance"),
+                op.isolated.tolerance_ratio if op.isolated is not None else math.inf,
+            ))
         measured = [op for op in self.ops if op.accumulated is not None]
         return max(measured, key=lambda op: op.accumulated.tolerance_ratio, default=None)
 

@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 import onnx
 import torch
+import torch.utils._pytree as pytree
 
 from harness import runtime
-from harness.analysis.torch_values import output_values, record_values
+from harness.analysis.torch_values import flat_user_inputs, output_values, record_values
 from harness.exporters import EXPORTERS, ExportedForVerification, export_for_verification
 from harness.metrics.arrays import as_array, flatten_outputs
 from harness.metrics.comparison import compare
@@ -53,6 +54,7 @@ def verify(
     model: torch.nn.Module,
     args: Any,
     *,
+    kwargs: Mapping[str, Any] | None = None,
     device: str = "cpu",
     exporter: str = "roundtrip",
     onnx_model: onnx.ModelProto | str | None = None,
@@ -66,39 +68,61 @@ def verify(
     allowed_mismatch: float = 0.0,
     tf32: bool = False,
     model_name: str | None = None,
+    strict: bool | None = None,
 ) -> Verification:
-    """Export `model` on `args` (or take `onnx_model`, made by `exporter`) and verify it on
-    `device` ("cpu", "cuda[:n]" or "reference").
+    """Export `model` on `args` and `kwargs` (or take `onnx_model`, made by `exporter`) and
+    verify it on `device` ("cpu", "cuda[:n]" or "reference").
 
+    `args` and `kwargs` may hold any inputs torch.export accepts (tensors, Python scalars,
+    dicts, lists, tuples, nested); the ONNX model's inputs are their tensor leaves, flattened.
     The model passes when the checker passes and every output is inside
     `output_atol + output_rtol*|expected|` (up to `allowed_mismatch` of the elements). A CUDA
     request that cannot run on CUDA raises `runtime.BackendUnavailableError` with the reason.
+    `strict=True` (default: the ROUNDTRIP_STRICT environment variable) raises the harness's own
+    errors instead of recording them as notes (see harness.analysis.strictness).
     """
     if exporter not in EXPORTERS:
         raise ValueError(f"exporter={exporter!r}; choose one of {EXPORTERS}")
     args = args if isinstance(args, tuple) else (args,)
+    training = training_mode_note(model)
     spec = runtime.DeviceSpec.parse(device)
     if spec.kind == "cuda":  # fail before exporting: the reason is the answer
         runtime.require_cuda()
     started = time.perf_counter()
     exported = export_for_verification(
-        exporter, model, args, onnx_model=onnx_model, opset_version=opset_version,
+        exporter, model, args, kwargs=kwargs, onnx_model=onnx_model, opset_version=opset_version,
         dynamic_axes=dynamic_axes, input_names=input_names,
     )
     export_s = time.perf_counter() - started
+    if training:
+        exported.notes.insert(0, training)
     verification = verify_exported(
-        exported, args, module=model, device=device, tolerances=tolerances, per_op=per_op,
+        exported, args, kwargs=kwargs, module=model, device=device, tolerances=tolerances, per_op=per_op,
         output_atol=output_atol, output_rtol=output_rtol, allowed_mismatch=allowed_mismatch,
-        tf32=tf32, model_name=model_name or type(model).__name__,
+        tf32=tf32, model_name=model_name or type(model).__name__, strict=strict,
     )
     verification.timings = {"export_s": export_s, **verification.timings}
     return verification
+
+
+def training_mode_note(model: torch.nn.Module) -> str:
+    """The note for a module found in training mode ('' in eval mode): every exporter captures
+    it in eval mode, so eval-mode behaviour is what gets verified."""
+    training = [name or type(model).__name__ for name, module in model.named_modules() if module.training]
+    if not training:
+        return ""
+    listed = ", ".join(training[:4]) + (", ..." if len(training) > 4 else "")
+    return (
+        f"the module was in training mode ({listed}); it was exported and verified in eval mode "
+        "(dropout off, batch norm on its running statistics), and left in the mode it was found in"
+    )
 
 
 def verify_exported(
     exported: ExportedForVerification,
     args: tuple[Any, ...],
     *,
+    kwargs: Mapping[str, Any] | None = None,
     module: torch.nn.Module | None = None,
     device: str = "cpu",
     tolerances: ToleranceTable | str | None = None,
@@ -108,11 +132,14 @@ def verify_exported(
     allowed_mismatch: float = 0.0,
     tf32: bool = False,
     model_name: str = "model",
+    strict: bool | None = None,
 ) -> Verification:
     """Verify an already exported model (`verify` without the export; benchmarks time this).
 
-    Torch's values come from `exported.program`, or from `module` run eagerly when there is
-    no program (then per-op analysis is per ONNX node against the ReferenceEvaluator).
+    Torch's values come from `exported.program` run on the flattened `args` and `kwargs`, or
+    from `module` run eagerly when there is no program (then per-op analysis is per ONNX node
+    against the ReferenceEvaluator). Only the user outputs are compared: buffers and inputs the
+    module updates in place are named in a note, since an ONNX model cannot express the update.
     """
     table = tolerance_table(tolerances)
     spec = runtime.DeviceSpec.parse(device)
@@ -126,18 +153,21 @@ def verify_exported(
     with runtime.device_context(spec, tf32=tf32) as environment:
         verification.environment = {**environment, **runtime.versions(), "torch_seed": torch.initial_seed()}
         started = time.perf_counter()
-        torch_args = tuple(a.to(spec.torch_device) if isinstance(a, torch.Tensor) else a for a in args)
+        torch_args, torch_kwargs = pytree.tree_map_only(
+            torch.Tensor, lambda t: t.to(spec.torch_device), (tuple(args), dict(kwargs or {})))
         values: dict[str, Any] = {}
         if exported.program is not None:
-            values = record_values(exported.program, torch_args, device=spec.torch_device)
+            values = record_values(exported.program, torch_args, kwargs=torch_kwargs, device=spec.torch_device)
             expected_outputs = flatten_outputs(output_values(exported.program, values))
+            verification.notes.extend(_mutation_notes(exported.program))
         else:
-            expected_outputs = flatten_outputs(_run_eager(module, torch_args, spec.torch_device))
+            expected_outputs = flatten_outputs(_run_eager(module, torch_args, torch_kwargs, spec.torch_device))
         timings["torch_s"] = time.perf_counter() - started
 
         started = time.perf_counter()
         shared = runtime.SharedWeights.of(onnx_proto) if spec.kind == "cpu" else None
-        feeds = dict(zip(runtime.real_inputs(onnx_proto), _numpy_args(args)))
+        leaves = flat_user_inputs(exported.program, args, kwargs) if exported.program is not None else (args, kwargs)
+        feeds = dict(zip(runtime.real_inputs(onnx_proto), _numpy_args(leaves)))
         actual_outputs = run_production(verification, onnx_proto, spec, feeds, tf32=tf32, shared=shared)
         timings["backend_s"] = time.perf_counter() - started
 
@@ -154,7 +184,7 @@ def verify_exported(
                 )
         if per_op:
             started = time.perf_counter()
-            _per_op(verification, exported, values, feeds, spec, table, tf32, shared, actual_outputs)
+            _per_op(verification, exported, values, feeds, spec, table, tf32, shared, actual_outputs, strict)
             timings["per_op_s"] = time.perf_counter() - started
 
     verification.passed = verification.verdict(
@@ -191,7 +221,7 @@ def run_production(verification: Verification, model: onnx.ModelProto, spec: run
     return production.outputs
 
 
-def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, production) -> None:
+def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, production, strict) -> None:
     run = runtime.model_runner(spec, tf32, shared)
     source = exported.model
     loaded = shared.stubbed(source) if shared is not None else source
@@ -213,6 +243,7 @@ def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, pr
             onnx_model=loaded, source_model=source, program=exported.program, groups=groups,
             values=values, feeds=feeds, device=spec.kind, table=table, run=run,
             initializer=initializer, production=production, environment=verification.environment,
+            strict=strict,
         )
         verification.add_analysis(fx_rows.analyse(analysis))
         return
@@ -220,23 +251,36 @@ def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, pr
 
     verification.add_analysis(analyse_nodes(
         loaded, source, feeds, spec.kind, table, run, initializer, production=production,
-        environment=verification.environment,
+        environment=verification.environment, strict=strict,
     ))
 
 
-def _run_eager(module: torch.nn.Module, args: tuple[Any, ...], device: str) -> Any:
-    """`module(*args)` in eval mode on `device`, leaving the module as it was found."""
+def _mutation_notes(program: torch.export.ExportedProgram) -> list[str]:
+    from exporter.trace import describe_mutations, mutated_state
+
+    mutations = mutated_state(program)
+    if not mutations:
+        return []
+    return [
+        f"the module updates {describe_mutations(mutations)} in place, which the ONNX model cannot "
+        "express (it has no state): only the returned outputs are compared"
+    ]
+
+
+def _run_eager(module: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any], device: str) -> Any:
+    """`module(*args, **kwargs)` in eval mode on `device`, leaving the module as it was found."""
     from exporter.trace import eval_mode
 
     parameter = next(module.parameters(), None)
     original = parameter.device if parameter is not None else None
     try:
         with torch.no_grad(), eval_mode(module):
-            return module.to(device)(*args)
+            return module.to(device)(*args, **kwargs)
     finally:
         if original is not None:
             module.to(original)
 
 
-def _numpy_args(args: Sequence[Any]) -> list[np.ndarray]:
-    return [as_array(a) for a in args if isinstance(a, (torch.Tensor, np.ndarray))]
+def _numpy_args(inputs: Any) -> list[np.ndarray]:
+    """The tensor leaves of any pytree of inputs, in torch's flattening order: the ONNX inputs."""
+    return [as_array(a) for a in pytree.tree_leaves(inputs) if isinstance(a, (torch.Tensor, np.ndarray))]

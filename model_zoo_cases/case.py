@@ -31,8 +31,25 @@ Family = Literal[
     "dcgan",
     "superresolution",
     "word_language_model",
+    # torchvision beyond the 2018 zoo (the extended tier): classifier modules, then tasks
+    "convnext",
+    "efficientnet",
+    "googlenet",
+    "maxvit",
+    "mnasnet",
+    "mobilenetv2",
+    "mobilenetv3",
+    "regnet",
+    "shufflenetv2",
+    "squeezenet",
+    "swin_transformer",
+    "vision_transformer",
+    "segmentation",
+    "video",
+    "optical_flow",
 ]
-Tier = Literal["smoke", "full"]
+# Levels: smoke (every CI run) < full (nightly) < extended (nightly: every torchvision family).
+Tier = Literal["smoke", "full", "extended"]
 
 FAMILIES: tuple[str, ...] = get_args(Family)
 TIERS: tuple[str, ...] = get_args(Tier)

@@ -76,3 +76,30 @@ def token_batch(
         return tokens, h0
     c0 = torch.randn(nlayers, batch, nhid, generator=generator) * 0.5
     return tokens, h0, c0
+
+
+# Kinetics-400 channel statistics (RGB), the normalisation torchvision's video models expect.
+KINETICS_MEAN = (0.43216, 0.394666, 0.37645)
+KINETICS_STD = (0.22803, 0.22145, 0.216989)
+# Consecutive frames differ by this much pixel noise around a shared scene.
+_FRAME_NOISE = 0.05
+
+
+def video_clips(generator: torch.Generator, batch: int, frames: int, size: int) -> tuple[torch.Tensor]:
+    """Kinetics-normalised clips (batch, 3, frames, size, size): one smooth scene per clip whose
+    frames differ by a little pixel noise, as consecutive video frames do."""
+    scene = uniform_images(generator, batch, 3, size).unsqueeze(2)
+    noise = torch.rand(batch, 3, frames, size, size, generator=generator) - 0.5
+    clips = (scene + _FRAME_NOISE * noise).clamp_(0.0, 1.0)
+    mean = torch.tensor(KINETICS_MEAN).view(1, 3, 1, 1, 1)
+    std = torch.tensor(KINETICS_STD).view(1, 3, 1, 1, 1)
+    return ((clips - mean) / std,)
+
+
+def frame_pairs(generator: torch.Generator, batch: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two consecutive frames in [-1, 1] (RAFT's input range): the second is the first moved
+    by one pixel to the right plus a little noise, so there is a flow to estimate."""
+    first = uniform_images(generator, batch, 3, size)
+    second = torch.roll(first, shifts=1, dims=3)
+    second = (second + _FRAME_NOISE * (torch.rand(second.shape, generator=generator) - 0.5)).clamp_(0.0, 1.0)
+    return first * 2.0 - 1.0, second * 2.0 - 1.0

@@ -1,7 +1,9 @@
 """The case table: every model the harness verifies, and lookup helpers.
 
-Tiers are levels: `smoke` (one cheap case per family, every CI run) is part of
-`full` (everything, nightly). `select(tier="full")` returns all cases.
+Tiers are levels: `smoke` (one cheap case per 2018 family, every CI run) is part of
+`full` (the 2018 zoo, nightly), which is part of `extended` (every other torchvision
+classifier, segmentation, video and optical-flow model, nightly). `select(tier="extended")`
+returns all cases.
 """
 
 from __future__ import annotations
@@ -11,7 +13,15 @@ import fnmatch
 import functools
 from typing import Any, Iterable
 
-from model_zoo_cases import dcgan, inputs, measurements, superresolution, torchvision_zoo, word_language_model
+from model_zoo_cases import (
+    dcgan,
+    inputs,
+    measurements,
+    superresolution,
+    torchvision_extended,
+    torchvision_zoo,
+    word_language_model,
+)
 from model_zoo_cases.case import TIERS, ModelCase
 
 _IMAGE_CLASSIFIER_IO: dict[str, Any] = {
@@ -145,6 +155,61 @@ def _word_lm_case(
     )
 
 
+def _extended_judgement(name: str) -> dict[str, Any]:
+    """The measured judgement of an extended case, or the provisional one (see measurements)."""
+    measured = measurements.EXTENDED_MEASUREMENTS.get(name)
+    if measured is None:
+        return {"atol": measurements.UNMEASURED_ATOL, "rtol": measurements.RTOL,
+                "activation_bound": measurements.UNMEASURED_ACTIVATION_BOUND, "measured": None}
+    return {
+        "atol": measurements.atol_for(measured),
+        "rtol": measurements.RTOL,
+        "activation_bound": measurements.activation_bound_for(measured),
+        "measured": measured,
+    }
+
+
+def _extended_case(name: str) -> ModelCase:
+    """A torchvision model of the extended tier at its small input size."""
+    family = torchvision_extended.family_of(name)
+    size = torchvision_extended.input_size(name)
+    if family == "video":
+        input_fn = functools.partial(inputs.video_clips, frames=size.frames, size=size.size)
+        io: dict[str, Any] = {"input_names": ("clip",), "output_names": ("logits",)}
+        shape = f"{size.frames}-frame {size.size}x{size.size} Kinetics-normalised clips"
+    elif family == "optical_flow":
+        input_fn = functools.partial(inputs.frame_pairs, size=size.size)
+        io = {"input_names": ("image1", "image2"), "output_names": ("flow",)}
+        shape = (f"{size.size}x{size.size} frame pairs in [-1, 1], "
+                 f"{torchvision_extended.RAFT_FLOW_UPDATES} flow updates")
+    else:
+        input_fn = functools.partial(inputs.imagenet_images, size=size.size)
+        io = {"input_names": ("image",), "output_names": ("masks" if family == "segmentation" else "logits",)}
+        shape = f"{size.size}x{size.size} ImageNet-normalised images"
+    return ModelCase(
+        name=name,
+        family=family,
+        build_fn=functools.partial(torchvision_extended.build, name),
+        input_fn=input_fn,
+        tier="extended",
+        dynamic_axes=_batch_axes(*io["input_names"], *io["output_names"]),
+        calibrate=True,
+        description=f"torchvision.models.get_model({name!r}, weights=None) on {shape}"
+        + (f" ({size.reason})" if size.reason else ""),
+        **io,
+        **_extended_judgement(name),
+    )
+
+
+def _extended_cases(registered: Iterable[str]) -> list[ModelCase]:
+    """Every torchvision classifier, segmentation, video and optical-flow model not registered."""
+    names = torchvision_extended.classification_names() + [
+        name for task in ("segmentation", "video", "optical_flow") for name in torchvision_extended.task_names(task)
+    ]
+    taken = set(registered)
+    return [_extended_case(name) for name in names if name not in taken]
+
+
 def _build_cases() -> list[ModelCase]:
     cases = [
         _torchvision_case("alexnet", "alexnet", "smoke", calibrate=False, rescale_weights=True),
@@ -217,7 +282,7 @@ def _build_cases() -> list[ModelCase]:
         _word_lm_case("RNN_RELU", "full"),
         _word_lm_case("LSTM", "full", tie_weights=True),
     ]
-    return cases
+    return cases + _extended_cases(case.name for case in cases)
 
 
 def _index(cases: Iterable[ModelCase]) -> dict[str, ModelCase]:

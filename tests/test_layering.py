@@ -18,8 +18,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("onnxgraph", ("harness.onnxgraph",)),
     ("analysis", ("harness.analysis",)),
     ("api", ("harness", "harness.backend", "harness.exporters", "harness.records", "harness.reproducer",
-             "harness.verification", "harness.onnx_verification", "harness.testing")),
-    ("report", ("harness.report",)),
+             "harness.verification", "harness.onnx_verification")),
+    # harness.testing fails a test with harness.report.failure's per-op table
+    ("report", ("harness.report", "harness.testing")),
     ("front end", ("harness.cli", "harness.pytest_plugin")),
 ]
 FRONT_ENDS = ("harness.cli", "harness.pytest_plugin")

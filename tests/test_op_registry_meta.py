@@ -3,6 +3,12 @@
 Every operator of the seed's list has a symbolic for each ATen overload that implements it
 today and a test row that exports it; every registered built-in has a test row; every row names
 registered overloads; every built-in's docstring opens with its ATen schema line.
+
+Coverage is what the runner checks, never a label: the targets of rows it exports and holds to
+the exported model's provenance (table.checked_targets; xfail and refused rows cover nothing).
+Seed operators that an eval-mode export removes (dropout) are covered by checked rows holding
+such a layer, whose exports the runner holds to having no dropout left. Each row's `seed_ops`
+labels must follow from what the row covers.
 """
 
 from __future__ import annotations
@@ -14,11 +20,11 @@ import torch
 
 import exporter  # noqa: F401  (registers the built-ins)
 from exporter.registry import BUILTINS, MAX_OPSET, MIN_OPSET, normalize_target
-from tests.op_table.seed_ops import SEED_LIST, SEED_OPERATORS, seed_name
-from tests.op_table.table import all_cases, targets_of
+from tests.op_table.seed_ops import SEED_LIST, SEED_OPERATORS, SEED_REMOVED_IN_EVAL, seed_name
+from tests.op_table.table import all_cases, build_sample, checked_targets, is_checked
 
 CASES = all_cases()
-COVERED = targets_of(CASES)
+COVERED = {target for case in CASES for target in checked_targets(case)}
 BUILTIN_TARGETS = BUILTINS.targets()
 
 
@@ -33,14 +39,48 @@ def test_seed_operator_has_symbolics(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", list(SEED_OPERATORS))
-def test_seed_operator_has_rows(name: str) -> None:
+def test_seed_operator_has_checked_rows(name: str) -> None:
+    """Each overload implementing the operator is a target of a row the runner exports and
+    checks (an xfail or refused row does not count)."""
     missing = [t for t in SEED_OPERATORS[name] if t not in COVERED]
-    assert not missing, f"seed operator {name!r}: no row of tests/op_table targets {missing}"
+    assert not missing, f"seed operator {name!r}: no checked row of tests/op_table targets {missing}"
+    assert SEED_OPERATORS[name] or name in SEED_REMOVED_IN_EVAL, f"seed operator {name!r} maps to nothing"
 
 
-@pytest.mark.parametrize("name", list(SEED_OPERATORS))
-def test_seed_operator_is_named_by_a_row(name: str) -> None:
-    assert any(name in case.seed_ops for case in CASES), f"no row lists {name!r} in seed_ops"
+@pytest.mark.parametrize("name", sorted(SEED_REMOVED_IN_EVAL))
+def test_seed_operator_removed_in_eval_has_checked_rows(name: str) -> None:
+    """A checked row holds one of the layers; the runner asserts its export leaves no dropout."""
+    layers = SEED_REMOVED_IN_EVAL[name]
+    holding = [case.name for case in _checked_modules() if _holds(case, layers)]
+    assert holding, f"seed operator {name!r}: no checked row's module holds any of {[t.__name__ for t in layers]}"
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.seed_ops], ids=lambda case: case.name)
+def test_row_seed_labels_follow_from_what_it_covers(case) -> None:
+    """A row may list a seed operator only when it covers one of its overloads (or holds one of
+    the layers an eval-mode export removes); xfail and refused rows list none."""
+    assert is_checked(case), f"{case.name} is {'xfail' if case.xfail else 'refused'} and covers nothing"
+    for name in case.seed_ops:
+        assert name in SEED_OPERATORS, f"{name!r} is not a seed operator"
+        covers = set(SEED_OPERATORS[name]) & set(checked_targets(case))
+        removed = SEED_REMOVED_IN_EVAL.get(name, ())
+        assert covers or (removed and _holds(case, removed)), (
+            f"{case.name} lists {name!r} but targets none of {SEED_OPERATORS[name]}"
+            + (f" and holds none of {[t.__name__ for t in removed]}" if removed else "")
+        )
+
+
+_MODULES: dict[str, torch.nn.Module] = {}
+
+
+def _checked_modules():
+    return [case for case in CASES if is_checked(case)]
+
+
+def _holds(case, layers) -> bool:
+    if case.name not in _MODULES:
+        _MODULES[case.name] = build_sample(case).module
+    return any(isinstance(m, tuple(layers)) for m in _MODULES[case.name].modules())
 
 
 @pytest.mark.parametrize("target", BUILTIN_TARGETS)

@@ -3,12 +3,13 @@
 A row passes when its module exports, the model passes the full ONNX checker, onnxruntime
 (CPU) reproduces every torch output (same dtype and shape; integers and bools exactly, floats
 within the row's atol/rtol), and the node provenance names each ATen overload the row targets.
+A row with dynamic axes is run again, on the same exported model, with every dynamic axis at
+other sizes (table.resized_samples). A dropout row's export must leave no dropout in the graph.
 `refused` rows must raise ExportError with the given text; `xfail` rows are strict xfails.
 """
 
 from __future__ import annotations
 
-import copy
 import functools
 import re
 from dataclasses import dataclass
@@ -28,11 +29,15 @@ from tests.op_table.table import (
     all_cases,
     build_sample,
     capture_case,
+    checked_targets,
     convert_case,
+    dropout_left,
     emits_no_nodes,
-    flat_tensors,
+    expected_outputs,
+    is_dropout_row,
     program_targets,
     provenance_targets,
+    resized_samples,
 )
 
 CASES = all_cases()
@@ -59,6 +64,7 @@ class _Prepared:
     sample: Sample
     program: torch.export.ExportedProgram | None = None
     expected: list[torch.Tensor] | None = None
+    resized: list[tuple[Sample, list[torch.Tensor]]] | None = None  # other sizes, torch's outputs
 
 
 @functools.lru_cache(maxsize=2)  # a row's opsets are adjacent in collection order
@@ -91,12 +97,22 @@ def test_op(case: OpCase, opset: int, prepared: _Prepared) -> None:
     result = _export(case, prepared, opset)
     onnx.checker.check_model(result.model, full_check=True)
     _check_targets(case, result)
+    if is_dropout_row(case, sample):
+        left = dropout_left(case, result.program, result.model)
+        assert not left, f"{reproduce}: the eval-mode export left dropout in the graph: {left}"
 
-    if prepared.expected is None:  # on a copy: a module may change its own state (max_norm)
-        with torch.no_grad():
-            prepared.expected = flat_tensors(copy.deepcopy(sample.module)(*sample.args))
-    expected = prepared.expected
-    actual = prepare(result.model, "CPU").run(sample.tensor_args)
+    if prepared.expected is None:
+        prepared.expected = expected_outputs(case, sample)
+        prepared.resized = [(other, expected_outputs(case, other)) for other in resized_samples(case, sample)]
+    backend = prepare(result.model, "CPU")
+    check_outputs(case, backend.run(sample.tensor_args), prepared.expected, reproduce)
+    for other, expected in prepared.resized:  # the same model at other sizes of its dynamic axes
+        sizes = [tuple(t.shape) for t in other.tensor_args]
+        check_outputs(case, backend.run(other.tensor_args), expected, f"{reproduce}, inputs of shapes {sizes}")
+
+
+def check_outputs(case: OpCase, actual: list, expected: list[torch.Tensor], reproduce: str) -> None:
+    """onnxruntime's outputs against torch's: as many, same dtypes and shapes, within the row's tolerance."""
     assert len(actual) == len(expected), f"{reproduce}: {len(actual)} outputs, torch has {len(expected)}"
     for index, (got, want) in enumerate(zip(actual, expected)):
         comparison = compare(got, want.numpy(), atol=case.atol, rtol=case.rtol, name=f"output {index}")
@@ -109,7 +125,7 @@ def _check_targets(case: OpCase, result: exporter.ExportResult) -> None:
     emits nothing by design, in the ONNX nodes' provenance."""
     in_program = program_targets(result.program)
     in_model = provenance_targets(result.model)
-    for target in case.targets:
+    for target in checked_targets(case):
         assert target in in_program, f"{case.name}: torch.export produced no {target} (it has {sorted(in_program)})"
         if not emits_no_nodes(target):
             assert target in in_model, f"{case.name}: no ONNX node carries {target} (they carry {sorted(in_model)})"

@@ -1,4 +1,6 @@
-"""The pytest plugin: --device handling, the report header, records merged across xdist workers."""
+"""The pytest plugin in this repository: the `--device` alias of the mission's command, the
+`roundtrip_device` fixture, a run without xdist writing its own report (verified, recorded and
+erroring cases), and --lf under this repository's pytest settings."""
 
 from __future__ import annotations
 
@@ -6,62 +8,87 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
+import tomllib
 
 import pytest
+import torch  # noqa: F401  loaded here: pytester's in-process runs unload the modules they import
 
+from harness.report.schema import validate
 from harness.runtime import cuda_unavailable_reason
+from tests.plugin_project import MODELS
+from tests.test_plugin_user_project import clean_environment
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _pytest(tmp_path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin", "-p", "no:cacheprovider",
-         "--rootdir", str(tmp_path), str(tmp_path), *args],
-        capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-                                                          "PYTEST_ADDOPTS": ""},
-    )
-
-
 @pytest.mark.skipif(cuda_unavailable_reason() is None, reason="a usable CUDA GPU is present")
-def test_device_cuda_without_gpu_is_a_usage_error(tmp_path):
-    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
-    result = _pytest(tmp_path, "--device", "cuda")
-    assert result.returncode == 4, result.stdout + result.stderr  # pytest's usage-error exit code
-    assert "--device cuda: CUDA cannot be used here" in result.stderr
+def test_device_cuda_without_gpu_is_a_usage_error_that_says_why():
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:xdist", "--device", "cuda", "tests/test_layering.py"],
+        capture_output=True, text=True, cwd=REPO, env=clean_environment(),
+    )
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
+    assert f"--roundtrip-device cuda: CUDA cannot be used here: {cuda_unavailable_reason()}" in result.stderr
 
 
-def test_header_and_cuda_marker_skip_with_reason(tmp_path):
-    (tmp_path / "test_x.py").write_text(textwrap.dedent("""
-        import pytest
+def test_the_device_alias_sets_the_plugins_device(pytester: pytest.Pytester):
+    pytester.makeconftest((open(os.path.join(REPO, "conftest.py")).read()))
+    pytester.makepyfile(test_x="""
+        def test_device(roundtrip_device, request):
+            assert roundtrip_device == "cpu"
+            assert request.config.getoption("roundtrip_tier") == "full"
+    """)
+    result = pytester.runpytest("-p", "no:xdist", "--device", "cpu", "--zoo-tier", "full")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["roundtrip: device=cpu * zoo tier=full cases=all *"])
+    bad = pytester.runpytest("-p", "no:xdist", "--device", "tpu")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["ERROR: --roundtrip-device 'tpu': choose one of cpu, cuda, auto"])
 
-        def test_device(roundtrip_device):
-            assert roundtrip_device in ("cpu", "cuda")
 
-        @pytest.mark.cuda
-        def test_needs_gpu():
+def test_a_run_without_xdist_writes_the_report_of_its_cases(pytester: pytest.Pytester):
+    pytester.makepyfile(models=MODELS, test_x="""
+        import harness
+        from models import make
+
+        def test_verified(roundtrip):
+            roundtrip.verify(*make(), name="net")
+
+        def test_recorded(roundtrip):
+            verification = harness.verify(*make(), per_op=False)
+            roundtrip.record(verification, name="made elsewhere", family="mine")
+
+        def test_refused(roundtrip):
+            roundtrip.verify(*make(), exporter="onnxscript")
+    """)
+    result = pytester.runpytest("-p", "no:xdist", "--roundtrip-report-dir", "out")
+    result.assert_outcomes(passed=2, failed=1)
+    report = json.loads((pytester.path / "out" / "parity.json").read_text())
+    validate(report)
+    cases = {case["name"]: case for case in report["cases"]}
+    assert cases["net"]["status"] == "pass" and cases["net"]["test"] == "test_x.py::test_verified"
+    assert cases["made elsewhere"]["status"] == "pass" and cases["made elsewhere"]["family"] == "mine"
+    refused = cases["test_x.py::test_refused"]
+    assert refused["status"] == "error" and "exporter='onnxscript'" in refused["error"]
+    assert sorted(os.listdir(pytester.path / "out")) == ["index.html", "parity.json", "parity.md"]
+    result.stdout.fnmatch_lines(["3 verification(s): 1 error, 2 pass", "*test_x.py::test_refused*ERROR*"])
+
+
+def test_last_failed_works_under_this_repositorys_settings(pytester: pytest.Pytester):
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as handle:
+        settings = tomllib.load(handle)["tool"]["pytest"]["ini_options"]
+    pytester.makepyprojecttoml(f"[tool.pytest.ini_options]\naddopts = {json.dumps(settings['addopts'])}\n"
+                               f"markers = {json.dumps(settings['markers'])}\n")
+    pytester.makepyfile(test_x="""
+        def test_good():
             pass
-    """))
-    result = _pytest(tmp_path, "--device", "cpu", "-rs")
-    assert "roundtrip: device=cpu" in result.stdout
-    assert "onnxruntime" in result.stdout
-    if cuda_unavailable_reason() is not None:
-        assert "1 passed, 1 skipped" in result.stdout, result.stdout
-        assert "needs CUDA" in result.stdout
 
-
-def test_records_merge_across_xdist_workers(tmp_path):
-    (tmp_path / "test_x.py").write_text(textwrap.dedent("""
-        import pytest
-
-        @pytest.mark.parametrize("i", range(4))
-        def test_record(roundtrip_records, i):
-            roundtrip_records({"value": i})
-    """))
-    report = tmp_path / "out" / "records.json"
-    result = _pytest(tmp_path, "-p", "xdist", "-n", "2", "--roundtrip-report", str(report))
-    assert result.returncode == 0, result.stdout + result.stderr
-    records = json.loads(report.read_text())["records"]
-    assert sorted(r["value"] for r in records) == [0, 1, 2, 3]
-    assert all(r["test"].startswith("test_x.py::test_record") for r in records)
+        def test_bad():
+            assert False
+    """)
+    pytester.runpytest("-p", "no:xdist").assert_outcomes(passed=1, failed=1)
+    rerun = pytester.runpytest("-p", "no:xdist", "--lf")
+    rerun.assert_outcomes(failed=1)
+    rerun.stdout.fnmatch_lines(["run-last-failure: rerun previous 1 failure*"])
+    first = pytester.runpytest("-p", "no:xdist", "--ff")
+    first.stdout.fnmatch_lines(["run-last-failure: rerun previous 1 failure first*"])

@@ -1,8 +1,9 @@
 """Every selected zoo case through both exporters: checker, backend vs torch, two batch sizes.
 
-The tier comes from `--zoo-tier` (smoke by default: one small case per family) and
-`--zoo-cases`; the device from `--device`. Per-op analysis is covered elsewhere; here the
-question is whether each model survives the round trip within its case tolerance.
+The tier comes from `--roundtrip-tier` (`--zoo-tier` here; smoke by default: one small case per
+family) and `--roundtrip-cases` (`--zoo-cases`); the device from `--roundtrip-device`
+(`--device`). Per-op analysis is covered elsewhere (and by the shipped model_zoo_cases.test_zoo);
+here the question is whether each model survives the round trip within its case tolerance.
 """
 
 from __future__ import annotations
@@ -43,9 +44,10 @@ def _assert_passed(verification) -> None:
     assert verification.passed and not failing, failing or verification.notes
 
 
-def test_roundtrip_export(zoo_case, roundtrip_device, roundtrip_records):
+def test_roundtrip_export(zoo_case, roundtrip_device, roundtrip):
     traced, other = _verify(zoo_case, roundtrip_device, "roundtrip")
-    roundtrip_records(traced)
+    roundtrip.record(traced, other=other, name=zoo_case.name, family=zoo_case.family,
+                     sizes=[f"batch {zoo_case.traced_batch}", f"batch {zoo_case.other_batch}"])
     _assert_passed(traced)
     _assert_passed(other)
     assert other.outputs[0].shape_actual[_batch_axis(zoo_case)] == zoo_case.other_batch

@@ -2,4 +2,6 @@
 
 from __future__ import annotations
 
-from exporter.symbolics import conv, elementwise, indexing, nn, pooling, reduction, rnn, shape  # noqa: F401
+from exporter.symbolics import (  # noqa: F401
+    attention, conv, elementwise, indexing, nn, pooling, reduction, resize, rnn, shape,
+)

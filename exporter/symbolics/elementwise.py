@@ -8,6 +8,7 @@ promoted dtype (`result_type`) and yield bool. Python scalars become constants o
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -434,3 +435,186 @@ def clone(g: Graph, self: Value, **options) -> Value:
     Values are immutable in ONNX: the copy is the value itself (named by an Identity).
     """
     return self
+
+
+@symbolic("aten::copy")
+def copy(g: Graph, self: Value, src: Value, non_blocking=False) -> Value:
+    """copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor
+
+    The functional form of `self.copy_(src)`: `src` cast to self's dtype and broadcast to its
+    shape; self's values are not read.
+    """
+    src = cast_to(g, src, g.ctx.output_dtype)
+    if src.shape is not None and src.shape == self.shape and all(isinstance(d, int) for d in src.shape):
+        return src
+    return g.op("Expand", src, g.op("Shape", self))
+
+
+# -- logical ops and remainders ---------------------------------------------------------------------
+
+
+def _truth(g: Graph, value: Any) -> Value:
+    """`value != 0` as bool (NaN is true, as in torch)."""
+    return cast_to(g, value, torch.bool)
+
+
+@symbolic("aten::logical_not")
+def logical_not(g: Graph, self: Value) -> Value:
+    """logical_not(Tensor self) -> Tensor"""
+    return cast_to(g, g.op("Not", _truth(g, self)), g.ctx.output_dtype)
+
+
+def _logical(g: Graph, onnx_op: str, self: Value, other: Value) -> Value:
+    """`onnx_op` on both operands' truth values; the result in the node's dtype (bool)."""
+    return cast_to(g, g.op(onnx_op, _truth(g, self), _truth(g, other)), g.ctx.output_dtype)
+
+
+@symbolic("aten::logical_and")
+def logical_and(g: Graph, self: Value, other: Value) -> Value:
+    """logical_and(Tensor self, Tensor other) -> Tensor"""
+    return _logical(g, "And", self, other)
+
+
+@symbolic("aten::logical_or")
+def logical_or(g: Graph, self: Value, other: Value) -> Value:
+    """logical_or(Tensor self, Tensor other) -> Tensor"""
+    return _logical(g, "Or", self, other)
+
+
+@symbolic("aten::logical_xor")
+def logical_xor(g: Graph, self: Value, other: Value) -> Value:
+    """logical_xor(Tensor self, Tensor other) -> Tensor"""
+    return _logical(g, "Xor", self, other)
+
+
+@symbolic("aten::fmod.Scalar")
+def fmod_scalar(g: Graph, self: Value, other) -> Value:
+    """fmod.Scalar(Tensor self, Scalar other) -> Tensor
+
+    C's fmod: the remainder takes the dividend's sign (ONNX Mod with fmod=1, for every dtype).
+    """
+    self, other = promote(g, self, other)
+    return g.op("Mod", self, other, fmod_i=1)
+
+
+@symbolic("aten::fmod.Tensor")
+def fmod_tensor(g: Graph, self: Value, other: Value) -> Value:
+    """fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
+    return fmod_scalar(g, self, other)
+
+
+def _remainder(g: Graph, self: Value, other: Value) -> Value:
+    """Python's modulo: the remainder takes the divisor's sign.
+
+    Integers: ONNX Mod with fmod=0. Floats (Mod needs fmod=1 for them): torch's own formula,
+    `r = fmod(a, b)`, plus b where r is nonzero and its sign differs from b's.
+    """
+    self, other = promote(g, self, other)
+    if not g.ctx.output_dtype.is_floating_point:
+        return g.op("Mod", self, other, fmod_i=0)
+    zero = g.constant(0, g.ctx.output_dtype)
+    remainder = g.op("Mod", self, other, fmod_i=1)
+    signs_differ = g.op("Xor", g.op("Less", remainder, zero), g.op("Less", other, zero))
+    adjust = g.op("And", g.op("Not", g.op("Equal", remainder, zero)), signs_differ)
+    return g.op("Where", adjust, g.op("Add", remainder, other), remainder)
+
+
+@symbolic("aten::remainder.Scalar")
+def remainder_scalar(g: Graph, self: Value, other) -> Value:
+    """remainder.Scalar(Tensor self, Scalar other) -> Tensor"""
+    return _remainder(g, self, other)
+
+
+@symbolic("aten::remainder.Tensor")
+def remainder_tensor(g: Graph, self: Value, other: Value) -> Value:
+    """remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
+    return _remainder(g, self, other)
+
+
+# -- more unary math ------------------------------------------------------------------------------------
+
+
+@symbolic("aten::log")
+def log(g: Graph, self: Value) -> Value:
+    """log(Tensor self) -> Tensor"""
+    (self,) = promote(g, self)
+    return g.op("Log", self)
+
+
+@symbolic("aten::rsqrt")
+def rsqrt(g: Graph, self: Value) -> Value:
+    """rsqrt(Tensor self) -> Tensor
+
+    1 / sqrt(x) (ONNX has no Rsqrt): a Reciprocal of the Sqrt.
+    """
+    (self,) = promote(g, self)
+    return g.op("Reciprocal", g.op("Sqrt", self))
+
+
+@symbolic("aten::sin")
+def sin(g: Graph, self: Value) -> Value:
+    """sin(Tensor self) -> Tensor"""
+    (self,) = promote(g, self)
+    return g.op("Sin", self)
+
+
+@symbolic("aten::cos")
+def cos(g: Graph, self: Value) -> Value:
+    """cos(Tensor self) -> Tensor"""
+    (self,) = promote(g, self)
+    return g.op("Cos", self)
+
+
+# -- bitwise ops ---------------------------------------------------------------------------------------
+
+# On bools torch's bitwise ops are the logical ones; ONNX's Bitwise* take integers only.
+_LOGICAL_FORMS = {"BitwiseAnd": "And", "BitwiseOr": "Or", "BitwiseXor": "Xor"}
+
+
+BITWISE_SINCE = 18  # ONNX BitwiseAnd/Or/Xor/Not
+
+
+def _integer_bitwise_supported(g: Graph) -> None:
+    if g.opset_version < BITWISE_SINCE:
+        raise ValueError(
+            f"bitwise ops on integers need ONNX Bitwise* ops (opset >= {BITWISE_SINCE}); "
+            f"export at opset {BITWISE_SINCE} or later (bool operands work at every opset)"
+        )
+
+
+def _bitwise(g: Graph, onnx_op: str, self: Value, other) -> Value:
+    self, other = promote(g, self, other)
+    if g.ctx.output_dtype == torch.bool:
+        return g.op(_LOGICAL_FORMS[onnx_op], self, other)
+    _integer_bitwise_supported(g)
+    return g.op(onnx_op, self, other)
+
+
+@symbolic("aten::bitwise_and.Tensor")
+def bitwise_and(g: Graph, self: Value, other: Value) -> Value:
+    """bitwise_and.Tensor(Tensor self, Tensor other) -> Tensor
+
+    Limits: integer operands need opset >= 18.
+    """
+    return _bitwise(g, "BitwiseAnd", self, other)
+
+
+@symbolic("aten::bitwise_or.Tensor")
+def bitwise_or(g: Graph, self: Value, other: Value) -> Value:
+    """bitwise_or.Tensor(Tensor self, Tensor other) -> Tensor
+
+    Limits: integer operands need opset >= 18.
+    """
+    return _bitwise(g, "BitwiseOr", self, other)
+
+
+@symbolic("aten::bitwise_not")
+def bitwise_not(g: Graph, self: Value) -> Value:
+    """bitwise_not(Tensor self) -> Tensor
+
+    Limits: integer operands need opset >= 18.
+    """
+    if self.dtype == torch.bool:
+        return g.op("Not", self)
+    _integer_bitwise_supported(g)
+    return g.op("BitwiseNot", self)

@@ -8,6 +8,7 @@ indices, long or boolean, are one `index.Tensor` with None for the dims they lea
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -178,3 +179,77 @@ def embedding_renorm(g: Graph, self: Value, indices: Value, max_norm: float, nor
     renorm = g.op("And", _looked_up_rows(g, self, indices), too_long)
     scale = g.op("Div", g.constant(max_norm, self.dtype), g.op("Add", norms, g.constant(1e-7, self.dtype)))
     return g.op("Where", renorm, g.op("Mul", self, scale), self)
+
+
+# -- scatters of slices ------------------------------------------------------------------------------
+
+
+def _slice_start(g: Graph, self: Value, axis: int, start) -> Any:
+    """A slice's first index along `axis` as Python slicing reads it: negative counts from the
+    end, clamped at 0 (an int, or a 0-d int64 Value when it depends on a dynamic size)."""
+    start = 0 if start is None else start
+    if isinstance(start, int) and start >= 0:
+        return start
+    size = dim_size(g, self, axis)
+    if isinstance(start, int) and isinstance(size, int):
+        return max(start + size, 0)
+    start = scalar_of(g, start, torch.int64)
+    size = scalar_of(g, size, torch.int64)
+    wrapped = g.op("Where", g.op("Less", start, g.constant(0)), g.op("Add", start, size), start)
+    return g.op("Max", wrapped, g.constant(0))
+
+
+def _scatter_along(g: Graph, self: Value, src: Value, axis: int, start, step: int, count=None) -> Value:
+    """`self` with the positions start, start+step, ... along `axis` replaced by `src`
+    (src's length along `axis` says how many): one ScatterElements with those positions
+    broadcast to src's shape. Dynamic sizes work (Range, Shape)."""
+    rank = rank_of(self)
+    src = cast_to(g, src, self.dtype)
+    count = dim_size(g, src, axis) if count is None else count
+    if isinstance(count, int) and isinstance(start, int):
+        positions = g.constant(np.arange(start, start + step * count, step, dtype=np.int64)[:count])
+    else:
+        steps = g.op("Range", g.constant(0), scalar_of(g, count, torch.int64), g.constant(1))
+        positions = g.op("Add", g.op("Mul", steps, g.constant(step)), scalar_of(g, start, torch.int64))
+    shape = [1] * rank
+    shape[axis] = -1
+    indices = g.op("Expand", g.op("Reshape", positions, g.constant(shape)), g.op("Shape", src))
+    return g.op("ScatterElements", self, indices, src, axis_i=axis)
+
+
+@symbolic("aten::slice_scatter")
+def slice_scatter(g: Graph, self: Value, src: Value, dim=0, start=None, end=None, step=1) -> Value:
+    """slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor
+
+    `self` with `self[..., start:end:step, ...] = src` along `dim` (the functional form of an
+    in-place slice assignment). `end` needs no reading: src's size along `dim` is the count.
+    Limits: `step` must be static.
+    """
+    axis = normalize_dim(dim, rank_of(self))
+    if not isinstance(step, int):
+        raise ValueError("slice_scatter needs a static step")
+    return _scatter_along(g, self, src, axis, _slice_start(g, self, axis, start), step)
+
+
+@symbolic("aten::select_scatter")
+def select_scatter(g: Graph, self: Value, src: Value, dim: int, index) -> Value:
+    """select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor
+
+    `self` with `self.select(dim, index) = src`: src gains the selected dim back, then is
+    scattered at that one position.
+    """
+    axis = normalize_dim(dim, rank_of(self))
+    src = unsqueeze(g, src, [axis])
+    return _scatter_along(g, self, src, axis, _slice_start(g, self, axis, index), 1, count=1)
+
+
+@symbolic("aten::gather")
+def gather(g: Graph, self: Value, dim: int, index: Value, *, sparse_grad=False) -> Value:
+    """gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor
+
+    ONNX GatherElements; torch allows an index smaller than self in the other dims, which
+    GatherElements reads the same way (output shape = index shape).
+    """
+    if rank_of(self) == 0:
+        return self if rank_of(index) == 0 else g.op("Expand", self, g.op("Shape", index))
+    return g.op("GatherElements", self, cast_to(g, index, torch.int64), axis_i=normalize_dim(dim, rank_of(self)))

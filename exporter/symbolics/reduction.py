@@ -199,3 +199,70 @@ def log_softmax_kernel(g: Graph, self: Value, dim: int, half_to_float: bool) -> 
     half_to_float computes and returns float32 (the result dtype says so).
     """
     return _softmax(g, "LogSoftmax", self, dim)
+
+
+# -- any / all ----------------------------------------------------------------------------------------
+
+
+def _any_all(g: Graph, reduce_op: str, self: Value, dim, keepdim: bool) -> Value:
+    """Truth values (`x != 0`, NaN true) reduced as uint8 (ReduceMax/Min take bool only from
+    opset 20): any is their max, all their min. An empty reduction gives ONNX's identity
+    (0 for max, 255 for min): False for any, True for all, as torch says."""
+    truth = cast_to(g, self, torch.bool)
+    if rank_of(self) == 0:
+        return cast_to(g, truth, g.ctx.output_dtype)
+    flags = g.op("Cast", truth, to_i=onnx_type(torch.uint8))
+    reduced = reduce(g, reduce_op, flags, _axes(self, dim), keepdim)
+    return g.op("Cast", g.op("Cast", reduced, to_i=onnx_type(torch.bool)), to_i=onnx_type(g.ctx.output_dtype))
+
+
+@symbolic("aten::any.dim")
+def any_dim(g: Graph, self: Value, dim: int, keepdim=False) -> Value:
+    """any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor"""
+    return _any_all(g, "ReduceMax", self, dim, keepdim)
+
+
+@symbolic("aten::any.dims")
+def any_dims(g: Graph, self: Value, dim=None, keepdim=False) -> Value:
+    """any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor"""
+    return _any_all(g, "ReduceMax", self, dim, keepdim)
+
+
+@symbolic("aten::any")
+def any_all(g: Graph, self: Value) -> Value:
+    """any(Tensor self) -> Tensor"""
+    return _any_all(g, "ReduceMax", self, None, False)
+
+
+@symbolic("aten::all.dim")
+def all_dim(g: Graph, self: Value, dim: int, keepdim=False) -> Value:
+    """all.dim(Tensor self, int dim, bool keepdim=False) -> Tensor"""
+    return _any_all(g, "ReduceMin", self, dim, keepdim)
+
+
+@symbolic("aten::all.dims")
+def all_dims(g: Graph, self: Value, dim=None, keepdim=False) -> Value:
+    """all.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor"""
+    return _any_all(g, "ReduceMin", self, dim, keepdim)
+
+
+@symbolic("aten::all")
+def all_all(g: Graph, self: Value) -> Value:
+    """all(Tensor self) -> Tensor"""
+    return _any_all(g, "ReduceMin", self, None, False)
+
+
+# -- scans --------------------------------------------------------------------------------------------
+
+
+@symbolic("aten::cumsum")
+def cumsum(g: Graph, self: Value, dim: int, *, dtype=None) -> Value:
+    """cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
+
+    ONNX CumSum in the result dtype (bool and integer inputs sum as int64, as in torch).
+    """
+    self = cast_to(g, self, g.ctx.output_dtype)
+    if rank_of(self) == 0:
+        return self
+    axis = g.constant(normalize_dim(dim, rank_of(self)), torch.int64)
+    return g.op("CumSum", self, axis)

@@ -8,12 +8,14 @@ in the graph with a Gather (torch LSTM i,f,g,o -> ONNX i,o,f,c; GRU r,z,n -> z,r
 translation also holds when weights are inputs rather than initializers; GRU uses
 linear_before_reset=1, which is torch's formula. Dropout between layers exists only in training.
 
-While capturing, the fused ops get shape-only kernels (`_shape_only_rnn_kernels`): torch's own
-decompositions unroll the sequence and would fix a dynamic sequence length.
+While capturing a model that holds a recurrent layer (only then), the fused ops get shape-only
+kernels (`_shape_only_rnn_kernels`): torch's own decompositions unroll the sequence and would fix
+a dynamic sequence length. torch is restored when the capture ends, however it ends.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -212,39 +214,47 @@ def _overload(target: str) -> Any:
     return getattr(getattr(getattr(torch.ops, namespace), name), overload)
 
 
+_PATCH_LOCK = threading.Lock()
+"""Held while torch's RNN kernels are patched: a second capture waits instead of saving the
+first one's patched kernels as the originals (and restoring those)."""
+
+
 @contextmanager
 def _shape_only_rnn_kernels(keep: frozenset) -> Iterator[None]:
     """Give the kept fused ops kernels that only compute output shapes, for the capture.
 
     torch traces CompositeImplicitAutograd ops through their Python decompositions (the py
     kernels and torch._decomp's table) even when they are kept whole; for the RNNs those loop
-    over the sequence and specialise its length. Everything is restored on exit.
+    over the sequence and specialise its length. Everything is restored on exit, on errors
+    too (a patch half done included), under `_PATCH_LOCK`.
     """
     import torch._decomp as decomp
     import torch.nn.utils._expanded_weights  # noqa: F401  reads the table at import: import it unpatched
 
     keys = (torch._C.DispatchKey.CompositeImplicitAutograd, torch._C.DispatchKey.Autograd)
-    saved = []
-    for target, kernel in SHAPE_KERNELS.items():
-        if target not in keep:
-            continue
-        op = _overload(target)
-        saved.append((op, op.py_kernels.copy(), decomp.decomposition_table.get(op)))
-        for key in keys:
-            op.py_kernels[key] = kernel
-        decomp.decomposition_table[op] = kernel
-        op._dispatch_cache.clear()
-    try:
-        yield
-    finally:
-        for op, kernels, decomposition in saved:
-            op.py_kernels.clear()
-            op.py_kernels.update(kernels)
-            if decomposition is None:
-                decomp.decomposition_table.pop(op, None)
-            else:
-                decomp.decomposition_table[op] = decomposition
-            op._dispatch_cache.clear()
+    with _PATCH_LOCK:
+        saved = []
+        try:
+            for target, kernel in SHAPE_KERNELS.items():
+                if target not in keep:
+                    continue
+                op = _overload(target)
+                saved.append((op, op.py_kernels.copy(), op in decomp.decomposition_table,
+                              decomp.decomposition_table.get(op)))
+                for key in keys:
+                    op.py_kernels[key] = kernel
+                decomp.decomposition_table[op] = kernel
+                op._dispatch_cache.clear()
+            yield
+        finally:
+            for op, kernels, had_decomposition, decomposition in saved:
+                op.py_kernels.clear()
+                op.py_kernels.update(kernels)
+                if had_decomposition:
+                    decomp.decomposition_table[op] = decomposition
+                else:
+                    decomp.decomposition_table.pop(op, None)
+                op._dispatch_cache.clear()
 
 
 def _refuse_packed(module: torch.nn.Module, args: tuple[Any, ...]) -> None:
@@ -255,10 +265,14 @@ def _refuse_packed(module: torch.nn.Module, args: tuple[Any, ...]) -> None:
 @capture_hook
 @contextmanager
 def rnn_capture(model: torch.nn.Module, keep: frozenset) -> Iterator[None]:
-    """Shape-only RNN kernels during capture; a clear refusal when an RNN is fed a PackedSequence."""
-    handles = [
-        m.register_forward_pre_hook(_refuse_packed) for m in model.modules() if isinstance(m, torch.nn.RNNBase)
-    ]
+    """For a model holding a recurrent layer (nn.RNNBase): shape-only RNN kernels during the
+    capture, and a clear refusal when the layer is fed a PackedSequence. Any other model is
+    captured with torch untouched."""
+    recurrent = [m for m in model.modules() if isinstance(m, torch.nn.RNNBase)]
+    if not recurrent:
+        yield
+        return
+    handles = [m.register_forward_pre_hook(_refuse_packed) for m in recurrent]
     try:
         with _shape_only_rnn_kernels(keep):
             yield

@@ -22,8 +22,9 @@ import torch
 from harness.analysis.accumulated import run_instrumented
 from harness.analysis.fx_mapping import NodeGroup, output_at, value_sources
 from harness.analysis.isolated import isolate
-from harness.analysis.rows import OpAnalysis, OpArtifacts, OpRecord
-from harness.analysis.truth import Replayer, no_truth_reason, reduction_length
+from harness.analysis.rows import OpAnalysis, OpArtifacts, OpRecord, judge, worst_comparison as _worst
+from harness.analysis.strictness import harness_error
+from harness.analysis.truth import OpCallFailed, Replayer, no_truth_reason, reduction_length
 from harness.metrics.arrays import as_array
 from harness.metrics.comparison import Comparison, compare, dtype_name
 from harness.metrics.noise import NoiseModel, attribute, load_noise_model
@@ -51,6 +52,7 @@ class FxAnalysis:
     production: Sequence[np.ndarray] | None = None
     noise_model: NoiseModel = field(default_factory=load_noise_model)
     environment: dict[str, Any] = field(default_factory=dict)
+    strict: bool | None = None  # raise the harness's own errors (None: ROUNDTRIP_STRICT decides)
 
 
 def analyse(analysis: FxAnalysis) -> OpAnalysis:
@@ -118,8 +120,7 @@ def _comparable(value: Any) -> bool:
     return isinstance(value, (torch.Tensor, int, float, bool)) or type(value).__name__ in ("SymInt", "SymFloat")
 
 
-def _worst(comparisons: list[Comparison]) -> Comparison | None:
-    return max(comparisons, key=lambda c: (not c.passed, c.tolerance_ratio), default=None)
+
 
 
 # --- isolated --------------------------------------------------------------------------------
@@ -153,12 +154,14 @@ def _isolated(records: dict[str, OpRecord], analysis: FxAnalysis) -> dict[str, d
         Subgraph(fx, group.nodes, [name for _, name in sorted(group.outputs.items())])
         for fx, group in analysis.groups.items()
     ]
-    result = isolate(analysis.onnx_model, subgraphs, torch_lookup(analysis), analysis.run, analysis.initializer)
+    result = isolate(analysis.onnx_model, subgraphs, torch_lookup(analysis), analysis.run, analysis.initializer,
+                     strict=analysis.strict)
     isolated_by_name: dict[str, dict[str, Comparison]] = {}
     for fx, group in analysis.groups.items():
         record = records[fx]
         if fx in result.not_isolable:
             record.not_isolable = result.not_isolable[fx]
+            record.passed = False if fx in result.backend_failed else None
             continue
         if fx in result.borrowed:
             record.notes.append(
@@ -169,7 +172,7 @@ def _isolated(records: dict[str, OpRecord], analysis: FxAnalysis) -> dict[str, d
         comparisons = _compare_outputs(group, actual, analysis, record)
         isolated_by_name[fx] = {c.name: c for c in comparisons}
         record.isolated = _worst(comparisons)
-        record.passed = all(c.passed for c in comparisons) if comparisons else None
+        record.passed = judge(record, comparisons)
         record.artifacts = OpArtifacts(
             source=analysis.source_model, nodes=list(result.subgraphs[fx].nodes), inputs=result.inputs.get(fx, {}),
             expected={name: as_array(_torch_output(analysis, group, index))
@@ -199,10 +202,11 @@ def _truth(records: dict[str, OpRecord], analysis: FxAnalysis,
             continue
         try:
             truth, args = replay(node)
-        except Exception as error:  # an overload without a float64 kernel, say
-            record.notes.append(f"no fp64 truth: the float64 call failed: {type(error).__name__}: {error}"[:300])
-            continue
-        _fill_truth(record, group, node, truth, args, analysis, isolated.get(node.name, {}))
+            _fill_truth(record, group, node, truth, args, analysis, isolated.get(node.name, {}))
+        except OpCallFailed as failed:  # an overload without a float64 kernel, say
+            record.notes.append(f"no fp64 truth: the float64 call failed: {failed}"[:300])
+        except Exception as error:  # the replay's or the comparison's own code: a harness bug
+            record.notes.append(harness_error(error, f"computing the fp64 truth of {node.name}", analysis.strict))
 
 
 def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: Any, args: list[Any],
@@ -259,8 +263,11 @@ def _noise_floor(records: dict[str, OpRecord], analysis: FxAnalysis) -> None:
             continue
         try:
             cpu_value, _ = replay(node)
-        except Exception as error:
-            record.notes.append(f"no noise floor: the CPU call failed: {type(error).__name__}: {error}"[:300])
+        except OpCallFailed as failed:
+            record.notes.append(f"no noise floor: the CPU call failed: {failed}"[:300])
+            continue
+        except Exception as error:  # the replay's own code: a harness bug
+            record.notes.append(harness_error(error, f"computing the noise floor of {node.name}", analysis.strict))
             continue
         tolerance = _tolerance(record)
         floors = [

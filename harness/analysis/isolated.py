@@ -10,7 +10,11 @@ its producers are borrowed, back to values that have reference values, and the r
 A subgraph that still lacks an input (a graph input without a value, a value torch has no
 tensor for) is reported as not isolable, with the reason. If the backend cannot load or run
 the batched model, the batch is split in halves until the subgraphs that fail alone are
-found; they are reported as not isolable with the backend's message.
+found; they are reported as not isolable with the backend's message, and listed in
+`IsolationResult.backend_failed`: a subgraph the backend cannot run is a failing op.
+
+Only the backend's load and run are guarded: an error while building the batch is the
+harness's own (harness.analysis.strictness), raised in strict mode and never blamed on the backend.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from harness.onnxgraph.isolation import Subgraph, build
+from harness.analysis.strictness import harness_error
+from harness.onnxgraph.isolation import IsolationModel, Subgraph, build
 from harness.onnxgraph.values import external_inputs, topological
 from harness.runtime.errors import first_line
 from harness.runtime.runner import ModelRunner
@@ -40,6 +45,7 @@ class IsolationResult:
     outputs: dict[str, list[np.ndarray]] = field(default_factory=dict)
     inputs: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # key -> {value: array fed}
     not_isolable: dict[str, str] = field(default_factory=dict)
+    backend_failed: set[str] = field(default_factory=set)  # keys the backend could not run (failing ops)
     borrowed: dict[str, list[str]] = field(default_factory=dict)  # key -> nodes of other ops computed in it
     subgraphs: dict[str, Subgraph] = field(default_factory=dict)  # key -> the subgraph as run
     runs: int = 0  # backend runs made (1 unless a batch had to be split)
@@ -111,13 +117,14 @@ def isolate(
     lookup: ValueLookup,
     run: ModelRunner,
     initializer: Callable[[onnx.TensorProto], onnx.TensorProto] = lambda t: t,
+    strict: bool | None = None,
 ) -> IsolationResult:
     """Run every isolable subgraph in one batched model (splitting it only on failure)."""
     ready, inputs, reasons, borrowed = prepare_inputs(subgraphs, source, lookup)
     result = IsolationResult(inputs=inputs, not_isolable=dict(reasons), borrowed=borrowed,
                              subgraphs={s.key: s for s in ready})
     if ready:
-        _run_batch(source, ready, inputs, run, initializer, result)
+        _run_batch(source, ready, inputs, run, initializer, result, strict)
     return result
 
 
@@ -127,9 +134,11 @@ left are reported with the last failure (a backend that fails everything would o
 twice as many runs as there are ops)."""
 
 
-def _run_batch(source, subgraphs, inputs, run, initializer, result: IsolationResult) -> None:
+def _run_batch(source, subgraphs, inputs, run, initializer, result: IsolationResult, strict: bool | None) -> None:
+    built = _build(source, subgraphs, inputs, initializer, result, strict)
+    if built is None:
+        return
     try:
-        built = build(source, subgraphs, inputs, initializer)
         result.runs += 1
         values = run(built.model, built.feeds)
     except Exception as error:  # onnxruntime raises several types; all mean "cannot run this batch"
@@ -139,12 +148,26 @@ def _run_batch(source, subgraphs, inputs, run, initializer, result: IsolationRes
                 result.not_isolable[subgraph.key] = (
                     f"the backend cannot run its subgraph {alone}: {first_line(error)}"
                 )
+                result.backend_failed.add(subgraph.key)
                 result.inputs.pop(subgraph.key, None)
             return
         logger.info("isolation batch of %d failed (%s); splitting", len(subgraphs), first_line(error))
         half = len(subgraphs) // 2
-        _run_batch(source, subgraphs[:half], inputs, run, initializer, result)
-        _run_batch(source, subgraphs[half:], inputs, run, initializer, result)
+        _run_batch(source, subgraphs[:half], inputs, run, initializer, result, strict)
+        _run_batch(source, subgraphs[half:], inputs, run, initializer, result, strict)
         return
     for key, names in built.outputs.items():
         result.outputs[key] = [values[name] for name in names]
+
+
+def _build(source, subgraphs, inputs, initializer, result: IsolationResult, strict: bool | None) -> IsolationModel | None:
+    """The batch's model, or None after recording the harness's failure to build it on every
+    subgraph of the batch (raised in strict mode)."""
+    try:
+        return build(source, subgraphs, inputs, initializer)
+    except Exception as error:  # the harness's own graph surgery failed: not the backend's doing
+        note = harness_error(error, f"building the isolation model of {len(subgraphs)} subgraph(s)", strict)
+        for subgraph in subgraphs:
+            result.not_isolable[subgraph.key] = note
+            result.inputs.pop(subgraph.key, None)
+        return None

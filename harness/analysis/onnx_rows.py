@@ -18,7 +18,7 @@ import onnx
 
 from harness.analysis.accumulated import run_instrumented
 from harness.analysis.isolated import isolate
-from harness.analysis.rows import OpAnalysis, OpArtifacts, OpRecord
+from harness.analysis.rows import OpAnalysis, OpArtifacts, OpRecord, judge, worst_comparison as _worst
 from harness.metrics.arrays import as_array
 from harness.metrics.comparison import Comparison, compare
 from harness.metrics.tolerances import ToleranceTable
@@ -80,12 +80,14 @@ def analyse_nodes(
     reference: Mapping[str, Any] | None = None,
     production: list[np.ndarray] | None = None,
     environment: Mapping[str, Any] | None = None,
+    strict: bool | None = None,
 ) -> OpAnalysis:
     """One row per ONNX node against onnx's ReferenceEvaluator.
 
     `model` is what the backend loads (weights may be stubbed), `source_model` the same with its
     weights (the reference runs it); `reference` may carry the reference's values already.
-    `environment` is recorded in each row's reproducer artifacts.
+    `environment` is recorded in each row's reproducer artifacts. `strict` raises the harness's
+    own errors (harness.analysis.strictness).
     """
     result = OpAnalysis(ops=[], reference=REFERENCE)
     timings = result.timings
@@ -121,16 +123,17 @@ def analyse_nodes(
 
     started = time.perf_counter()
     subgraphs = [Subgraph(key, [node], [o for o in node.output if o]) for key, node in zip(keys, model.graph.node)]
-    isolation = isolate(model, subgraphs, _lookup(reference, feeds), run, initializer)
+    isolation = isolate(model, subgraphs, _lookup(reference, feeds), run, initializer, strict=strict)
     for key, node in zip(keys, model.graph.node):
         record = records[key]
         if key in isolation.not_isolable:
             record.not_isolable = isolation.not_isolable[key]
+            record.passed = False if key in isolation.backend_failed else None
             continue
         actual = dict(zip([o for o in node.output if o], isolation.outputs[key]))
         comparisons = _compare(node, actual, reference, record)
         record.isolated = _worst(comparisons)
-        record.passed = all(c.passed for c in comparisons) if comparisons else None
+        record.passed = judge(record, comparisons)
         record.artifacts = OpArtifacts(
             source=source_model, nodes=[node], inputs=isolation.inputs.get(key, {}),
             expected={o: np.asarray(reference[o]) for o in node.output if o and _is_tensor(reference.get(o))},
@@ -167,5 +170,3 @@ def _compare(node: onnx.NodeProto, actual: Mapping[str, Any], reference: Mapping
     ]
 
 
-def _worst(comparisons: list[Comparison]) -> Comparison | None:
-    return max(comparisons, key=lambda c: (not c.passed, c.tolerance_ratio), default=None)

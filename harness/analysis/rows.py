@@ -70,6 +70,25 @@ class OpRecord:
         return self.fx_node
 
     @property
+    def failure(self) -> str:
+        """How the op fails: "" when it does not fail (or was not judged); "did not run" when the
+        backend cannot run its subgraph; "shape", "dtype" or "non-finite" when its isolated
+        output has the wrong shape or dtype, or NaN/Inf where the reference has none (or the
+        reverse); "tolerance" for a numeric divergence past its tolerance."""
+        if self.passed is not False:
+            return ""
+        measured = self.isolated
+        if measured is None:
+            return "did not run"
+        if not measured.shape_match:
+            return "shape"
+        if not measured.dtype_match:
+            return "dtype"
+        if measured.nonfinite_mismatch:
+            return "non-finite"
+        return "tolerance"
+
+    @property
     def error_ratio(self) -> float:
         """Isolated error relative to the op's tolerance (accumulated when not isolated)."""
         measured = self.isolated or self.accumulated
@@ -87,6 +106,20 @@ class OpRecord:
             value = getattr(self, key)
             out[key] = value.to_dict() if value is not None else None
         return out
+
+
+def worst_comparison(comparisons: list[Comparison]) -> Comparison | None:
+    """The comparison that fails, or comes closest to failing, relative to its tolerance."""
+    return max(comparisons, key=lambda c: (not c.passed, c.tolerance_ratio), default=None)
+
+
+def judge(record: OpRecord, comparisons: list[Comparison]) -> bool | None:
+    """An isolated op's verdict: every compared output inside its tolerance. None, with the
+    reason in the row's notes, when the op has no output to compare."""
+    if not comparisons:
+        record.notes.append("not judged: none of its outputs is a tensor or number the reference also has")
+        return None
+    return all(c.passed for c in comparisons)
 
 
 @dataclass

@@ -114,6 +114,16 @@ def no_truth_reason(node: torch.fx.Node) -> str:
     return ""
 
 
+class OpCallFailed(RuntimeError):
+    """The replayed op itself raised (e.g. an overload without a float64 kernel): a finding about
+    torch, unlike an error of the replay's own code, which propagates as it is."""
+
+    def __init__(self, node: torch.fx.Node, error: Exception) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.node = node
+        self.error = error
+
+
 class Replayer:
     """Call FX nodes' targets on recorded inputs moved to `device` and, for floats, `dtype`.
 
@@ -140,11 +150,15 @@ class Replayer:
         return list(args), dict(kwargs)
 
     def __call__(self, node: torch.fx.Node) -> tuple[Any, list[Any]]:
-        """(the node's output replayed, the converted args it was called with)."""
-        args, kwargs = self.inputs(node)
+        """(the node's output replayed, the converted args it was called with). OpCallFailed
+        when the op itself raises; the replay's own errors propagate unchanged."""
         try:
-            with torch.no_grad():
-                return node.target(*args, **kwargs), args
+            args, kwargs = self.inputs(node)
+            try:
+                with torch.no_grad():
+                    return node.target(*args, **kwargs), args
+            except Exception as error:  # torch's kernel refused these inputs
+                raise OpCallFailed(node, error) from error
         finally:
             self._release(node)
 

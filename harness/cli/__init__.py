@@ -1,4 +1,4 @@
-"""The `roundtrip` command line: run, tolerances.
+"""The `roundtrip` command line: run, verify, diff, merge, tolerances; cases run in worker processes.
 
 A front end: imports the report renderers, the API and below; never the pytest plugin.
 """

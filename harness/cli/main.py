@@ -1,164 +1,131 @@
-"""`roundtrip` command line: `roundtrip run` verifies the model zoo and writes a report."""
+"""`roundtrip`: verify the model zoo or your own models and write parity reports.
+
+  run         verify zoo cases, each in its own worker process, and write a report directory
+  verify      the same for ONNX files or `package.module:factory` functions
+  diff        regressions between two reports
+  merge       merge shard reports into one
+  tolerances  show the per-op tolerance table, or calibrate one from reports
+
+Exit codes: 0 all pass; 1 a divergence, crash or regression; 2 a usage error (one line on
+stderr); 3 an internal error (the report is still written); 128+N when stopped by signal N.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
+import os
+import shlex
 import sys
-import time
-from typing import Any
+import traceback
+from typing import NoReturn
 
+from harness.cli.errors import EXIT_INTERNAL, EXIT_USAGE, UsageError
 from harness.exporters import EXPORTERS
-from harness.runtime import BackendUnavailableError, cuda_unavailable_reason
+
+DEFAULT_OUT = os.path.join("reports", "latest")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line (raised, not printed with the usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="device to verify on (default cpu)")
+    parser.add_argument("--exporter", choices=EXPORTERS, default="roundtrip")
+    parser.add_argument("--opset", type=int, default=None, help="ONNX opset to export at (default: the exporter's)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for weights and inputs (default 0)")
+    parser.add_argument("--no-per-op", action="store_true", help="compare final outputs only")
+    parser.add_argument("--out", default=DEFAULT_OUT,
+                        help=f"report directory: parity.json, parity.md, index.html (default {DEFAULT_OUT})")
+    parser.add_argument("-j", "--jobs", type=int, default=None,
+                        help="cases verified at once, each in its own process (default: the number of cores)")
+    parser.add_argument("--baseline", default=None, metavar="PATH",
+                        help="a report (directory or parity.json) to diff against; regressions fail the run")
+    parser.add_argument("--tolerances", default=None, metavar="PATH", help="per-op tolerance table (default: shipped)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what the CLI does")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="roundtrip", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="export and verify the model zoo cases, per op")
-    run.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="device to verify on (default cpu)")
+    parser = _Parser(prog="roundtrip", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = commands.add_parser("run", help="verify model zoo cases, per op, and write a report directory")
     run.add_argument("--tier", choices=("smoke", "full"), default="smoke",
                      help="smoke: one small case per family (default); full: every case")
     run.add_argument("--cases", default=None, metavar="PATTERN",
                      help="fnmatch pattern or comma-separated case names (overrides --tier)")
-    run.add_argument("--exporter", choices=EXPORTERS, default="roundtrip")
-    run.add_argument("--seed", type=int, default=0, help="seed for weights and inputs (default 0)")
-    run.add_argument("--no-per-op", action="store_true", help="compare final outputs only")
-    run.add_argument("--out", default="reports/latest.json",
-                     help="JSON report path; a Markdown summary is written beside it (default reports/latest.json)")
-    run.add_argument("-v", "--verbose", action="store_true", help="log progress")
+    run.add_argument("--shard", default=None, metavar="K/N",
+                     help="run the K-th of N deterministic, cost-balanced slices of the selected cases")
+    run.add_argument("--costs", default=None, metavar="REPORT",
+                     help="balance --shard by the seconds each case took in this report (default: parameter counts)")
+    _add_run_options(run)
+
+    verify = commands.add_parser("verify", help="verify ONNX files or package.module:factory models")
+    verify.add_argument("targets", nargs="+", metavar="TARGET",
+                        help="model.onnx, or package.module:factory (a function returning (module, args))")
+    verify.add_argument("--inputs", default=None, metavar="NPZ", help="inputs of the ONNX file, by input name")
+    verify.add_argument("--expected", default=None, metavar="NPZ",
+                        help="expected outputs of the ONNX file (default: onnx's reference evaluator)")
+    _add_run_options(verify)
+
+    diff = commands.add_parser("diff", help="regressions of NEW against BASE (report directories or JSON files)")
+    diff.add_argument("base")
+    diff.add_argument("new")
+    diff.add_argument("--out", default=None,
+                      help="where to write diff.json and diff.md (default: NEW's report directory)")
+    diff.add_argument("--factor", type=float, default=None,
+                      help="isolated-error growth that counts as a regression (default: the shipped threshold)")
+
+    merge = commands.add_parser("merge", help="merge shard reports into one report directory")
+    merge.add_argument("reports", nargs="+", metavar="DIR")
+    merge.add_argument("--out", required=True, help="report directory to write")
+    merge.add_argument("--allow-mixed", action="store_true",
+                       help="merge reports made with different library versions, devices or exporters")
+    merge.add_argument("--baseline", default=None, metavar="PATH", help="a report to diff the merged one against")
 
     tolerances = commands.add_parser("tolerances", help="show the per-op tolerance table, or calibrate it")
     tolerances.add_argument("--table", default=None, help="table to read (default: the one shipped)")
     tolerances.add_argument("--calibrate", nargs="+", metavar="REPORT", default=None,
-                            help="rewrite the table from the isolated errors in these run reports")
-    tolerances.add_argument("--margin", type=float, default=4.0, help="calibration margin (default 4x)")
-    tolerances.add_argument("--out", default=None, help="where to write the calibrated table (default: --table,"
-                            " or the shipped table)")
+                            help="learn rows from the passing, fp64-attributed-to-noise ops of these reports")
+    tolerances.add_argument("--margin", type=float, default=None,
+                            help="calibration margin (default: the table's own, 4x in the shipped one)")
+    tolerances.add_argument("--allow-loosen", action="store_true",
+                            help="let calibration loosen a row past the table's cap")
+    tolerances.add_argument("--out", default=None, help="where to write the calibrated table (required with "
+                            "--calibrate; never inside the installed harness package)")
     return parser
 
 
+def command_line(argv: list[str]) -> str:
+    return "roundtrip " + " ".join(shlex.quote(arg) for arg in argv)
+
+
 def main(argv: list[str] | None = None) -> int:
-    options = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if getattr(options, "verbose", False) else logging.WARNING, format="%(message)s")
-    if options.command == "run":
-        return run(options)
-    if options.command == "tolerances":
-        return tolerances(options)
-    return 2
-
-
-def tolerances(options: argparse.Namespace) -> int:
-    from harness.metrics import tolerances as tolerance_tables
-
-    table = tolerance_tables.load(options.table)
-    if options.calibrate:
-        from exporter.fileio import write_text_atomic
-        from harness.metrics.calibration import calibrate
-
-        reports = []
-        for path in options.calibrate:
-            try:
-                with open(path) as handle:
-                    reports.append((path, json.load(handle)))
-            except (OSError, json.JSONDecodeError) as error:
-                print(f"roundtrip tolerances: cannot read report {path}: {error}", file=sys.stderr)
-                return 2
-        table = calibrate(table, reports, margin=options.margin)
-        out = options.out or options.table or tolerance_tables.shipped_path()
-        write_text_atomic(out, json.dumps(table.to_dict(), indent=1) + "\n")
-        print(f"wrote {len(table.rows)} rows to {out}")
-    print(f"{'aten':<48} {'device':<6} {'atol':>9} {'rtol':>9}  source")
-    for row in table.to_dict()["rows"]:
-        print(f"{row['aten']:<48} {row['device']:<6} {row['atol']:>9.3g} {row['rtol']:>9.3g}  {row['source']}")
-    return 0
-
-
-def run(options: argparse.Namespace) -> int:
-    reason = cuda_unavailable_reason() if options.device == "cuda" else None
-    if reason:
-        print(f"roundtrip run --device cuda: CUDA cannot be used here: {reason}", file=sys.stderr)
-        return 2
-    import model_zoo_cases
-    from harness.report.summary import case_line, markdown
-
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = argv[0] if argv and not argv[0].startswith("-") else ""
     try:
-        cases = model_zoo_cases.select(tier=None if options.cases else options.tier, pattern=options.cases)
-    except KeyError as error:
-        print(f"roundtrip run: {error}", file=sys.stderr)
-        return 2
-    if not cases:
-        print(f"roundtrip run: no case matches {options.cases!r}; see model_zoo_cases.CASES", file=sys.stderr)
-        return 2
-    results: list[dict[str, Any]] = []
-    environment: dict[str, Any] = {}
-    for case in cases:
-        result = verify_case(case, options)
-        results.append(result)
-        record = result.get("verification")
-        if record is None:
-            print(f"ERROR {case.name:<28} {result['error']}")
-            continue
-        environment = record.get("environment", environment)
-        print(case_line(case.name, record))
-        if result.get("other_batch") is not None:
-            other = result["other_batch"]
-            print(f"      {'':<28} batch {other['batch']}: {'pass' if other['passed'] else 'FAIL'} "
-                  f"max_out_err={other['max_abs']:.3g}")
-    report = {
-        "schema_version": 1,
-        "device": options.device,
-        "exporter": options.exporter,
-        "seed": options.seed,
-        "command": "roundtrip " + " ".join(sys.argv[1:]),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "environment": environment,
-        "cases": results,
-    }
-    from exporter.fileio import write_text_atomic
+        options = _parser().parse_args(argv)
+        logging.basicConfig(level=logging.INFO if getattr(options, "verbose", False) else logging.WARNING,
+                            format="%(message)s")
+        from harness.cli import commands
 
-    write_text_atomic(options.out, json.dumps(report, indent=1))
-    md_path = options.out.removesuffix(".json") + ".md"
-    write_text_atomic(md_path, markdown(report))
-    passed = sum(1 for r in results if r.get("passed"))
-    print(f"{passed}/{len(results)} cases passed; report: {options.out} and {md_path}")
-    return 0 if passed == len(results) else 1
-
-
-def verify_case(case: Any, options: argparse.Namespace) -> dict[str, Any]:
-    """Verify one zoo case at its traced batch, then the same ONNX model at another batch."""
-    from exporter.errors import ExportError
-    from harness.verification import verify
-
-    started = time.perf_counter()
-    common = dict(
-        device=options.device, exporter=options.exporter,
-        dynamic_axes={k: v for k, v in case.dynamic_axes.items() if k in case.input_names},
-        input_names=case.input_names, output_atol=case.atol, output_rtol=case.rtol,
-        allowed_mismatch=case.allowed_mismatch_fraction, model_name=case.name,
-    )
-    try:
-        module = case.module(options.seed)
-        verification = verify(module, case.inputs(options.seed), per_op=not options.no_per_op, **common)
-        onnx_model = verification.onnx_model
-        other = verify(module, case.other_inputs(options.seed + 1), per_op=False,
-                       onnx_model=onnx_model, **{**common, "exporter": "roundtrip"})
-    except (ExportError, BackendUnavailableError, RuntimeError, ValueError) as error:
-        return {"name": case.name, "passed": False, "error": f"{type(error).__name__}: {error}".splitlines()[0],
-                "seconds": time.perf_counter() - started}
-    record = verification.to_dict()
-    return {
-        "name": case.name,
-        "family": case.family,
-        "passed": verification.passed and other.passed,
-        "seconds": time.perf_counter() - started,
-        "verification": record,
-        "other_batch": {
-            "batch": case.other_batch, "passed": other.passed, "max_abs": other.max_output_error,
-            "outputs": [c.to_dict() for c in other.outputs],
-        },
-    }
+        return commands.dispatch(options, command_line(argv))
+    except UsageError as error:
+        print(f"roundtrip {command}: {error}".replace("  ", " ", 1), file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"roundtrip {command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # a fault of the harness: one line, the traceback with -v
+        if "-v" in argv or "--verbose" in argv:
+            traceback.print_exc()
+        print(f"roundtrip {command}: internal error: {type(error).__name__}: {error}".splitlines()[0]
+              + ("" if "-v" in argv else " (-v shows the traceback)"), file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

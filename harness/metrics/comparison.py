@@ -56,7 +56,7 @@ class Comparison:
     min_rtol: float = 0.0  # smallest rtol that passes every element at this atol (inf if none would)
     histogram: dict[str, int] = field(default_factory=dict)
     allowed_mismatch: float = 0.0
-    passed: bool = True
+    passed: bool = False  # fails closed: only `compare` sets it, once every check has run
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,128 +1,59 @@
-"""pytest plugin: `--device cpu|cuda|auto`, zoo tier selection, and merged verification records.
+"""pytest plugin: the `roundtrip` fixture and marker, the zoo as tests, per-test records, reports.
 
-Tests ask for the `roundtrip_device` fixture ("cpu" or "cuda"). With `--device cuda` on a
-machine where torch or onnxruntime cannot use CUDA, the run stops at start-up with a usage
-error that says why. Tests marked `cuda` skip, with the reason, unless the device is CUDA.
-Verification records given to the `roundtrip_records` fixture travel from xdist workers to the
-controller (`config.workeroutput`), which alone writes `--roundtrip-report`.
+Loaded into every pytest run of an environment that has this package (entry point `roundtrip`;
+`-p no:roundtrip` turns it off), so it stays out of the way until used: its options are
+prefixed (`--roundtrip-device cpu|cuda|auto`, `--roundtrip-exporter`, `--roundtrip-opset`,
+`--roundtrip-tier`, `--roundtrip-cases`, `--roundtrip-report-dir`, `--roundtrip-tolerances`;
+each also an ini key, `roundtrip_device = cuda`), and torch and onnxruntime are imported only
+when a roundtrip fixture, marker or zoo test runs, or when CUDA is asked for.
+
+    options      the options and their resolution (command line > ini > default)
+    placement    GPU per xdist worker and its memory caps (arithmetic, and `apply`)
+    device       the CUDA check at start-up, the lazily resolved device, the `cuda` marker's skip
+    fixtures     `roundtrip` (a fixtures.Roundtrip: verify, verify_onnx, record), `roundtrip_device`
+    records      cases per test through report.user_properties; crashed workers; the report dir
+    summary      the header and the end-of-run table of failing verifications
+
+Plugin state lives in `config.stash` (harness.pytest_plugin.state).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import platform
-from typing import Any
-
 import pytest
 
-DEVICE_CHOICES = ("cpu", "cuda", "auto")
-TIER_CHOICES = ("smoke", "full")
-_RECORDS_KEY = "roundtrip_records"
+# Plugin modules, each imported by pytest (so that it may rewrite their asserts) after those it
+# imports; this module imports none of them at the top for the same reason.
+pytest_plugins = [
+    "harness.pytest_plugin.options",
+    "harness.pytest_plugin.device",
+    "harness.pytest_plugin.records",
+    "harness.pytest_plugin.fixtures",
+    "harness.pytest_plugin.summary",
+]
+
+MARKERS = (
+    "roundtrip(atol=None, rtol=None, exporter=None, opset=None, device=None, tolerances=None): "
+    "this test's settings for the roundtrip fixture",
+    "cuda: needs a CUDA GPU usable by torch and onnxruntime; skipped, with the reason, unless the run "
+    "verifies on CUDA (--roundtrip-device cuda, or auto on a machine with a usable GPU)",
+)
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("roundtrip", "roundtrip round-trip verification")
-    group.addoption(
-        "--device", action="store", dest="roundtrip_device", default="cpu", choices=DEVICE_CHOICES,
-        help="device to verify on: cpu (default), cuda (fails at start-up if unusable), "
-             "auto (cuda when torch and onnxruntime can use it, else cpu)",
-    )
-    group.addoption(
-        "--zoo-tier", action="store", dest="roundtrip_tier",
-        default=os.environ.get("ROUNDTRIP_TIER", "smoke"), choices=TIER_CHOICES,
-        help="model zoo tier to run: smoke (one small case per family, default) or full (every case)",
-    )
-    group.addoption(
-        "--zoo-cases", action="store", dest="roundtrip_cases", default=None, metavar="PATTERN",
-        help="only zoo cases whose name matches this fnmatch pattern or comma-separated list",
-    )
-    group.addoption(
-        "--roundtrip-report", action="store", dest="roundtrip_report", default=None, metavar="PATH",
-        help="write the verification records the tests produced to PATH as JSON (controller only)",
-    )
-
-
-def resolve_device(requested: str) -> tuple[str, str | None]:
-    """(device, reason CUDA is unusable or None) for a --device value."""
-    from harness.runtime.devices import cuda_unavailable_reason
-
-    if requested == "cpu":
-        return "cpu", cuda_unavailable_reason() or "the run was asked for --device cpu"
-    reason = cuda_unavailable_reason()
-    if requested == "cuda" and reason:
-        raise pytest.UsageError(f"--device cuda: CUDA cannot be used here: {reason}")
-    return ("cpu", reason) if reason else ("cuda", None)
-
-
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    device, cuda_reason = resolve_device(config.getoption("roundtrip_device"))
-    config._roundtrip_device = device  # type: ignore[attr-defined]
-    config._roundtrip_cuda_reason = cuda_reason  # type: ignore[attr-defined]
-    config._roundtrip_records = []  # type: ignore[attr-defined]
-    config.addinivalue_line("markers", "cuda: needs a CUDA GPU usable by torch and onnxruntime")
+    """Resolve the settings, keep the run's state in config.stash, check CUDA when asked for."""
+    from harness.pytest_plugin.device import check_cuda_at_start
+    from harness.pytest_plugin.options import resolve, write_back
+    from harness.pytest_plugin.records import Collector
+    from harness.pytest_plugin.state import STATE, RunState, role_of, xdist_workers
 
-
-def pytest_report_header(config: pytest.Config) -> list[str]:
-    import onnx
-    import onnxruntime
-    import torch
-
-    return [
-        f"roundtrip: device={config._roundtrip_device} (asked {config.getoption('roundtrip_device')}), "
-        f"zoo tier={config.getoption('roundtrip_tier')}, cases={config.getoption('roundtrip_cases') or 'all'}",
-        f"roundtrip: torch {torch.__version__}, onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__} "
-        f"providers={onnxruntime.get_available_providers()}, python {platform.python_version()}",
-    ]
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config._roundtrip_device == "cuda":
-        return
-    skip = pytest.mark.skip(reason=f"needs CUDA: {config._roundtrip_cuda_reason}")
-    for item in items:
-        if "cuda" in item.keywords:
-            item.add_marker(skip)
-
-
-@pytest.fixture(scope="session")
-def roundtrip_device(request: pytest.FixtureRequest) -> str:
-    """The device this run verifies on: "cpu" or "cuda"."""
-    return request.config._roundtrip_device
-
-
-@pytest.fixture(scope="session")
-def roundtrip_zoo_selection(request: pytest.FixtureRequest) -> tuple[str, str | None]:
-    return request.config.getoption("roundtrip_tier"), request.config.getoption("roundtrip_cases")
-
-
-@pytest.fixture
-def roundtrip_records(request: pytest.FixtureRequest):
-    """Call with a Verification (or a dict) to include it in the run's merged report."""
-    def add(record: Any) -> None:
-        data = record.to_dict() if hasattr(record, "to_dict") else dict(record)
-        data.setdefault("test", request.node.nodeid)
-        request.config._roundtrip_records.append(data)
-
-    return add
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    config = session.config
-    if hasattr(config, "workerinput"):  # an xdist worker: hand records to the controller
-        config.workeroutput[_RECORDS_KEY] = json.dumps(config._roundtrip_records)
-        return
-    path = config.getoption("roundtrip_report")
-    if path:
-        from exporter.fileio import write_text_atomic
-
-        records = sorted(config._roundtrip_records, key=lambda r: r.get("test", ""))
-        write_text_atomic(path, json.dumps({"schema_version": 1, "records": records}, indent=1))
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node: Any, error: Any) -> None:
-    """xdist controller: merge the records a worker collected."""
-    payload = getattr(node, "workeroutput", {}).get(_RECORDS_KEY)
-    if payload:
-        node.config._roundtrip_records.extend(json.loads(payload))
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
+    settings = resolve(config)
+    write_back(config, settings)
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    state = RunState(settings=settings, role=role_of(config), workers=xdist_workers(config), worker_id=worker)
+    config.stash[STATE] = state
+    check_cuda_at_start(state)
+    if state.role != "worker":
+        config.pluginmanager.register(Collector(config), "roundtrip-collector")

@@ -1,4 +1,6 @@
-"""Renderers of run results: terminal lines and Markdown from the JSON dicts of Verifications.
+"""Renderers of run results: parity.json documents (schema_version 2), parity.md, index.html,
+diffs against a baseline and merges of shard reports.
 
-A front-end layer: imports the API and below; the CLI and the pytest plugin render through it.
+Layer 5: imports the API (harness/*.py) and the layers below; the CLI and the pytest plugin
+render through it.
 """

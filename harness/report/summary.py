@@ -1,17 +1,128 @@
-"""Render run results (the JSON dicts of Verifications) as terminal lines and Markdown."""
+"""What every rendering of a parity document shares: verdict counts, the run's worst ops,
+headroom per op kind, and one terminal line per case."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from harness.report.document import CASE_STATUSES, as_float
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return str(value)
+WORST_OPS = 10
 
 
-def _op_types(onnx_ops: list[str]) -> str:
+def fmt(value: Any, digits: int = 3) -> str:
+    """A number as a reader wants it: 3 significant digits, '-' for missing."""
+    number = as_float(value)
+    if number is None:
+        return "-"
+    if math.isinf(number):
+        return "inf" if number > 0 else "-inf"
+    return f"{number:.{digits}g}"
+
+
+def verdict_counts(document: Mapping[str, Any]) -> dict[str, int]:
+    """{status: number of cases} for every case status, in the schema's order."""
+    counts = dict.fromkeys(CASE_STATUSES, 0)
+    for case in document.get("cases", []):
+        counts[case["status"]] = counts.get(case["status"], 0) + 1
+    return counts
+
+
+def ops_of(case: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return (case.get("verification") or {}).get("ops", [])
+
+
+def measured(op: Mapping[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    """("isolated" | "accumulated", the comparison) an op is judged by."""
+    if op.get("isolated"):
+        return "isolated", op["isolated"]
+    return "accumulated", op.get("accumulated")
+
+
+def ratio(op: Mapping[str, Any]) -> float:
+    """The op's error relative to its tolerance (isolated; accumulated when not isolated)."""
+    _, comparison = measured(op)
+    value = as_float(comparison.get("tolerance_ratio")) if comparison else None
+    return 0.0 if value is None or math.isnan(value) else value
+
+
+def max_output_error(case: Mapping[str, Any]) -> float | None:
+    outputs = (case.get("verification") or {}).get("outputs", [])
+    values = [as_float(o.get("max_abs")) for o in outputs]
+    return max((v for v in values if v is not None), default=None)
+
+
+@dataclass(frozen=True)
+class RankedOp:
+    case: str
+    op: dict[str, Any]
+
+    @property
+    def ratio(self) -> float:
+        return ratio(self.op)
+
+
+def all_ops(document: Mapping[str, Any]) -> Iterator[RankedOp]:
+    for case in document.get("cases", []):
+        for op in ops_of(case):
+            yield RankedOp(case["name"], op)
+
+
+def worst_ops(document: Mapping[str, Any], count: int = WORST_OPS) -> list[RankedOp]:
+    """The `count` ops of the run with the largest error relative to tolerance, measured ones only
+    (isolated errors outrank accumulated ones, which carry every error before them)."""
+    ranked = [r for r in all_ops(document) if measured(r.op)[1] is not None and r.ratio > 0]
+    ranked.sort(key=lambda r: (r.op.get("isolated") is not None, r.ratio), reverse=True)
+    return ranked[:count]
+
+
+def failing_ops(case: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [op for op in ops_of(case) if op.get("passed") is False]
+
+
+@dataclass
+class OpKind:
+    """One ATen overload (and dtype) across the run: its worst observed isolated error against
+    its tolerance."""
+
+    aten: str
+    dtype: str
+    count: int = 0
+    failed: int = 0
+    observed: float = 0.0  # largest isolated min_atol: the smallest atol every instance passes at
+    worst_ratio: float = 0.0
+    atol: float | None = None
+    rtol: float | None = None
+    worst_case: str = ""
+
+    @property
+    def headroom(self) -> float:
+        return math.inf if self.worst_ratio == 0 else 1.0 / self.worst_ratio
+
+
+def op_kinds(document: Mapping[str, Any]) -> list[OpKind]:
+    """Isolated ops grouped by (ATen overload, dtype), least headroom first."""
+    kinds: dict[tuple[str, str], OpKind] = {}
+    for ranked in all_ops(document):
+        op = ranked.op
+        isolated = op.get("isolated")
+        if not isolated:
+            continue
+        kind = kinds.setdefault((op["aten"], op.get("dtype", "*")), OpKind(op["aten"], op.get("dtype", "*")))
+        kind.count += 1
+        kind.failed += op.get("passed") is False
+        observed = as_float(isolated.get("min_atol")) or 0.0
+        kind.observed = max(kind.observed, observed)
+        if ranked.ratio >= kind.worst_ratio:
+            kind.worst_ratio, kind.worst_case = ranked.ratio, ranked.case
+            kind.atol, kind.rtol = op["tolerance"].get("atol"), op["tolerance"].get("rtol")
+    return sorted(kinds.values(), key=lambda k: (-k.worst_ratio, k.aten))
+
+
+def op_types(onnx_ops: list[str]) -> str:
     """Distinct ONNX op types in emission order, Constants left out, with counts over one."""
     counts: dict[str, int] = {}
     for op in onnx_ops:
@@ -20,51 +131,37 @@ def _op_types(onnx_ops: list[str]) -> str:
     return "+".join(f"{op}x{n}" if n > 1 else op for op, n in counts.items()) or "-"
 
 
-def worst_op_text(record: dict[str, Any]) -> str:
+def op_text(op: Mapping[str, Any]) -> str:
+    """`conv2d_3 [Conv] isolated max_abs=1e-05 (0.3x tol) at Scope file.py:12`."""
+    kind, comparison = measured(op)
+    comparison = comparison or {}
+    return (f"{op['fx_node']} [{op_types(op.get('onnx_ops', []))}] {kind} max_abs={fmt(comparison.get('max_abs'))} "
+            f"({fmt(comparison.get('tolerance_ratio'))}x tol) at {op.get('scope') or '-'} {op.get('source') or ''}").rstrip()
+
+
+def worst_op(case: Mapping[str, Any]) -> dict[str, Any] | None:
+    record = case.get("verification") or {}
     name = record.get("worst_op")
-    if not name:
-        return "-"
-    op = next(o for o in record["ops"] if o["fx_node"] == name)
-    measured = op.get("isolated") or op.get("accumulated") or {}
-    kind = "isolated" if op.get("isolated") else "accumulated"
+    return next((op for op in record.get("ops", []) if op["fx_node"] == name), None)
+
+
+def case_line(case: Mapping[str, Any]) -> str:
+    """One terminal line per case: verdict, checker, max output error, both sizes, worst op."""
+    name, status = case["name"], case["status"]
+    seconds = fmt(case.get("seconds"), 2)
+    if status == "crashed":
+        crash = case["crash"]
+        return f"CRASH {name:<28} {crash['reason']} after {seconds}s"
+    if status == "error":
+        return f"ERROR {name:<28} {case['error']}"
+    record = case["verification"]
+    other = case.get("other")
+    sizes = case.get("sizes") or ["traced", "other"]
+    other_text = "" if other is None else (
+        f" {sizes[-1]}={'pass' if other['passed'] else 'FAIL'}({fmt(other.get('max_abs'))})")
+    worst = worst_op(case)
     return (
-        f"{name} [{_op_types(op['onnx_ops'])}] {kind} max_abs={_fmt(measured.get('max_abs', 0.0))} "
-        f"({_fmt(measured.get('tolerance_ratio', 0.0))}x tol) at {op['scope']} {op['source']}"
+        f"{'PASS' if status == 'pass' else 'FAIL'} {name:<28} checker={'ok' if record['checker']['passed'] else 'FAILED'} "
+        f"max_out_err={fmt(max_output_error(case))}{other_text} ops={len(record['ops'])} time={seconds}s "
+        f"worst_op={op_text(worst) if worst else '-'}"
     )
-
-
-def case_line(case: str, record: dict[str, Any]) -> str:
-    """One line per case: verdict, checker, max output error, worst op."""
-    verdict = "PASS" if record["passed"] else "FAIL"
-    checker = "ok" if record["checker"]["passed"] else "FAILED"
-    max_err = max((o["max_abs"] for o in record["outputs"] if isinstance(o["max_abs"], float)), default=0.0)
-    seconds = sum(v for v in record.get("timings", {}).values() if isinstance(v, float))
-    return (
-        f"{verdict} {case:<28} checker={checker:<6} max_out_err={max_err:.3g} ops={len(record['ops'])} "
-        f"time={seconds:.1f}s worst_op={worst_op_text(record)}"
-    )
-
-
-def markdown(run: dict[str, Any]) -> str:
-    """A table readable in a CI job summary."""
-    lines = [
-        f"# roundtrip run: {run['device']} ({run['environment'].get('torch', '')}, "
-        f"onnxruntime {run['environment'].get('onnxruntime', '')})",
-        "",
-        "| case | verdict | checker | max output abs err | other batch | ops | worst op |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for case in run["cases"]:
-        record = case.get("verification")
-        if record is None:
-            lines.append(f"| {case['name']} | ERROR | - | - | - | - | {case.get('error', '')[:120]} |")
-            continue
-        other = case.get("other_batch")
-        other_text = "-" if other is None else ("pass" if other["passed"] else "FAIL")
-        max_err = max((o["max_abs"] for o in record["outputs"] if isinstance(o["max_abs"], float)), default=0.0)
-        lines.append(
-            f"| {case['name']} | {'pass' if record['passed'] else 'FAIL'} | "
-            f"{'ok' if record['checker']['passed'] else 'FAILED'} | {max_err:.3g} | {other_text} | "
-            f"{len(record['ops'])} | {worst_op_text(record)} |"
-        )
-    return "\n".join(lines) + "\n"

@@ -19,6 +19,7 @@ import onnx
 from harness.metrics.arrays import contiguous
 from harness.runtime.devices import DeviceSpec, require_cuda
 from harness.runtime.errors import BackendUnavailableError, ModelLoadError
+from harness.runtime.model_files import load_model_file
 from harness.runtime.shared_weights import SharedWeights
 
 
@@ -57,9 +58,10 @@ def prepare(model: onnx.ModelProto | str | os.PathLike, device: str = "CPU", **o
     `graph_optimization_level` (an onnxruntime GraphOptimizationLevel),
     `intra_op_num_threads`, `tf32` (CUDA: allow TF32 math; default False),
     `shared_weights` (a SharedWeights whose stubs `model` carries; onnxruntime only),
-    `serialized` (`model` already serialised, to skip doing it again), `spinning`."""
+    `serialized` (`model` already serialised, to skip doing it again), `spinning`,
+    `cuda_mem_limit` (bytes; caps the CUDA arena, default: `set_cuda_mem_limit`'s)."""
     if not isinstance(model, onnx.ModelProto):
-        model = onnx.load(os.fspath(model))
+        model = load_model_file(model)  # ModelFileError naming the path for a bad file
     spec = DeviceSpec.parse(device)
     inputs = real_inputs(model)
     outputs = [o.name for o in model.graph.output]
@@ -104,9 +106,31 @@ def session_options(profile: bool = False, graph_optimization_level: Any = None,
     return options
 
 
+_cuda_mem_limit: int | None = None
+
+
+def set_cuda_mem_limit(limit_bytes: int | None) -> None:
+    """Cap onnxruntime's CUDA arena (the provider's `gpu_mem_limit`) for every CUDA session this
+    process creates from now on; None removes the cap. The pytest plugin sets it per xdist
+    worker when several share a GPU."""
+    global _cuda_mem_limit
+    _cuda_mem_limit = limit_bytes
+
+
+def cuda_provider_options(device_id: int, tf32: bool, mem_limit: int | None = None) -> dict[str, Any]:
+    """The CUDAExecutionProvider's options: device, TF32, and the arena cap (`mem_limit`, else
+    `set_cuda_mem_limit`'s; none when both are None)."""
+    options: dict[str, Any] = {"device_id": device_id, "use_tf32": int(tf32)}
+    limit = mem_limit or _cuda_mem_limit
+    if limit:
+        options["gpu_mem_limit"] = int(limit)
+    return options
+
+
 def _prepare_onnxruntime(model, spec: DeviceSpec, inputs, outputs, *, tf32: bool = False,
                          profile: bool = False, shared_weights: SharedWeights | None = None,
-                         serialized: bytes | None = None, **options: Any) -> BackendRep:
+                         serialized: bytes | None = None, cuda_mem_limit: int | None = None,
+                         **options: Any) -> BackendRep:
     import onnxruntime as ort
 
     sess_options = session_options(profile=profile, **options)
@@ -119,7 +143,7 @@ def _prepare_onnxruntime(model, spec: DeviceSpec, inputs, outputs, *, tf32: bool
     if spec.kind == "cuda":
         require_cuda()
         providers: list[Any] = [
-            ("CUDAExecutionProvider", {"device_id": spec.index, "use_tf32": int(tf32)}),
+            ("CUDAExecutionProvider", cuda_provider_options(spec.index, tf32, cuda_mem_limit)),
             "CPUExecutionProvider",
         ]
     else:

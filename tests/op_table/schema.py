@@ -17,7 +17,12 @@ class OpCase:
 
     `targets` are the ATen overloads (normalised, e.g. "aten.add.Tensor") that the exported
     model must contain in its `roundtrip.aten` provenance: the runner checks this, so a row
-    cannot claim coverage it does not have. `seed_ops` names the seed-list operators covered.
+    cannot claim coverage it does not have (xfail and refused rows claim none). `seed_ops`
+    names the seed-list operators covered; the meta-tests hold each name to the row's targets.
+    A row with `dynamic_axes` is also run at other sizes of each dynamic axis (re-running the
+    exported model). `reference`, when given, computes torch's expected outputs from the
+    inputs instead of the module: for forms torch's CPU kernels refuse (e.g. a half_to_float
+    softmax), whose result torch defines through an equivalent call.
     """
 
     name: str
@@ -32,6 +37,7 @@ class OpCase:
     xfail: str | None = None  # mandatory reason when the form is known not to work
     refused: str | None = None  # the exporter must raise ExportError whose message contains this
     tags: tuple[str, ...] = field(default_factory=tuple)
+    reference: Callable[..., Any] | None = None  # torch's expected outputs from the inputs
 
 
 class Lambda(torch.nn.Module):

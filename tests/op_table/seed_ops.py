@@ -8,6 +8,8 @@ every one of them to a registered symbolic and a test row, and docs/OPERATORS.md
 
 from __future__ import annotations
 
+from torch import nn
+
 SEED_LIST = (
     "add (nonzero alpha not supported)",
     "sub (nonzero alpha not supported)",
@@ -114,6 +116,15 @@ SEED_OPERATORS: dict[str, tuple[str, ...]] = {
     "Dropout": ("aten.native_dropout.default",),
     "FeatureDropout": (),
     "Index": ("aten.index.Tensor", "aten.select.int", "aten.slice.Tensor"),
+}
+
+
+# Seed operators whose layers an eval-mode export removes (they are the identity there): no
+# overload reaches the graph, so rows cover them by holding the layer, and the runner checks
+# that no dropout is left in the exported graph.
+SEED_REMOVED_IN_EVAL: dict[str, tuple[type[nn.Module], ...]] = {
+    "Dropout": (nn.Dropout, nn.AlphaDropout),
+    "FeatureDropout": (nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.FeatureAlphaDropout),
 }
 
 

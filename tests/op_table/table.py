@@ -6,6 +6,7 @@ three agree on what a row exports.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import pkgutil
 import zlib
@@ -18,10 +19,15 @@ import torch
 
 import exporter
 from exporter.registry import BUILTINS, normalize_target
+from exporter.trace import forward_input_names, normalize_dynamic_axes
 
 from .schema import OpCase
 
 ATEN_KEY = "roundtrip.aten"
+# A row with dynamic axes is also run with every dynamic axis this much longer than traced: a
+# size baked into the graph at export then fails the row. Larger only, so index inputs that
+# point into a dynamic axis stay valid; torch.export specialises sizes 0 and 1 anyway.
+OTHER_SIZE_STEPS = (1, 3)
 
 
 def all_cases() -> list[OpCase]:
@@ -63,6 +69,48 @@ def build_sample(case: OpCase) -> Sample:
     return Sample(module, tuple(args), seed)
 
 
+def expected_outputs(case: OpCase, sample: Sample) -> list[torch.Tensor]:
+    """torch's outputs for the sample: the row's `reference` on the inputs when it has one,
+    else the module run on a copy (a module may change its own state, e.g. max_norm)."""
+    with torch.no_grad():
+        if case.reference is not None:
+            return flat_tensors(case.reference(*sample.args))
+        return flat_tensors(copy.deepcopy(sample.module)(*sample.args))
+
+
+def resized_samples(case: OpCase, sample: Sample) -> list[Sample]:
+    """The row's sample with every dynamic axis at each of the other sizes (traced + step, one
+    size per dim name, shared by the inputs that name it). An input's slices along a dynamic
+    axis are drawn from its own slices, so values stay in the row's domain (indices valid,
+    signs kept); floats are then scaled by a random factor in [0.9, 1.1], so no slice repeats."""
+    if not case.dynamic_axes:
+        return []
+    names = forward_input_names(sample.module, sample.args)
+    axes_by_name = normalize_dynamic_axes(case.dynamic_axes)
+    traced: dict[str, int] = {}
+    for name, arg in zip(names, sample.args):
+        for axis, dim_name in axes_by_name.get(name, {}).items():
+            traced.setdefault(dim_name, arg.shape[axis])
+    samples = []
+    for step in OTHER_SIZE_STEPS:
+        sizes = {dim_name: size + step for dim_name, size in traced.items()}
+        gen = torch.Generator().manual_seed(sample.seed + step)
+        args = tuple(_resized(arg, axes_by_name.get(name, {}), sizes, gen) for name, arg in zip(names, sample.args))
+        samples.append(Sample(sample.module, args, sample.seed))
+    return samples
+
+
+def _resized(arg: Any, axes: dict[int, str], sizes: dict[str, int], gen: torch.Generator) -> Any:
+    if not isinstance(arg, torch.Tensor) or not axes:
+        return arg
+    for axis, dim_name in axes.items():
+        picks = torch.randint(0, arg.shape[axis], (sizes[dim_name],), generator=gen)
+        arg = arg.index_select(axis, picks)
+    if arg.is_floating_point():
+        arg = arg * (0.9 + 0.2 * torch.rand(arg.shape, generator=gen)).to(arg.dtype)
+    return arg
+
+
 def capture_case(case: OpCase, sample: Sample) -> torch.export.ExportedProgram:
     """The row's program: one capture serves every opset of the row."""
     return exporter.capture(sample.module, sample.args, dynamic_axes=case.dynamic_axes)
@@ -96,3 +144,34 @@ def flat_tensors(value: Any) -> list[torch.Tensor]:
 
 def targets_of(cases: Iterable[OpCase]) -> set[str]:
     return {t for case in cases for t in case.targets}
+
+
+def is_checked(case: OpCase) -> bool:
+    """Whether the runner exports the row and checks its targets (xfail and refused rows: no)."""
+    return not (case.xfail or case.refused)
+
+
+def checked_targets(case: OpCase) -> tuple[str, ...]:
+    """The overloads the runner asserts in the row's exported program and provenance: what the
+    row covers (none for xfail and refused rows)."""
+    return case.targets if is_checked(case) else ()
+
+
+DROPOUT_MODULES = (torch.nn.modules.dropout._DropoutNd,)
+
+
+def is_dropout_row(case: OpCase, sample: Sample) -> bool:
+    """A row whose module holds a dropout layer or which targets a dropout overload: its
+    eval-mode export must leave no dropout in the graph."""
+    holds = any(isinstance(m, DROPOUT_MODULES) for m in sample.module.modules())
+    return holds or any("dropout" in target for target in case.targets)
+
+
+def dropout_left(case: OpCase, program: torch.export.ExportedProgram, model: onnx.ModelProto) -> list[str]:
+    """Dropout left in an eval-mode export: ONNX Dropout nodes, and dropout overloads in the
+    program other than those the row targets (native_dropout with train=False is kept whole
+    and translated to an Identity)."""
+    left = [f"ONNX node {node.name or node.op_type}" for node in model.graph.node if node.op_type == "Dropout"]
+    left += [f"FX op {target}" for target in sorted(program_targets(program))
+             if "dropout" in target and target not in case.targets]
+    return left

@@ -1,0 +1,225 @@
+"""Weights on their way out: model files written straight from the tensors, external data.
+
+An exported model is a *skeleton* (nodes, types, initializer names, shapes and dtypes) plus
+its weights, the arrays the initializers hold (views of the module's parameters, no copies).
+The skeleton's initializers carry no data: each is marked external with the location
+`IN_MEMORY`, meaning "the caller holds this array". From there:
+
+* `write_model` writes a model file in one pass from the skeleton and the arrays. Each weight's
+  bytes go from the array to the file once, without an intermediate bytes object or a
+  serialised copy of the whole proto. A single file holds the weights as the initializers'
+  raw_data; with `external=True` they go to a data file beside the model (ONNX external data),
+  which is what a model whose proto would pass protobuf's 2 GB limit needs.
+* `with_weights` gives a self-contained ModelProto (protobuf copies every weight into it: the
+  in-memory form costs one copy more than writing a file).
+
+The single file is written as protobuf's wire format allows: the model without initializers,
+then one more `graph` field per initializer. A parser merges repeated occurrences of a message
+field, so readers (onnx, onnxruntime) see one graph with every initializer.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import IO
+
+import numpy as np
+import onnx
+
+IN_MEMORY = "roundtrip:in-memory"
+"""external_data location of an initializer whose array the caller holds (not a file)."""
+
+PROTOBUF_LIMIT = 2**31 - 1
+"""Protobuf cannot serialise or parse a message of 2 GB or more."""
+
+EXTERNAL_MIN_BYTES = 1024
+"""Initializers smaller than this stay inside the model file when the weights go external
+(onnx.save_model's default `size_threshold`)."""
+
+ALIGNMENT = 65536
+"""Offset alignment of large tensors in the data file: the allocation granularity onnxruntime
+needs to memory-map them instead of reading them (64 KiB covers every platform)."""
+
+_SMALL_ALIGNMENT = 64
+_LARGE_TENSOR = 1 << 20
+
+# protobuf field numbers (onnx.proto): ModelProto.graph, GraphProto.initializer, TensorProto.raw_data
+_MODEL_GRAPH, _GRAPH_INITIALIZER, _TENSOR_RAW_DATA = 7, 5, 9
+
+
+def tensor_bytes(array: np.ndarray) -> memoryview:
+    """The array's bytes in ONNX's raw_data layout (little-endian, C order), without a copy
+    when the array is already contiguous and little-endian."""
+    array = np.ascontiguousarray(array)
+    if sys.byteorder != "little" or array.dtype.byteorder == ">":
+        array = array.astype(array.dtype.newbyteorder("<"))
+    return memoryview(array.reshape(-1).view(np.uint8))
+
+
+def is_in_memory(tensor: onnx.TensorProto) -> bool:
+    """Whether `tensor` is a skeleton's stand-in for an array the caller holds."""
+    return tensor.data_location == onnx.TensorProto.EXTERNAL and any(
+        entry.key == "location" and entry.value == IN_MEMORY for entry in tensor.external_data
+    )
+
+
+def stub(tensor: onnx.TensorProto, location: str = IN_MEMORY, **entries: int) -> onnx.TensorProto:
+    """Make `tensor` data-less and external at `location` (with `offset=`/`length=` entries)."""
+    tensor.ClearField("raw_data")
+    tensor.ClearField("external_data")
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    for key, value in {"location": location, **{k: str(v) for k, v in entries.items()}}.items():
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
+    return tensor
+
+
+def weight_bytes(weights: Mapping[str, np.ndarray]) -> int:
+    """Bytes of all the weights."""
+    return sum(int(array.nbytes) for array in weights.values())
+
+
+def exceeds_protobuf_limit(skeleton: onnx.ModelProto, weights: Mapping[str, np.ndarray]) -> bool:
+    """Whether the model with its weights inline would reach protobuf's 2 GB limit."""
+    overhead = 32 * len(weights)  # the field tags and lengths around each initializer's data
+    return skeleton.ByteSize() + weight_bytes(weights) + overhead >= PROTOBUF_LIMIT
+
+
+def with_weights(skeleton: onnx.ModelProto, weights: Mapping[str, np.ndarray]) -> onnx.ModelProto:
+    """A self-contained copy of `skeleton` whose in-memory initializers hold their arrays."""
+    model = onnx.ModelProto()
+    model.CopyFrom(skeleton)
+    for tensor in model.graph.initializer:
+        if is_in_memory(tensor):
+            tensor.ClearField("external_data")
+            tensor.data_location = onnx.TensorProto.DEFAULT
+            tensor.raw_data = tensor_bytes(weights[tensor.name]).tobytes()
+    return model
+
+
+@dataclass
+class Written:
+    """What `write_model` wrote: the model as saved (external references, or in-memory stubs
+    for the weights written inline) and the data file, if any."""
+
+    model: onnx.ModelProto
+    data_path: str | None = None
+
+
+def data_file_name(model_path: str) -> str:
+    """The external data file's name for a model file: `model.onnx` -> `model.onnx.data`."""
+    return os.path.basename(model_path) + ".data"
+
+
+def write_model(
+    f: str | os.PathLike | IO[bytes],
+    skeleton: onnx.ModelProto,
+    weights: Mapping[str, np.ndarray],
+    *,
+    external: bool | None = None,
+) -> Written:
+    """Write the skeleton with its weights to a path (atomically) or a binary file object.
+
+    `external=None` puts the weights in a data file beside the model only when the model would
+    otherwise pass protobuf's 2 GB limit; True always does (a path is needed: the data file is
+    named after it), False never does (and fails clearly past the limit).
+    """
+    from exporter.errors import ExportError
+    from exporter.fileio import atomic_writer
+
+    too_large = exceeds_protobuf_limit(skeleton, weights)
+    if external is None:
+        external = too_large
+    is_path = not hasattr(f, "write")
+    if external and not is_path:
+        raise ExportError("external data needs a file path to put the data file beside; pass f as a path")
+    if not external and too_large:
+        raise ExportError(
+            f"the model with its weights ({weight_bytes(weights) / 2**30:.2f} GiB) would pass protobuf's "
+            "2 GB limit; pass external_data=True (or leave it None) to write the weights beside the model"
+        )
+    if not external:
+        if is_path:
+            with atomic_writer(f) as handle:
+                _write_inline(handle, skeleton, weights)
+        else:
+            _write_inline(f, skeleton, weights)
+        return Written(skeleton)
+    path = os.fspath(f)
+    location = data_file_name(path)
+    data_path = os.path.join(os.path.dirname(os.path.abspath(path)), location)
+    model = onnx.ModelProto()
+    model.CopyFrom(skeleton)
+    with atomic_writer(data_path) as handle:
+        for tensor, array in _with_arrays(model, weights):
+            if array.nbytes < EXTERNAL_MIN_BYTES:
+                tensor.ClearField("external_data")
+                tensor.data_location = onnx.TensorProto.DEFAULT
+                tensor.raw_data = tensor_bytes(array).tobytes()
+                continue
+            alignment = ALIGNMENT if array.nbytes >= _LARGE_TENSOR else _SMALL_ALIGNMENT
+            offset = -handle.tell() % alignment
+            handle.write(b"\0" * offset)
+            stub(tensor, location, offset=handle.tell(), length=array.nbytes)
+            handle.write(tensor_bytes(array))
+    with atomic_writer(path) as handle:
+        handle.write(model.SerializeToString())
+    return Written(model, data_path)
+
+
+def _with_arrays(model: onnx.ModelProto, weights: Mapping[str, np.ndarray]
+                 ) -> Iterator[tuple[onnx.TensorProto, np.ndarray]]:
+    for tensor in model.graph.initializer:
+        if is_in_memory(tensor):
+            yield tensor, weights[tensor.name]
+
+
+def _write_inline(handle: IO[bytes], skeleton: onnx.ModelProto, weights: Mapping[str, np.ndarray]) -> None:
+    """The model without its in-memory initializers, then each of them as a `graph` field of
+    its own holding one initializer whose raw_data is written straight from the array."""
+    held = [t for t in skeleton.graph.initializer if is_in_memory(t)]
+    if not held:
+        handle.write(skeleton.SerializeToString())
+        return
+    body = onnx.ModelProto()
+    body.CopyFrom(skeleton)  # no weight bytes: the skeleton holds none
+    inline = [t for t in body.graph.initializer if not is_in_memory(t)]
+    del body.graph.initializer[:]
+    body.graph.initializer.extend(inline)
+    handle.write(body.SerializeToString())
+    for tensor in held:
+        header = onnx.TensorProto(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims)
+        if tensor.doc_string:
+            header.doc_string = tensor.doc_string
+        data = tensor_bytes(weights[tensor.name])
+        handle.write(_initializer_prefix(header.SerializeToString(), data.nbytes))
+        handle.write(data)
+
+
+def _initializer_prefix(header: bytes, nbytes: int) -> bytes:
+    """The bytes before a tensor's raw data: graph field, initializer field, header, raw_data tag."""
+    raw_field = _key(_TENSOR_RAW_DATA) + _varint(nbytes)
+    tensor_length = len(header) + len(raw_field) + nbytes
+    initializer_field = _key(_GRAPH_INITIALIZER) + _varint(tensor_length)
+    graph_length = len(initializer_field) + tensor_length
+    return _key(_MODEL_GRAPH) + _varint(graph_length) + initializer_field + header + raw_field
+
+
+def _key(field_number: int) -> bytes:
+    return _varint(field_number << 3 | 2)  # wire type 2: length-delimited
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+

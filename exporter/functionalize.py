@@ -1,0 +1,301 @@
+"""Local rewrites that spare a captured program torch's decomposition pass.
+
+`torch.export.export` returns training IR: in-place ops (`relu_`, `add_`), and a few composite
+ops the registry does not translate (`batch_norm`, `dropout`, `flatten`). `run_decompositions`
+turns those into functional ATen ops by tracing the whole graph again, which costs as much as
+the capture itself (more on DenseNet or Inception). Most captured graphs need only what is
+rewritten here, node by node, into exactly the ops the decomposition would have produced:
+
+* an in-place op on a freshly computed tensor that nothing reads afterwards (and that no view
+  aliases) becomes its functional twin: `relu_(x)` -> `relu(x)`;
+* `batch_norm` in eval mode (running statistics, training=False) becomes
+  `_native_batch_norm_legit_no_training`, whose first output replaces it;
+* `dropout` with train=False is the identity: its users read its input;
+* `flatten` becomes `view` with the flattened shape (symbolic sizes read with `sym_size`).
+
+`rewrite(program, keep)` applies them when every node of the graph is then a kept, functional
+op, and reports whether it did; otherwise it changes nothing and the caller decomposes.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.fx
+from torch.export.graph_signature import InputKind, OutputKind
+
+logger = logging.getLogger(__name__)
+
+aten = torch.ops.aten
+
+
+@dataclass(frozen=True)
+class _Rewrite:
+    """One planned rewrite: the node and the function that replaces it in the graph."""
+
+    node: torch.fx.Node
+    apply: Callable[[torch.fx.Graph, torch.fx.Node], None]
+
+
+def rewrite(program: torch.export.ExportedProgram, keep: frozenset[str]) -> bool:
+    """Rewrite `program` in place into kept functional ops, or leave it alone and return False.
+
+    True means the graph now holds only ops in `keep` (or Python arithmetic on sizes), none of
+    them mutating, so `run_decompositions` would have nothing left to do.
+    """
+    if any(spec.kind != OutputKind.USER_OUTPUT for spec in program.graph_signature.output_specs):
+        return False  # the program mutates a buffer or an input: that needs functionalization
+    graph = program.graph_module.graph
+    plan = _plan(graph, keep, program)
+    if plan is None:
+        return False
+    for step in plan:
+        step.apply(graph, step.node)
+    graph.eliminate_dead_code()
+    program.graph_module.recompile()
+    return True
+
+
+def _plan(graph: torch.fx.Graph, keep: frozenset[str], program: torch.export.ExportedProgram
+          ) -> list[_Rewrite] | None:
+    """The rewrites that make every node kept and functional, or None when one cannot be made."""
+    outputs = set(_output_args(graph))
+    order = {node: index for index, node in enumerate(graph.nodes)}
+    user_inputs = {s.arg.name for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT}
+    forwarded: dict[torch.fx.Node, torch.fx.Node] = {}  # dropout node -> the node its users will read
+    fresh: set[torch.fx.Node] = set()  # in-place nodes that become functional (so alias nothing)
+    plan: list[_Rewrite] = []
+    for node in graph.nodes:
+        if node.op != "call_function":
+            continue
+        target = node.target
+        if not isinstance(target, torch._ops.OpOverload):
+            if getattr(target, "__module__", None) == "_operator" or target is operator.getitem:
+                continue
+            return _refuse(node, "not an ATen op")
+        name = str(target)
+        if name in keep and not target._schema.is_mutable:
+            continue
+        if node in outputs:
+            return _refuse(node, "a graph output")
+        local = _LOCAL_REWRITES.get(name)
+        if local is not None:
+            step = local(node, keep)
+            if step is None:
+                return _refuse(node, "its arguments need torch's decomposition")
+            if name == "aten.dropout.default":
+                forwarded[node] = _resolve(node.args[0], forwarded)
+            plan.append(step)
+            continue
+        functional = _functional_twin(target, keep)
+        if functional is None:
+            return _refuse(node, "no kept functional equivalent")
+        mutated = _resolve(node.args[0], forwarded) if node.args else None
+        reason = _mutation_problem(node, mutated, forwarded, order, user_inputs, fresh)
+        if reason:
+            return _refuse(node, reason)
+        fresh.add(node)  # its functional twin computes a new tensor
+        plan.append(_Rewrite(node, _replace_with(functional)))
+    return plan
+
+
+def _refuse(node: torch.fx.Node, why: str) -> None:
+    logger.debug("decomposing the captured graph: %s (%s) is %s", node.name, node.target, why)
+    return None
+
+
+def _output_args(graph: torch.fx.Graph) -> list[torch.fx.Node]:
+    output = next(n for n in reversed(graph.nodes) if n.op == "output")
+    return list(output.all_input_nodes)
+
+
+def _resolve(node: Any, forwarded: dict[torch.fx.Node, torch.fx.Node]) -> Any:
+    while node in forwarded:
+        node = forwarded[node]
+    return node
+
+
+# --- in-place ops ----------------------------------------------------------------------------
+
+
+def _functional_twin(target: torch._ops.OpOverload, keep: frozenset[str]) -> torch._ops.OpOverload | None:
+    """`aten.relu.default` for `aten.relu_.default`: same overload, same arguments, kept; None
+    when the op is not a plain in-place op (one mutated `self`, returning it)."""
+    schema = target._schema
+    packet = target.overloadpacket.__name__
+    if not packet.endswith("_") or packet.startswith("_") or not schema.arguments:
+        return None
+    first = schema.arguments[0]
+    if first.alias_info is None or not first.alias_info.is_write:
+        return None
+    if any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments[1:]):
+        return None
+    twin_packet = getattr(aten, packet[:-1], None)
+    twin = getattr(twin_packet, target._overloadname, None) if twin_packet is not None else None
+    if twin is None or str(twin) not in keep or twin._schema.is_mutable:
+        return None
+    if [a.name for a in twin._schema.arguments] != [a.name for a in schema.arguments]:
+        return None
+    return twin
+
+
+def _returns_alias(node: torch.fx.Node) -> bool:
+    """Whether `node`'s value may share memory with one of its inputs (a view, an in-place op)."""
+    if node.op != "call_function":
+        return node.op != "placeholder"
+    target = node.target
+    if target is operator.getitem:
+        source = node.args[0]
+        return isinstance(source, torch.fx.Node) and _returns_alias(source)
+    if isinstance(target, torch._ops.OpOverload):
+        return any(r.alias_info is not None for r in target._schema.returns)
+    return False
+
+
+def _mutation_problem(node: torch.fx.Node, mutated: Any, forwarded: dict[torch.fx.Node, torch.fx.Node],
+                      order: dict[torch.fx.Node, int], user_inputs: set[str], fresh: set[torch.fx.Node]) -> str:
+    """Why `node` mutating `mutated` cannot be replaced by its functional twin ('' when it can):
+    the mutated tensor must be computed in the graph, alias nothing, and be read by nothing
+    after the mutation (so no one can observe that it happened)."""
+    if not isinstance(mutated, torch.fx.Node):
+        return "mutating something that is not a node"
+    if mutated.op == "placeholder":
+        kind = "an input" if mutated.name in user_inputs else "a parameter, buffer or constant"
+        return f"mutating {kind}"
+    if mutated not in fresh and _returns_alias(mutated):
+        return "mutating a view or an alias"
+    readers = [u for u in mutated.users if u is not node]
+    readers += [u for d, s in forwarded.items() if s is mutated for u in d.users if u is not node]
+    for reader in readers:
+        if order[reader] > order[node]:
+            return f"mutating a value that {reader.name} reads afterwards"
+        if reader not in fresh and _returns_alias(reader):
+            return f"mutating a value that {reader.name} aliases"
+    return ""
+
+
+def _replace_with(functional: torch._ops.OpOverload) -> Callable[[torch.fx.Graph, torch.fx.Node], None]:
+    def apply(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
+        with graph.inserting_before(node):
+            new = graph.call_function(functional, node.args, node.kwargs)
+        _take_over(node, new)
+
+    return apply
+
+
+def _take_over(old: torch.fx.Node, new: torch.fx.Node, val: Any = None) -> None:
+    """Give `new` the meta (provenance, value) of `old`, point `old`'s users at it, drop `old`."""
+    new.meta = dict(old.meta)
+    if val is not None:
+        new.meta["val"] = val
+    old.replace_all_uses_with(new)
+    old.graph.erase_node(old)
+
+
+# --- composite ops ---------------------------------------------------------------------------
+
+
+def _batch_norm(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+    """batch_norm(x, w, b, mean, var, training=False, momentum, eps, cudnn) in eval mode."""
+    target = aten._native_batch_norm_legit_no_training.default
+    if node.kwargs or len(node.args) != 9:
+        return None
+    _, _, _, mean, var, training, _, _, _ = node.args
+    if str(target) not in keep or training is not False or mean is None or var is None:
+        return None
+
+    def apply(graph: torch.fx.Graph, old: torch.fx.Node) -> None:
+        x, weight, bias, mean, var, _, momentum, eps, _ = old.args
+        out = old.meta.get("val")
+        with graph.inserting_before(old):
+            new = graph.call_function(target, (x, weight, bias, mean, var, momentum, eps))
+            first = graph.call_function(operator.getitem, (new, 0))
+        new.meta = dict(old.meta)
+        if isinstance(out, torch.Tensor):
+            with _fake_mode_of(out):
+                new.meta["val"] = (out, out.new_empty((0,)), out.new_empty((0,)))
+        first.meta = dict(old.meta)
+        old.replace_all_uses_with(first)
+        graph.erase_node(old)
+
+    return _Rewrite(node, apply)
+
+
+def _dropout(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+    """dropout(x, p, train=False) is x."""
+    train = node.kwargs.get("train", node.args[2] if len(node.args) > 2 else True)
+    if train is not False:
+        return None
+
+    def apply(graph: torch.fx.Graph, old: torch.fx.Node) -> None:
+        old.replace_all_uses_with(old.args[0])
+        graph.erase_node(old)
+
+    return _Rewrite(node, apply)
+
+
+def _flatten(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+    """flatten(x, start, end) as view(x, shape), each symbolic size read off x with sym_size."""
+    x = node.args[0]
+    source, out = getattr(x, "meta", {}).get("val"), node.meta.get("val")
+    if not (isinstance(source, torch.Tensor) and isinstance(out, torch.Tensor)) or node.kwargs:
+        return None
+    if not {"aten.view.default", "aten.sym_size.int"} <= keep:
+        return None
+    rank = source.dim()
+    start = _dim(node.args[1] if len(node.args) > 1 else 0, rank)
+    end = _dim(node.args[2] if len(node.args) > 2 else -1, rank)
+    if rank == 0 or start > end:
+        return None
+    kept_dims = list(range(start)) + [None] + list(range(end + 1, rank))  # None: the merged one
+    sizes: list[Any] = []
+    for index, size in zip(kept_dims, out.shape):
+        if isinstance(size, int) or (hasattr(size, "node") and size.node.is_constant()):
+            sizes.append(int(size))
+        elif index is None:
+            sizes.append(-1)  # the one merged symbolic size; view infers it
+        else:
+            sizes.append(("sym_size", index, size))
+
+    def apply(graph: torch.fx.Graph, old: torch.fx.Node) -> None:
+        x = old.args[0]
+        shape: list[Any] = []
+        with graph.inserting_before(old):
+            for size in sizes:
+                if isinstance(size, tuple):
+                    _, index, symbol = size
+                    read = graph.call_function(aten.sym_size.int, (x, index))
+                    read.meta = {k: v for k, v in old.meta.items() if k != "val"}
+                    read.meta["val"] = symbol
+                    shape.append(read)
+                else:
+                    shape.append(size)
+            new = graph.call_function(aten.view.default, (x, shape))
+        _take_over(old, new)
+
+    return _Rewrite(node, apply)
+
+
+def _dim(value: int, rank: int) -> int:
+    return value + rank if value < 0 else value
+
+
+def _fake_mode_of(value: torch.Tensor):
+    mode = getattr(value, "fake_mode", None)
+    if mode is None:
+        from contextlib import nullcontext
+
+        return nullcontext()
+    return mode
+
+
+_LOCAL_REWRITES: dict[str, Callable[[torch.fx.Node, frozenset[str]], _Rewrite | None]] = {
+    "aten.batch_norm.default": _batch_norm,
+    "aten.dropout.default": _dropout,
+    "aten.flatten.using_ints": _flatten,
+}

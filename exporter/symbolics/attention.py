@@ -1,0 +1,92 @@
+"""Attention: `F.scaled_dot_product_attention` kept whole, as one group of ONNX nodes.
+
+The graph is torch's math definition: scores = q k^T * scale (+ mask), softmax over the keys,
+then the weighted sum of the values. A boolean mask keeps the positions where it is True, a
+float mask is added to the scores, `is_causal` keeps key j for query i when j <= i (aligned
+top-left, as torch does for L != S). Rows whose every score is masked give 0, as torch's
+safe softmax does (plain softmax would give NaN). `enable_gqa` repeats each key/value head
+for its group of query heads. Sequence lengths may be dynamic.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from exporter.dtypes import onnx_type
+from exporter.graph import Graph, Value
+from exporter.registry import symbolic
+from exporter.symbolics._helpers import cast_to, dim_size, rank_of, reduce, scalar_of, unsqueeze
+
+
+def _causal_mask(g: Graph, query: Value, key: Value) -> Value:
+    """(L, S) bool, True where key j may be attended from query i (j <= i)."""
+    def positions(value: Value) -> Value:
+        length = scalar_of(g, dim_size(g, value, -2), torch.int64)
+        return g.op("Range", g.constant(0), length, g.constant(1))
+
+    rows = unsqueeze(g, positions(query), [1])
+    cols = unsqueeze(g, positions(key), [0])
+    return g.op("LessOrEqual", cols, rows)
+
+
+def _repeat_heads(g: Graph, value: Value, query_heads: int) -> Value:
+    """(..., Hkv, S, E) -> (..., Hq, S, E), each key/value head repeated Hq/Hkv times in a row."""
+    rank = rank_of(value)
+    kv_heads = value.shape[rank - 3]
+    if not isinstance(kv_heads, int) or not isinstance(query_heads, int):
+        raise ValueError("enable_gqa needs static head counts")
+    if kv_heads == query_heads:
+        return value
+    group = query_heads // kv_heads
+    grouped = unsqueeze(g, value, [rank - 2])  # (..., Hkv, 1, S, E)
+    repeats = [1] * (rank + 1)
+    repeats[rank - 2] = group
+    expanded = g.op("Tile", grouped, g.constant(repeats))  # (..., Hkv, group, S, E)
+    leading = g.op("Shape", value, start_i=0, end_i=rank - 3)
+    trailing = g.op("Shape", value, start_i=rank - 2, end_i=rank)
+    target = g.op("Concat", leading, g.constant([query_heads]), trailing, axis_i=0)
+    return g.op("Reshape", expanded, target)
+
+
+@symbolic("aten::scaled_dot_product_attention")
+def scaled_dot_product_attention(g: Graph, query: Value, key: Value, value: Value, attn_mask=None,
+                                 dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False) -> Value:
+    """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor
+
+    Limits: dropout_p must be 0 (inference); enable_gqa needs static head counts.
+    """
+    if dropout_p:
+        raise ValueError("scaled_dot_product_attention with dropout_p > 0 is random and is not exported")
+    dtype = query.dtype or torch.float32
+    rank = rank_of(query)
+    if rank_of(key) != rank:
+        raise ValueError("scaled_dot_product_attention needs query and key of the same rank")
+    if scale is None:
+        head_dim = query.shape[-1]
+        if not isinstance(head_dim, int):
+            raise ValueError("the head dimension of scaled_dot_product_attention must be static")
+        scale = 1.0 / math.sqrt(head_dim)
+    keys = key  # before any head repeat: its shape is known
+    if enable_gqa:
+        query_heads = query.shape[rank - 3]
+        key, value = _repeat_heads(g, key, query_heads), _repeat_heads(g, value, query_heads)
+    key_t = g.op("Transpose", key, perm_i=[*range(rank - 2), rank - 1, rank - 2])
+    scores = g.op("Mul", g.op("MatMul", query, key_t), g.constant(scale, dtype))
+    masked = is_causal or attn_mask is not None
+    minus_inf = g.constant(-math.inf, dtype)
+    if is_causal:
+        scores = g.op("Where", _causal_mask(g, query, keys), scores, minus_inf)
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            scores = g.op("Where", attn_mask, scores, minus_inf)
+        else:
+            scores = g.op("Add", scores, cast_to(g, attn_mask, dtype))
+    weights = g.op("Softmax", scores, axis_i=-1)
+    if masked:
+        hidden = g.op("Cast", g.op("Equal", scores, minus_inf), to_i=onnx_type(torch.uint8))
+        all_hidden = g.op("Cast", reduce(g, "ReduceMin", hidden, [rank - 1], True), to_i=onnx_type(torch.bool))
+        weights = g.op("Where", all_hidden, g.constant(0.0, dtype), weights)
+    return g.op("MatMul", weights, value)
+

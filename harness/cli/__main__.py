@@ -1,0 +1,9 @@
+"""`python -m harness.cli ...` is `roundtrip ...`."""
+
+from __future__ import annotations
+
+import sys
+
+from harness.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,146 @@
+"""One case in its own process: `python -m harness.cli.worker JOB.json`.
+
+The job names the case (a sources.Task), the run's options and where to write the result: the
+case's report entry as JSON. The worker verifies the case at its traced size and at the other
+size, writes reproducers of its failing ops under the report directory, and exits 0 whatever
+the verdict. Its stdout and stderr are the case's log (torch's warnings land there, not on the
+user's screen). A worker that dies before writing its result is recorded as crashed by the
+parent, from its exit status and the end of its log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+from harness.cli.sources import Built, build
+from harness.report.document import case_from_verification, error_case
+from harness.report.files import fix_directory_mode, write_text
+
+logger = logging.getLogger("roundtrip.worker")
+
+MAX_REPRODUCERS = 10  # per case: the failing ops with the largest errors
+
+
+def _export(built: Built, options: dict[str, Any]) -> Any:
+    from harness.exporters import export_for_verification
+
+    return export_for_verification(
+        options["exporter"], built.module, built.args, opset_version=options.get("opset"),
+        dynamic_axes=built.options.get("dynamic_axes"), input_names=built.options.get("input_names"),
+    )
+
+
+def _verify(built: Built, exported: Any, options: dict[str, Any], name: str) -> tuple[Any, Any]:
+    """The traced-size verification (per op) and the other size's (outputs only)."""
+    from harness.verification import verify, verify_exported
+
+    judged = {k: v for k, v in built.options.items() if k not in ("dynamic_axes", "input_names")}
+    common = dict(device=options["device"], tolerances=options.get("tolerances"), **judged)
+    verification = verify_exported(exported, built.args, module=built.module, per_op=options["per_op"],
+                                   model_name=name, **common)
+    other = None
+    if built.other_args is not None:
+        other = verify(built.module, built.other_args, per_op=False, onnx_model=verification.onnx_model,
+                       exporter="roundtrip", model_name=name, dynamic_axes=built.options.get("dynamic_axes"),
+                       input_names=built.options.get("input_names"), **common)
+    return verification, other
+
+
+def _reproducers(verification: Any, case_dir: str, report_dir: str) -> dict[str, str]:
+    """Reproducers of the failing ops (worst first), as {fx_node: path relative to the report}."""
+    from harness.reproducer import write_reproducer
+
+    failing = sorted((op for op in verification.ops if op.passed is False and op.artifacts is not None),
+                     key=lambda op: op.error_ratio, reverse=True)[:MAX_REPRODUCERS]
+    written = {}
+    for op in failing:
+        try:
+            folder = write_reproducer(op, case_dir)
+        except Exception:  # a reproducer is a convenience: log why, keep the verdict
+            logger.exception("could not write the reproducer of %s", op.name)
+            continue
+        fix_directory_mode(folder)
+        written[op.name] = os.path.relpath(folder, report_dir)
+    if written:
+        fix_directory_mode(case_dir)
+    return written
+
+
+def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    """The report entry of the job's case.
+
+    A failure while building the case or exporting it, an ExportError, a backend that cannot
+    run the model, or inputs that do not fit an ONNX file are findings about the case (status
+    "error"); any other exception is a fault of the harness (status "error", internal).
+    """
+    from exporter.errors import ExportError
+    from harness.runtime import BackendUnavailableError
+
+    task, options = job["task"], job["options"]
+    name = task["name"]
+    started = time.perf_counter()
+    phase = "build"
+    try:
+        built = build(task["origin"], options["seed"])
+        if built.onnx_path is not None:
+            from harness.onnx_verification import verify_onnx
+
+            phase = "verify the ONNX file"
+            verification = verify_onnx(built.onnx_path, built.inputs, built.expected, device=options["device"],
+                                       tolerances=options.get("tolerances"), per_op=options["per_op"],
+                                       model_name=name)
+            other = None
+        else:
+            phase = "export"
+            export_started = time.perf_counter()
+            exported = _export(built, options)
+            export_s = time.perf_counter() - export_started
+            phase = "verify"
+            verification, other = _verify(built, exported, options, name)
+            verification.timings = {"export_s": export_s, **verification.timings}
+    except Exception as error:
+        logger.error("%s failed:\n%s", phase, traceback.format_exc())
+        refused = phase in ("build", "export") or isinstance(error, (ExportError, BackendUnavailableError)) or (
+            phase == "verify the ONNX file" and isinstance(error, (ValueError, KeyError)))
+        message = f"{phase}: {type(error).__name__}: {error}".splitlines()[0][:500]
+        return error_case(name, error=message, internal=not refused, seconds=time.perf_counter() - started)
+    case_dir = os.path.join(job["report_dir"], "reproducers", _safe(name))
+    reproducers = _reproducers(verification, case_dir, job["report_dir"])
+    return case_from_verification(verification, name=name, other=other, seconds=time.perf_counter() - started,
+                                  reproducer=reproducers, family=task.get("family"), sizes=built.sizes,
+                                  origin=task["origin"])
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    with open(argv[0]) as handle:
+        job = json.load(handle)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s",
+                        stream=sys.stderr)
+    logging.captureWarnings(True)
+    threads = job["options"].get("threads")
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    logger.info("case %s: %s", job["task"]["name"], json.dumps(job["task"]["origin"]))
+    entry = run_job(job)
+    entry["position"] = job["task"]["position"]
+    entry["log"] = job.get("log")
+    write_text(job["result"], json.dumps(entry))
+    logger.info("case %s: %s", entry["name"], entry["status"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""The plugin's options: `--roundtrip-*` on the command line, `roundtrip_*` in the ini file.
+
+Every option is prefixed because the plugin loads into every pytest run of an environment that
+has this package installed: a project's own `--device` never meets ours. A value comes from the
+command line, else the ini file (`roundtrip_device = cuda` under `[tool.pytest.ini_options]`),
+else (tier only) the ROUNDTRIP_TIER environment variable, else the default. Paths from the ini
+file are relative to the ini file's folder, from the command line to the invocation folder.
+
+Resolving the settings imports nothing heavy: torch and onnxruntime load only when a roundtrip
+fixture, marker or zoo test runs, or when CUDA is asked for (the check needs both).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+DEVICES = ("cpu", "cuda", "auto")
+EXPORTERS = ("roundtrip", "torch.onnx", "torchscript")
+"""harness.exporters.EXPORTERS, spelt out here so that parsing the options imports no torch
+(tests/test_plugin_options.py keeps the two equal)."""
+TIER_ENVIRONMENT = "ROUNDTRIP_TIER"
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One setting: its name (`--roundtrip-<flag>`, ini `roundtrip_<name>`), default and help."""
+
+    name: str
+    help: str
+    default: Any = None
+    choices: tuple[str, ...] | None = None
+    kind: str = "text"  # "text" | "int" | "path"
+    metavar: str | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--roundtrip-" + self.name.replace("_", "-")
+
+    @property
+    def dest(self) -> str:
+        return "roundtrip_" + self.name
+
+
+OPTIONS = (
+    OptionSpec("device", "device to verify on: cpu (default); cuda (a usage error, with the reason, when torch "
+               "or onnxruntime cannot use CUDA); auto (cuda when both can, else cpu)", "cpu", DEVICES),
+    OptionSpec("exporter", "exporter the roundtrip fixture and the zoo tests hold to account (default roundtrip)",
+               "roundtrip", EXPORTERS),
+    OptionSpec("opset", "ONNX opset to export at (default: the exporter's)", None, kind="int", metavar="N"),
+    OptionSpec("tier", f"model zoo tier of the zoo tests: smoke (default) or full; also ${TIER_ENVIRONMENT}",
+               "smoke", metavar="TIER"),
+    OptionSpec("cases", "only zoo cases matching this fnmatch pattern or comma-separated list (any tier)",
+               metavar="PATTERN"),
+    OptionSpec("report_dir", "write the run's report (parity.json, parity.md, index.html) and the failing "
+               "tests' reproducers to this folder (default: no report; reproducers under pytest's tmp "
+               "folder)", kind="path", metavar="DIR"),
+    OptionSpec("tolerances", "per-op tolerance table (JSON) to judge ops by (default: the shipped table)",
+               kind="path", metavar="PATH"),
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The run's roundtrip settings, resolved from the command line, the ini file and defaults."""
+
+    device: str = "cpu"  # as asked: cpu | cuda | auto
+    exporter: str = "roundtrip"
+    opset: int | None = None
+    tier: str = "smoke"
+    cases: str | None = None
+    report_dir: str | None = None
+    tolerances: str | None = None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("roundtrip", "roundtrip: ONNX round-trip verification")
+    for spec in OPTIONS:
+        extra: dict[str, Any] = {"choices": spec.choices} if spec.choices else {"metavar": spec.metavar}
+        if spec.kind == "int":
+            extra["type"] = int
+        group.addoption(spec.flag, action="store", dest=spec.dest, default=None, help=spec.help, **extra)
+        parser.addini(spec.dest, f"{spec.help} (command line: {spec.flag})", default="")
+
+
+def _ini_value(config: pytest.Config, spec: OptionSpec) -> Any:
+    text = str(config.getini(spec.dest) or "").strip()
+    if not text:
+        return None
+    where = f"{spec.dest} = {text!r} in {config.inipath or 'the ini file'}"
+    if spec.choices and text not in spec.choices:
+        raise pytest.UsageError(f"{where}: choose one of {', '.join(spec.choices)}")
+    if spec.kind == "int":
+        try:
+            return int(text)
+        except ValueError:
+            raise pytest.UsageError(f"{where}: not an integer") from None
+    if spec.kind == "path":
+        base = config.inipath.parent if config.inipath else config.rootpath
+        return str(base / text)
+    return text
+
+
+def resolve(config: pytest.Config) -> Settings:
+    """The settings of this run (command line > ini > environment > default), paths absolute."""
+    values: dict[str, Any] = {}
+    for spec in OPTIONS:
+        value = config.getoption(spec.dest, default=None)
+        if value is not None and spec.choices and value not in spec.choices:  # an alias's value
+            raise pytest.UsageError(f"{spec.flag} {value!r}: choose one of {', '.join(spec.choices)}")
+        if value is not None and spec.kind == "path":
+            value = str(Path(config.invocation_params.dir, value))
+        if value is None:
+            value = _ini_value(config, spec)
+        if value is None and spec.name == "tier":
+            value = os.environ.get(TIER_ENVIRONMENT) or None
+        values[spec.name] = spec.default if value is None else value
+    return Settings(**values)
+
+
+def write_back(config: pytest.Config, settings: Settings) -> None:
+    """Put the resolved values on `config.option`, so `config.getoption("roundtrip_tier")`
+    reads what the ini file or the environment said too."""
+    for spec in OPTIONS:
+        setattr(config.option, spec.dest, getattr(settings, spec.name))

@@ -1,0 +1,83 @@
+"""index.html: the report as one self-contained page (jinja2 template, inline matplotlib SVG,
+an inline script that sorts tables; nothing is loaded from the network)."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from harness.report.document import as_float
+from harness.report.markdown import headline
+from harness.report.plots import error_along_graph, headroom_by_kind
+from harness.report.summary import (
+    failing_ops, fmt, max_output_error, measured, op_kinds, op_types, ratio, verdict_counts, worst_ops,
+)
+
+OPS_PER_CASE = 15
+TEMPLATE = "index.html.j2"
+
+
+@functools.cache
+def _environment() -> Any:
+    import jinja2
+
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("harness.report", "templates"),
+        autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined,
+        trim_blocks=True, lstrip_blocks=True,
+    )
+    environment.filters["fmt"] = fmt
+    environment.filters["sortkey"] = _sort_key
+    environment.filters["op_types"] = op_types
+    return environment
+
+
+def _sort_key(value: Any) -> str:
+    """What a sortable cell sorts by: its number (infinity as a large one), else its text."""
+    number = as_float(value)
+    if number is None or math.isnan(number):
+        return "" if value is None else str(value)
+    return repr(min(number, 1e300))
+
+
+def _op_row(case: str, op: Mapping[str, Any], reproducers: Mapping[str, str]) -> dict[str, Any]:
+    kind, comparison = measured(op)
+    return {"case": case, "op": op, "kind": kind, "comparison": comparison or {}, "ratio": ratio(op),
+            "reproducer": reproducers.get(op["fx_node"])}
+
+
+def _cells(case: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(status, label) of the case's two grid cells: traced size, other size."""
+    if case["status"] in ("crashed", "error"):
+        return [(case["status"], case["status"])] * 2
+    traced = "pass" if case["verification"]["passed"] else "fail"
+    other = case.get("other")
+    other_cell = ("not-run", "not run") if other is None else (("pass", "pass") if other["passed"] else ("fail", "fail"))
+    return [(traced, traced), other_cell]
+
+
+def _case_view(case: Mapping[str, Any]) -> dict[str, Any]:
+    reproducers = case.get("reproducers") or {}
+    ops = (case.get("verification") or {}).get("ops", [])
+    ranked = sorted(ops, key=lambda op: (op.get("isolated") is not None, ratio(op)), reverse=True)
+    return {
+        "case": case, "anchor": "case-" + "".join(ch if ch.isalnum() else "-" for ch in case["name"]),
+        "cells": _cells(case), "sizes": case.get("sizes") or ["traced", "other"],
+        "plot": error_along_graph(case), "max_output_error": max_output_error(case),
+        "failing": [_op_row(case["name"], op, reproducers) for op in failing_ops(case)],
+        "worst": [_op_row(case["name"], op, reproducers) for op in ranked[:OPS_PER_CASE]],
+    }
+
+
+def render(document: Mapping[str, Any], *, diff: Mapping[str, Any] | None = None) -> str:
+    """index.html for `document`, with the diff against a baseline when one is given."""
+    cases = [_case_view(case) for case in document["cases"]]
+    reproducers = {c["case"]["name"]: c["case"].get("reproducers") or {} for c in cases}
+    kinds = op_kinds(document)
+    return _environment().get_template(TEMPLATE).render(
+        document=document, headline=headline(document), counts=verdict_counts(document), cases=cases,
+        worst=[_op_row(r.case, r.op, reproducers.get(r.case, {})) for r in worst_ops(document)],
+        kinds=kinds, kinds_plot=headroom_by_kind(kinds), diff=diff,
+    )

@@ -1,0 +1,360 @@
+"""Measure and write docs/COVERAGE.md: every zoo model, Hugging Face model and torchvision
+detection model, exported and verified by roundtrip and by torch.onnx (dynamo) in the same run.
+
+Per model and exporter: whether it exported, whether onnxruntime (CPU) matched torch at the
+traced batch AND at another batch (the case's tolerance), the max output error, and the export
+time. Each model runs in its own process (memory is returned, a crash or timeout costs one
+model), one at a time, cheapest first; results go to docs/coverage.json after every model, so
+the run resumes where it stopped (models already measured are skipped unless --redo).
+
+    python tools/gen_coverage.py                  # measure what is missing, then render
+    python tools/gen_coverage.py --only 'vit_*'   # a subset (fnmatch patterns, comma-separated)
+    python tools/gen_coverage.py --render         # only rewrite docs/COVERAGE.md from the JSON
+    python tools/gen_coverage.py --measurements   # print measured rows for model_zoo_cases/measurements.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import logging
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from exporter.fileio import write_text_atomic  # noqa: E402
+
+RESULTS = ROOT / "docs" / "coverage.json"
+OUTPUT = ROOT / "docs" / "COVERAGE.md"
+EXPORTERS = ("roundtrip", "torch.onnx")
+MODEL_TIMEOUT_S = 1800
+DETECTION_IMAGE_SIZE = 128
+
+logger = logging.getLogger("gen_coverage")
+
+
+# -- the model list ---------------------------------------------------------------------------
+
+
+def model_list() -> list[dict[str, str]]:
+    """Every model of the coverage table: {"name", "kind", "family"} (cheapest first is
+    decided at run time from parameter counts)."""
+    import model_zoo_cases
+    from model_zoo_cases import huggingface, torchvision_extended
+
+    models = [{"name": c.name, "kind": "zoo", "family": c.family} for c in model_zoo_cases.CASES.values()]
+    models += [{"name": name, "kind": "huggingface", "family": "huggingface"} for name in huggingface.MODELS]
+    models += [{"name": name, "kind": "detection", "family": "detection"} for name in torchvision_extended.DETECTION_MODELS]
+    return models
+
+
+def _parameter_count(entry: dict[str, str]) -> int:
+    """Parameters, counted on the meta device (nothing allocated); 0 when unknown."""
+    import torch
+    import torchvision
+
+    if entry["kind"] != "zoo":
+        return 0
+    try:
+        with torch.device("meta"):
+            model = torchvision.models.get_model(entry["name"], weights=None)
+        return sum(p.numel() for p in model.parameters())
+    except Exception:  # the hand-written zoo models: small
+        return 0
+
+
+# -- one model, in a worker process ------------------------------------------------------------
+
+
+def _max_error(verifications: Sequence[Any]) -> float | None:
+    errors = [c.max_abs for v in verifications for c in v.outputs if getattr(c, "max_abs", None) is not None]
+    return max(errors) if errors else None
+
+
+def _first_line(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}"
+    return " ".join(text.split())[:400]
+
+
+def _verify_both_batches(module, traced_args, other_args, exporter: str, **common: Any) -> dict[str, Any]:
+    """Export with `exporter`, verify at the traced and the other inputs."""
+    import harness
+
+    result: dict[str, Any] = {"exported": False, "verified": False, "max_abs_error": None, "export_s": None}
+    started = time.perf_counter()
+    try:
+        traced = harness.verify(module, traced_args, exporter=exporter, per_op=False, **common)
+    except Exception as error:  # the export (or capture) failed: the reason is the result
+        result.update(export_s=round(time.perf_counter() - started, 2), error=_first_line(error))
+        return result
+    result.update(exported=True, export_s=round(traced.timings.get("export_s", 0.0), 2))
+    verifications = [traced]
+    if other_args is not None:
+        try:
+            verifications.append(harness.verify(module, other_args, exporter=exporter, onnx_model=traced.onnx_model,
+                                                 per_op=False, **common))
+        except Exception as error:
+            result["error"] = f"at the other batch: {_first_line(error)}"
+            return result
+    result["verified"] = all(v.passed for v in verifications)
+    result["max_abs_error"] = _max_error(verifications)
+    if not result["verified"]:
+        failing = [v for v in verifications if not v.passed]
+        result["error"] = "; ".join(failing[0].notes[:2]) or (
+            "checker: " + failing[0].checker.message if not failing[0].checker.passed else "outputs outside tolerance")
+    return result
+
+
+def _activation_stats(module, args) -> dict[str, float]:
+    """max |activation| over every leaf module and max |output| (for the measurements)."""
+    import torch
+    from tests.op_table.table import flat_tensors
+
+    peak = [0.0]
+
+    def record(_module, _inputs, output) -> None:
+        for tensor in flat_tensors(output):
+            if tensor.is_floating_point() and tensor.numel():
+                peak[0] = max(peak[0], float(tensor.abs().max()))
+
+    leaves = [m for m in module.modules() if not any(True for _ in m.children())]
+    handles = [m.register_forward_hook(record) for m in leaves]
+    try:
+        with torch.no_grad():
+            outputs = flat_tensors(module(*args))
+    finally:
+        for handle in handles:
+            handle.remove()
+    scale = max((float(t.abs().max()) for t in outputs if t.is_floating_point() and t.numel()), default=0.0)
+    return {"activation_max": max(peak[0], scale), "output_scale": scale}
+
+
+def _zoo_subject(name: str) -> dict[str, Any]:
+    import model_zoo_cases
+
+    case = model_zoo_cases.get(name)
+    axes = {k: v for k, v in case.dynamic_axes.items() if k in case.input_names}
+    return {
+        "module": case.module(0), "traced": case.inputs(0), "other": case.other_inputs(1),
+        "common": dict(dynamic_axes=axes, input_names=list(case.input_names), output_atol=case.atol,
+                       output_rtol=case.rtol, allowed_mismatch=case.allowed_mismatch_fraction, model_name=name),
+        "input": case.description, "tolerance": f"atol {case.atol:g}, rtol {case.rtol:g}",
+    }
+
+
+def _huggingface_subject(name: str) -> dict[str, Any]:
+    import torch
+    from model_zoo_cases import huggingface
+
+    build, inputs, input_names, _ = huggingface.MODELS[name]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        module = build().eval()
+    traced = inputs(torch.Generator().manual_seed(0), 2)
+    other = inputs(torch.Generator().manual_seed(1), 3)
+    axes = {k: v for k, v in huggingface.dynamic_axes(name).items() if k in input_names}
+    return {
+        "module": module, "traced": traced, "other": other,
+        "common": dict(dynamic_axes=axes, input_names=list(input_names), model_name=name),
+        "input": f"{huggingface.LAYERS} layers, hidden {huggingface.HIDDEN}, batch 2 (traced) and 3, "
+                 f"{huggingface.SEQUENCE} tokens",
+        "tolerance": "harness default (atol 1e-4, rtol 1e-3)",
+    }
+
+
+def _detection_subject(name: str) -> dict[str, Any]:
+    import torch
+    import torchvision
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        module = torchvision.models.get_model(name, weights=None, weights_backbone=None).eval()
+    image = torch.rand(3, DETECTION_IMAGE_SIZE, DETECTION_IMAGE_SIZE, generator=torch.Generator().manual_seed(0))
+    return {
+        "module": module, "traced": ([image],), "other": None,
+        "common": dict(model_name=name),
+        "input": f"one {DETECTION_IMAGE_SIZE}x{DETECTION_IMAGE_SIZE} image in [0, 1] (a list, torchvision's API)",
+        "tolerance": "harness default (atol 1e-4, rtol 1e-3)",
+    }
+
+
+SUBJECTS = {"zoo": _zoo_subject, "huggingface": _huggingface_subject, "detection": _detection_subject}
+
+
+def measure(entry: dict[str, str]) -> dict[str, Any]:
+    """One model through both exporters (run in a worker process)."""
+    import torch
+
+    subject = SUBJECTS[entry["kind"]](entry["name"])
+    module = subject["module"]
+    record: dict[str, Any] = {
+        **entry, "input": subject["input"], "tolerance": subject["tolerance"],
+        "params": sum(p.numel() for p in module.parameters()),
+    }
+    if entry["kind"] == "zoo":
+        record.update(_activation_stats(module, subject["traced"]))
+    for exporter in EXPORTERS:
+        record[exporter] = _verify_both_batches(module, subject["traced"], subject["other"], exporter, **subject["common"])
+    record["torch"] = torch.__version__
+    return record
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+
+def load_results(path: Path = RESULTS) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _run_worker(entry: dict[str, str], timeout_s: int) -> dict[str, Any]:
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(entry)]
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        failure = f"the measurement did not finish in {timeout_s} s"
+        return {**entry, "failure": failure, **{e: {"exported": False, "verified": False, "error": failure} for e in EXPORTERS}}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        tail = " ".join(done.stderr.strip().splitlines()[-3:])[:400]
+        failure = f"the worker exited with {done.returncode}: {tail}"
+        return {**entry, "failure": failure, **{e: {"exported": False, "verified": False, "error": failure} for e in EXPORTERS}}
+    record = json.loads(lines[-1])
+    record["wall_s"] = round(time.perf_counter() - started, 1)
+    return record
+
+
+def run(patterns: Sequence[str] | None, redo: bool, timeout_s: int) -> None:
+    results = load_results()
+    entries = [e for e in model_list() if not patterns or any(fnmatch.fnmatchcase(e["name"], p) for p in patterns)]
+    todo = [e for e in entries if redo or e["name"] not in results]
+    todo.sort(key=lambda e: (e["kind"] == "detection", _parameter_count(e)))
+    for index, entry in enumerate(todo, 1):
+        logger.info("[%d/%d] %s", index, len(todo), entry["name"])
+        results[entry["name"]] = _run_worker(entry, timeout_s)
+        write_text_atomic(RESULTS, json.dumps(results, indent=1, sort_keys=True) + "\n")
+        write_text_atomic(OUTPUT, render(results))
+
+
+# -- the document -------------------------------------------------------------------------------
+
+
+def _cell(result: dict[str, Any] | None) -> str:
+    if not result:
+        return "- | - | - | -"
+    error = result.get("max_abs_error")
+    seconds = result.get("export_s")
+    return " | ".join([
+        "yes" if result.get("exported") else "**no**",
+        "yes" if result.get("verified") else ("**no**" if result.get("exported") else "-"),
+        "-" if error is None else f"{error:.2g}",
+        "-" if seconds is None else f"{seconds:.1f}",
+    ])
+
+
+def _note(record: dict[str, Any]) -> str:
+    notes = []
+    for exporter in EXPORTERS:
+        error = (record.get(exporter) or {}).get("error")
+        if error:
+            notes.append(f"{exporter}: {error}")
+    return "; ".join(notes).replace("|", "\\|")
+
+
+def render(results: dict[str, Any]) -> str:
+    """docs/COVERAGE.md from the measured results."""
+    expected = model_list()
+    lines = [
+        "# Coverage: roundtrip and torch.onnx on the same models",
+        "",
+        "Generated by `python tools/gen_coverage.py` from `docs/coverage.json`; do not edit by hand.",
+        "Every model is built from its case (seeded weights, calibrated BatchNorm, no all-zero",
+        "heads), exported by roundtrip and by `torch.onnx.export(dynamo=True)` in the same process,",
+        "and verified by `harness.verify` on onnxruntime's CPU provider against torch: *verified*",
+        "means the checker passed and every output was inside the case's tolerance at the traced",
+        "batch (2) AND at another batch (3; other dynamic axes such as the sequence cut to about",
+        "half), with the same ONNX model. Max error is the largest |onnxruntime - torch| over every",
+        "output at both batches. Export time is the exporter's own (capture + conversion). Inputs",
+        "are small (see the Input column and model_zoo_cases/torchvision_extended.py); detection",
+        "models are only attempted (docs/EXCEPTIONS.md says why they do not capture).",
+        "",
+    ]
+    totals = []
+    for exporter in EXPORTERS:
+        measured = [r for r in results.values() if exporter in r]
+        exported = sum(bool(r[exporter].get("exported")) for r in measured)
+        verified = sum(bool(r[exporter].get("verified")) for r in measured)
+        totals.append(f"| {exporter} | {len(measured)} | {exported} | {verified} |")
+    lines += ["| Exporter | Models measured | Exported | Verified |", "|---|---|---|---|", *totals, ""]
+    missing = [e["name"] for e in expected if e["name"] not in results]
+    if missing:
+        lines += [f"Not measured yet ({len(missing)}): {', '.join(missing)}.", ""]
+    lines += [
+        "| Model | Family | Params | roundtrip exported | verified | max error | export s "
+        "| torch.onnx exported | verified | max error | export s | Input | Notes |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for entry in expected:
+        record = results.get(entry["name"])
+        if record is None:
+            continue
+        params = record.get("params")
+        lines.append(
+            f"| `{entry['name']}` | {entry['family']} | {'-' if params is None else f'{params / 1e6:.1f}M'} "
+            f"| {_cell(record.get('roundtrip'))} | {_cell(record.get('torch.onnx'))} "
+            f"| {record.get('input', '-')} | {_note(record) or '-'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def measurement_rows(results: dict[str, Any]) -> list[str]:
+    """Rows for measurements._EXTENDED_ROWS: the worst ORT error of the two exporters."""
+    import model_zoo_cases
+
+    rows = []
+    for name, record in sorted(results.items()):
+        case = model_zoo_cases.CASES.get(name)
+        if case is None or case.tier != "extended" or "activation_max" not in record:
+            continue
+        errors = [record[e]["max_abs_error"] for e in EXPORTERS if record.get(e, {}).get("max_abs_error") is not None]
+        if not errors:
+            continue
+        rows.append(f'    ({name!r:<34}, {record["params"]:>10}, {record["activation_max"]:8.3g}, '
+                    f'{record["activation_max"]:8.3g}, {max(errors):9.3g}, {record["output_scale"]:8.3g}),')
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="fnmatch patterns of model names, comma-separated")
+    parser.add_argument("--redo", action="store_true", help="measure again models already in the results")
+    parser.add_argument("--render", action="store_true", help="only rewrite docs/COVERAGE.md from the results")
+    parser.add_argument("--measurements", action="store_true", help="print measured rows for the extended cases")
+    parser.add_argument("--timeout", type=int, default=MODEL_TIMEOUT_S, help="seconds per model")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    options = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    if options.worker:
+        logging.getLogger().setLevel(logging.ERROR)
+        sys.stdout.write(json.dumps(measure(json.loads(options.worker))) + "\n")
+        return 0
+    if options.measurements:
+        sys.stdout.write("\n".join(measurement_rows(load_results())) + "\n")
+        return 0
+    if not options.render:
+        patterns = [p.strip() for p in options.only.split(",")] if options.only else None
+        run(patterns, options.redo, options.timeout)
+    write_text_atomic(OUTPUT, render(load_results()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
