@@ -8,27 +8,30 @@ For each model, ONE torch.onnx (dynamo) export is verified by both:
           which builds one onnxruntime session per FX value it compares.
 
 Both start from the exported program (export time is excluded from both) and include torch's
-reference run. `--exporter roundtrip` additionally times `harness.verify` end to end on our
-own export (export included). Prints a Markdown table with seconds and ratios, the machine's
-load average and thread counts; `--json PATH` writes the rows.
+reference run. Ours runs `--repeat` times (the median counts), interleaved with theirs when
+`--their-repeat` > 1. `harness.verify` end to end on our own export (export included) is timed
+too, against the same torch.onnx.verification time. Both sides run at torch's default thread
+settings unless `--torch-threads` says otherwise. Rows, ratios, targets and the machine's cores,
+load and versions go to bench/results/bench_verify.json.
 
     python bench/bench_verify.py                       # ResNet-18 and DenseNet-121
-    python bench/bench_verify.py --models resnet18 --repeat 3
+    python bench/bench_verify.py --models resnet18 --repeat 5
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import logging
 import os
-import platform
+import sys
 import time
 import warnings
 
 import torch
 import torchvision
+
+from _common import load_note, machine_info, median, quiet_onnxruntime, side_by_side, write_results
 
 from harness.exporters import ExportedForVerification, torch_onnx_export
 from harness.verification import verify, verify_exported
@@ -38,6 +41,7 @@ MODELS = {
     "densenet121": torchvision.models.densenet121,
 }
 TARGETS = {"resnet18": 30.0, "densenet121": 100.0}  # minimum speed-up over torch.onnx.verification
+END_TO_END_TARGETS = {"resnet18": 20.0}  # harness.verify with our export, over the same
 
 
 def _model(name: str, seed: int):
@@ -47,93 +51,111 @@ def _model(name: str, seed: int):
     return module, args
 
 
-def _timed(fn, repeat: int) -> tuple[float, object]:
-    times, result = [], None
-    for _ in range(repeat):
-        gc.collect()
-        started = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - started)
-    return min(times), result
+def _theirs(program, args):
+    from torch.onnx.verification import verify_onnx_program
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return verify_onnx_program(program, args, compare_intermediates=True)
 
 
-def measure(name: str, *, seed: int, repeat: int, optimize: bool, roundtrip: bool) -> dict:
+def measure(name: str, *, seed: int, repeat: int, their_repeat: int, optimize: bool, roundtrip: bool) -> dict:
     module, args = _model(name, seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         program = torch_onnx_export(module, args, optimize=optimize)
     exported = ExportedForVerification(program.model_proto, program.exported_program, "torch.onnx")
-    row: dict = {"model": name, "onnx_nodes": len(exported.model.graph.node), "optimize": optimize}
+    row: dict = {"model": name, "onnx_nodes": len(exported.model.graph.node), "optimize": optimize,
+                 "target": TARGETS.get(name), "end_to_end_target": END_TO_END_TARGETS.get(name)}
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
 
-    ours_s, verification = _timed(
-        lambda: verify_exported(exported, args, module=module, model_name=name), repeat)
-    row["ours_s"] = ours_s
+    verify_exported(exported, args, module=module, model_name=name)  # warm-up (first-call imports)
+    sides = {"ours": lambda: verify_exported(exported, args, module=module, model_name=name)}
+    seconds, results = side_by_side(sides, repeat)
+    theirs_seconds, theirs_results = side_by_side({"theirs": lambda: _theirs(program, args)}, their_repeat)
+    verification = results["ours"]
+    row["ours_s"] = median(seconds["ours"])
+    row["ours_runs_s"] = [round(s, 3) for s in seconds["ours"]]
     row["ours_ops"] = len(verification.ops)
     row["ours_isolated"] = sum(op.isolated is not None for op in verification.ops)
     row["ours_truth"] = sum(op.truth is not None for op in verification.ops)
     row["ours_passed"] = verification.passed
     row["ours_timings"] = {k: round(v, 3) for k, v in verification.timings.items()}
-
-    from torch.onnx.verification import verify_onnx_program
-
-    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        theirs_s, infos = _timed(lambda: verify_onnx_program(program, args, compare_intermediates=True), 1)
-    row["theirs_s"] = theirs_s
-    row["theirs_values"] = len(infos)
-    row["ratio"] = theirs_s / ours_s
-    row["target"] = TARGETS.get(name)
+    row["theirs_s"] = median(theirs_seconds["theirs"])
+    row["theirs_runs_s"] = [round(s, 1) for s in theirs_seconds["theirs"]]
+    row["theirs_values"] = len(theirs_results["theirs"])
+    row["ratio"] = row["theirs_s"] / row["ours_s"]
 
     if roundtrip:
         try:
-            started = time.perf_counter()
-            ours_rt = verify(module, args, model_name=name)
-            row["roundtrip_end_to_end_s"] = time.perf_counter() - started
-            row["roundtrip_timings"] = {k: round(v, 3) for k, v in ours_rt.timings.items()}
+            verify(module, args, model_name=name)  # warm-up of our exporter
+            end_to_end, results = side_by_side({"verify": lambda: verify(module, args, model_name=name)}, repeat)
+            row["roundtrip_end_to_end_s"] = median(end_to_end["verify"])
+            row["roundtrip_timings"] = {k: round(v, 3) for k, v in results["verify"].timings.items()}
+            row["end_to_end_ratio"] = row["theirs_s"] / row["roundtrip_end_to_end_s"]
         except Exception as error:  # an op our exporter lacks is a result, not a crash
             row["roundtrip_error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:120]}"
     return row
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = [
+        "| model | ONNX nodes | ours (s) | torch.onnx.verification (s) | ratio | target | harness.verify end to end (s) | ratio | target | ops isolated / truth |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for row in rows:
+        end = row.get("roundtrip_end_to_end_s")
+        end_text = f"{end:.2f} | {row['end_to_end_ratio']:.0f}x" if end else "- | -"
+        end_target = f"{row['end_to_end_target']:.0f}x" if row.get("end_to_end_target") else "-"
+        lines.append(
+            f"| {row['model']} | {row['onnx_nodes']} | {row['ours_s']:.2f} | {row['theirs_s']:.1f} | "
+            f"{row['ratio']:.0f}x | {row['target']:.0f}x | {end_text} | {end_target} | "
+            f"{row['ours_isolated']}/{row['ours_ops']}, {row['ours_truth']}/{row['ours_ops']} |")
+    return "\n".join(lines)
+
+
+def summarise(rows: list[dict]) -> dict:
+    met = {}
+    for row in rows:
+        met[row["model"]] = row["ratio"] >= (row["target"] or 0)
+        if row.get("end_to_end_target") and "end_to_end_ratio" in row:
+            met[f"{row['model']} end to end"] = row["end_to_end_ratio"] >= row["end_to_end_target"]
+    return {"met": met, "all_met": all(met.values())}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeat", type=int, default=2, help="runs of ours (the minimum counts); theirs runs once")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of ours (the median counts)")
+    parser.add_argument("--their-repeat", type=int, default=1, help="runs of torch.onnx.verification (slow)")
     parser.add_argument("--optimize", action="store_true",
                         help="export with torch.onnx's optimizer (fuses values away; default: off, as the harness does)")
     parser.add_argument("--no-roundtrip", dest="roundtrip", action="store_false",
                         help="skip the end-to-end harness.verify on our own export")
     parser.add_argument("--torch-threads", type=int, default=0,
                         help="torch.set_num_threads for both sides (default: torch's choice)")
-    parser.add_argument("--json", help="also write the rows to this path")
+    parser.add_argument("--json", default=None, help="where to write the results (default bench/results/bench_verify.json)")
     options = parser.parse_args(argv)
     if options.torch_threads:
         torch.set_num_threads(options.torch_threads)
-
-    load = os.getloadavg()
-    print(f"# bench_verify: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, torch threads {torch.get_num_threads()}, "
+    quiet_onnxruntime()
+    machine = machine_info()
+    print(f"# bench_verify: {machine['processor']}, {load_note({**machine, 'load_average_end': os.getloadavg()})}, "
           f"torch {torch.__version__}")
     rows = []
     for name in options.models:
-        row = measure(name, seed=options.seed, repeat=options.repeat, optimize=options.optimize,
-                      roundtrip=options.roundtrip)
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-    print()
-    print("| model | ONNX nodes | ours (s) | torch.onnx.verification (s) | ratio | target | ops isolated / truth |")
-    print("|---|---:|---:|---:|---:|---:|---|")
-    for row in rows:
-        print(f"| {row['model']} | {row['onnx_nodes']} | {row['ours_s']:.2f} | {row['theirs_s']:.1f} | "
-              f"{row['ratio']:.0f}x | {row['target']:.0f}x | {row['ours_isolated']}/{row['ours_ops']}, "
-              f"{row['ours_truth']}/{row['ours_ops']} |")
-    load = os.getloadavg()
-    print(f"\nload average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    if options.json:
-        with open(options.json, "w") as handle:
-            json.dump({"load_average": load, "rows": rows}, handle, indent=1)
+        started = time.perf_counter()
+        rows.append(measure(name, seed=options.seed, repeat=options.repeat, their_repeat=options.their_repeat,
+                            optimize=options.optimize, roundtrip=options.roundtrip))
+        rows[-1]["bench_seconds"] = round(time.perf_counter() - started, 1)
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    summary = summarise(rows)
+    path = write_results("bench_verify", machine, rows, summary=summary, path=options.json,
+                         options={"repeat": options.repeat, "their_repeat": options.their_repeat,
+                                  "optimize": options.optimize, "torch_threads": options.torch_threads or "default"})
+    print(markdown(rows))
+    print(f"\ntargets met: {summary['met']}; load average at the end {os.getloadavg()[0]:.2f}; results in {path}")
     return 0
 
 

@@ -14,11 +14,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
+import numpy as np
 import onnx
 import torch
 
 from exporter import symbolics  # noqa: F401  (registers the built-in symbolics)
+from exporter.external_data import weight_bytes, with_weights, write_model
 from exporter.fileio import write_bytes_atomic
+from exporter.folding import FOLDED_VALUES_KEY, fold
 from exporter.printer import format_model
 from exporter.registry import Dispatcher, check_opset
 from exporter.serialize import to_model
@@ -30,9 +33,16 @@ __version__ = "0.1.0"
 
 @dataclass
 class ExportResult:
-    """An exported model with the program it was translated from (the harness needs both)."""
+    """An exported model with the program it was translated from (the harness needs both).
 
-    model: onnx.ModelProto
+    The model is kept as a skeleton (initializers without data, marked as held in memory) and
+    its weights (arrays sharing the module's parameter memory, plus the folded ones), so that
+    writing it or handing it to onnxruntime copies each weight once at most. `model` is the
+    self-contained ModelProto, built on first use.
+    """
+
+    skeleton: onnx.ModelProto
+    weights: dict[str, np.ndarray]
     program: torch.export.ExportedProgram
     opset_version: int
     input_names: list[str]
@@ -40,6 +50,25 @@ class ExportResult:
     renamed: dict[str, str] = field(default_factory=dict)
     capture_seconds: float = 0.0
     convert_seconds: float = 0.0
+    _model: onnx.ModelProto | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def model(self) -> onnx.ModelProto:
+        """The model with its weights inline (protobuf copies each weight into it)."""
+        if self._model is None:
+            self._model = with_weights(self.skeleton, self.weights)
+        return self._model
+
+    @property
+    def weight_bytes(self) -> int:
+        return weight_bytes(self.weights)
+
+    def save(self, f: str | os.PathLike | IO[bytes], *, external_data: bool | None = None) -> onnx.ModelProto:
+        """Write the model to `f` straight from the weights (see `exporter.external_data.write_model`);
+        return the model as written: with external-data references when the weights went to a
+        data file, else the self-contained model."""
+        written = write_model(f, self.skeleton, self.weights, external=external_data)
+        return written.model if written.data_path else self.model
 
 
 def export(
@@ -54,8 +83,16 @@ def export(
     dynamic_axes: DynamicAxes | None = None,
     verbose: bool = False,
     custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
+    do_constant_folding: bool = True,
+    external_data: bool | None = None,
 ) -> onnx.ModelProto:
     """Export `model` run on `args` to ONNX; also write it to `f` when given.
+
+    `do_constant_folding` computes weight-only subgraphs (e.g. the recurrent layers' gate
+    reordering) at export and stores their results as initializers (exporter.folding).
+    `external_data`: with `f` a path, True writes the weights to `<f>.data` beside the model,
+    None does so only when the model would pass protobuf's 2 GB limit, False never; the model
+    returned then holds external-data references instead of the weights.
 
     `input_names`/`output_names` name the graph's inputs and outputs, `dynamic_axes` marks
     axes as dynamic (`{"x": {0: "batch"}}`), `custom_symbolics` maps overload names to
@@ -64,12 +101,12 @@ def export(
     result = export_program(
         model, args, kwargs=kwargs, input_names=input_names, output_names=output_names,
         opset_version=opset_version, dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics,
+        do_constant_folding=do_constant_folding,
     )
-    if f is not None:
-        save(result.model, f)
+    model = result.save(f, external_data=external_data) if f is not None else result.model
     if verbose:
-        sys.stdout.write(format_model(result.model) + "\n")  # the seed's documented behaviour
-    return result.model
+        sys.stdout.write(format_model(model) + "\n")  # the seed's documented behaviour
+    return model
 
 
 def export_program(
@@ -82,6 +119,7 @@ def export_program(
     opset_version: int | None = None,
     dynamic_axes: DynamicAxes | None = None,
     custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
+    do_constant_folding: bool = True,
 ) -> ExportResult:
     """Like `export`, but return the ExportedProgram and naming alongside the model.
 
@@ -93,7 +131,8 @@ def export_program(
         dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics, opset_version=opset_version,
     )
     captured = time.perf_counter()
-    return replace(convert_program(program), capture_seconds=captured - started)
+    converted = convert_program(program, do_constant_folding=do_constant_folding)
+    return replace(converted, capture_seconds=captured - started)
 
 
 def convert(
@@ -105,6 +144,7 @@ def convert(
     dynamic_axes: DynamicAxes | None = None,
     custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
     graph_name: str | None = None,
+    do_constant_folding: bool = True,
 ) -> onnx.ModelProto:
     """Translate a program from `exporter.capture` to ONNX at `opset_version`.
 
@@ -113,6 +153,7 @@ def convert(
     return convert_program(
         program, opset_version=opset_version, input_names=input_names, output_names=output_names,
         dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics, graph_name=graph_name,
+        do_constant_folding=do_constant_folding,
     ).model
 
 
@@ -125,9 +166,12 @@ def convert_program(
     dynamic_axes: DynamicAxes | None = None,
     custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
     graph_name: str | None = None,
+    do_constant_folding: bool = True,
 ) -> ExportResult:
     """Translate a captured program to ONNX; the program is left as it is, so it may be
     converted again (e.g. at another opset: capture keeps the ops of every opset).
+
+    `do_constant_folding` folds weight-only subgraphs into initializers (exporter.folding).
 
     Each argument left None takes the value given to `exporter.capture`: the opset (default
     `DEFAULT_OPSET`), the input and output names, `dynamic_axes` (keyed by the input names,
@@ -160,9 +204,15 @@ def convert_program(
         dim_names=dim_names_for(program, with_input_names(default_names, input_names), dynamic_axes),
     )
     metadata = {"roundtrip.renamed_values": json.dumps(conversion.renamed)} if conversion.renamed else {}
-    onnx_model = to_model(conversion.graph, graph_name=graph_name, producer_version=__version__, metadata=metadata)
+    if do_constant_folding:
+        folded = fold(conversion.graph)
+        if folded.fx_values:
+            metadata[FOLDED_VALUES_KEY] = json.dumps(folded.fx_values)
+    skeleton = to_model(conversion.graph, graph_name=graph_name, producer_version=__version__,
+                        metadata=metadata, weights_inline=False)
     return ExportResult(
-        model=onnx_model,
+        skeleton=skeleton,
+        weights=dict(conversion.graph.initializers),
         program=program,
         opset_version=opset,
         input_names=conversion.user_input_names,
@@ -173,7 +223,8 @@ def convert_program(
 
 
 def save(model: onnx.ModelProto, f: str | os.PathLike | IO[bytes]) -> None:
-    """Write `model` to a path (atomically: a reader never sees half a file) or a binary file."""
+    """Write `model` to a path (atomically: a reader never sees half a file) or a binary file.
+    (`ExportResult.save` writes an export straight from its weights instead.)"""
     if hasattr(f, "write"):
         f.write(model.SerializeToString())
     else:

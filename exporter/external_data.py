@@ -89,14 +89,17 @@ def exceeds_protobuf_limit(skeleton: onnx.ModelProto, weights: Mapping[str, np.n
 
 
 def with_weights(skeleton: onnx.ModelProto, weights: Mapping[str, np.ndarray]) -> onnx.ModelProto:
-    """A self-contained copy of `skeleton` whose in-memory initializers hold their arrays."""
+    """A self-contained copy of `skeleton` whose in-memory initializers hold their arrays.
+
+    protobuf keeps its own copy of every bytes field, so this costs a copy of the weights (and
+    a transient bytes object per weight); writing a file with `write_model` does not.
+    """
     model = onnx.ModelProto()
     model.CopyFrom(skeleton)
-    for tensor in model.graph.initializer:
-        if is_in_memory(tensor):
-            tensor.ClearField("external_data")
-            tensor.data_location = onnx.TensorProto.DEFAULT
-            tensor.raw_data = tensor_bytes(weights[tensor.name]).tobytes()
+    for tensor, array in _with_arrays(model, weights):
+        tensor.ClearField("external_data")
+        tensor.data_location = onnx.TensorProto.DEFAULT
+        tensor.raw_data = tensor_bytes(array).tobytes()
     return model
 
 

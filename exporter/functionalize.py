@@ -182,10 +182,23 @@ def _mutation_problem(node: torch.fx.Node, mutated: Any, forwarded: dict[torch.f
 def _replace_with(functional: torch._ops.OpOverload) -> Callable[[torch.fx.Graph, torch.fx.Node], None]:
     def apply(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
         with graph.inserting_before(node):
-            new = graph.call_function(functional, node.args, node.kwargs)
+            new = _call(graph, functional, node.args, node.kwargs)
         _take_over(node, new)
 
     return apply
+
+
+def _call(graph: torch.fx.Graph, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None
+          ) -> torch.fx.Node:
+    """A call_function node named as torch's decomposition names them (`relu`, `relu_1`, ...,
+    `sym_size_int`), so rows and reports read the same whichever way the graph was made."""
+    if target is operator.getitem:
+        name = "getitem"
+    elif target is aten.sym_size.int:
+        name = "sym_size_int"
+    else:
+        name = target.overloadpacket.__name__
+    return graph.create_node("call_function", target, tuple(args), dict(kwargs or {}), name=name)
 
 
 def _take_over(old: torch.fx.Node, new: torch.fx.Node, val: Any = None) -> None:
@@ -213,8 +226,8 @@ def _batch_norm(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
         x, weight, bias, mean, var, _, momentum, eps, _ = old.args
         out = old.meta.get("val")
         with graph.inserting_before(old):
-            new = graph.call_function(target, (x, weight, bias, mean, var, momentum, eps))
-            first = graph.call_function(operator.getitem, (new, 0))
+            new = _call(graph, target, (x, weight, bias, mean, var, momentum, eps))
+            first = _call(graph, operator.getitem, (new, 0))
         new.meta = dict(old.meta)
         if isinstance(out, torch.Tensor):
             with _fake_mode_of(out):
@@ -269,13 +282,13 @@ def _flatten(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
             for size in sizes:
                 if isinstance(size, tuple):
                     _, index, symbol = size
-                    read = graph.call_function(aten.sym_size.int, (x, index))
+                    read = _call(graph, aten.sym_size.int, (x, index))
                     read.meta = {k: v for k, v in old.meta.items() if k != "val"}
                     read.meta["val"] = symbol
                     shape.append(read)
                 else:
                     shape.append(size)
-            new = graph.call_function(aten.view.default, (x, shape))
+            new = _call(graph, aten.view.default, (x, shape))
         _take_over(old, new)
 
     return _Rewrite(node, apply)

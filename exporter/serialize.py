@@ -7,7 +7,7 @@ import json
 import onnx
 from onnx import helper
 
-from exporter.external_data import stub, tensor_bytes
+from exporter.external_data import EXTERNAL_MIN_BYTES, stub, tensor_bytes
 from exporter.graph import Graph, Value, attribute_protos, elem_type
 
 # onnxruntime 1.31 refuses models whose IR version is newer than 13. Node-level
@@ -59,9 +59,10 @@ def to_model(
 ) -> onnx.ModelProto:
     """Serialize `graph` with its provenance and opset imports.
 
-    With `weights_inline=False` the result is a skeleton: each initializer has its name, dtype
-    and shape but no data, and is marked as held in memory (`external_data.IN_MEMORY`); the
-    arrays stay in `graph.initializers` (see exporter.external_data). Every message is built in
+    With `weights_inline=False` the result is a skeleton: each initializer of at least
+    `EXTERNAL_MIN_BYTES` has its name, dtype and shape but no data, and is marked as held in
+    memory (`external_data.IN_MEMORY`); the arrays stay in `graph.initializers` (see
+    exporter.external_data). Small ones (shapes, indices) stay inline for shape inference. Every message is built in
     place: no node, value or tensor is copied once made.
     """
     model = onnx.ModelProto()
@@ -91,7 +92,7 @@ def to_model(
         tensor.name = name
         tensor.data_type = helper.np_dtype_to_tensor_dtype(array.dtype)
         tensor.dims.extend(array.shape)
-        if weights_inline:
+        if weights_inline or array.nbytes < EXTERNAL_MIN_BYTES:
             tensor.raw_data = tensor_bytes(array).tobytes()
         else:
             stub(tensor)

@@ -41,6 +41,8 @@ CAPTURE_KEY = "roundtrip.capture"  # where `capture` keeps its CaptureRecord: gr
 
 logger = logging.getLogger(__name__)
 
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
 CAPTURE_LOCK = threading.RLock()
 """Held while a module is captured. torch.export keeps process-wide state while it traces, and
 capture hooks patch torch's operator tables, so captures from several threads run one at a time."""
@@ -154,9 +156,8 @@ def forward_input_names(model: torch.nn.Module, args: Sequence[Any]) -> list[str
     """The names `dynamic_axes` may use for the positional inputs: forward()'s parameter names."""
     params = _forward_parameters(model)
     names = []
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     for index in range(len(args)):
-        if index < len(params) and params[index].kind in positional:
+        if index < len(params) and params[index].kind in _POSITIONAL:
             names.append(params[index].name)
         elif params and params[-1].kind == params[-1].VAR_POSITIONAL:
             names.append(f"{params[-1].name}_{index}")
@@ -243,12 +244,10 @@ def capture(
     return program
 
 
-_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-
-
 def check_names(input_names: Sequence[str] | None, output_names: Sequence[str] | None, input_count: int) -> None:
-    """ExportError for names the ONNX graph could not carry: not strings, repeated, shared
-    between an input and an output, or more input names than the model has tensor inputs."""
+    """ExportError for names the ONNX graph could not carry: not strings, repeated, or more
+    input names than the model has tensor inputs. (`capture` also refuses output names that
+    are input names.)"""
     for label, names in (("input_names", input_names), ("output_names", output_names)):
         if names is None:
             continue
@@ -265,9 +264,6 @@ def check_names(input_names: Sequence[str] | None, output_names: Sequence[str] |
             f"input_names has {len(input_names)} names but the model takes {input_count} tensor input(s); "
             "parameters are initializers and are named after the state_dict, so name only the inputs"
         )
-    both = sorted(set(input_names or ()) & set(output_names or ()))
-    if both:
-        raise ExportError(f"{both} named as both an input and an output; ONNX values need distinct names")
 
 
 def check_output_names(output_names: Sequence[str] | None, count: int) -> None:

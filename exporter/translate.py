@@ -13,6 +13,7 @@ import operator
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -104,6 +105,9 @@ def translate(
     for node in program.graph.nodes:
         if node.op in ("placeholder", "output"):
             continue
+        if node.op == "get_attr" and all(_is_higher_order(user) for user in node.users):
+            env[node.name] = MISSING  # a nested graph of a higher-order op, reported with the op
+            continue
         if node.op != "call_function":  # get_attr, call_module, call_method: not ATen calls
             unsupported.append(_unsupported(
                 node, root_name, f"<{node.op} {node.target}>",
@@ -178,13 +182,29 @@ def dim_names_for(
 
 
 def _unsupported(node: torch.fx.Node, root_name: str, target: str, reason: str, hint: str = "") -> UnsupportedOperator:
-    return UnsupportedOperator(node.name, target, scope_of(node, root_name), source_of(node), reason, hint)
+    return UnsupportedOperator(node.name, target, scope_of(node, root_name), _user_source(node), reason, hint)
+
+
+_GENERATED_FRAME = re.compile(r'File "<[^"]*", line \d+, in [^\n]*(\n {4}[^\n]*)?')
+
+
+def _user_source(node: torch.fx.Node) -> str:
+    """The node's source line, skipping frames of code torch generates while tracing (a
+    higher-order op's `<eval_with_key>` graph), which are no line of the user's."""
+    trace = node.meta.get("stack_trace") or ""
+    if '"<' not in trace:
+        return source_of(node)
+    return source_of(SimpleNamespace(meta={"stack_trace": _GENERATED_FRAME.sub("", trace)}))
+
+
+def _is_higher_order(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and isinstance(node.target, torch._ops.HigherOrderOperator)
 
 
 def _capture_construct(node: torch.fx.Node, reason: str) -> tuple[str, str]:
     """The reason and hint for an untranslatable node: plain ATen ops get the registry's reason
     (and the register_symbolic hint); higher-order ops and effect tokens say what they are."""
-    if not isinstance(node.target, torch._ops.HigherOrderOperator):
+    if not _is_higher_order(node):
         return reason, ""
     name = node.target.name()
     if name == "with_effects":

@@ -33,7 +33,10 @@ _PUBLIC = {
     "write_reproducer": "harness.reproducer",
 }
 
-__all__ = sorted(_PUBLIC)
+__all__ = [
+    "Comparison", "OpRecord", "Verification", "backend", "compare", "verify", "verify_onnx",
+    "write_reproducer",
+]
 
 
 def __getattr__(name: str) -> Any:

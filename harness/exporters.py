@@ -40,6 +40,9 @@ class ExportedForVerification:
     program: torch.export.ExportedProgram | None
     exporter: str
     notes: list[str] = field(default_factory=list)
+    # The arrays of the model's in-memory initializers (roundtrip's skeleton: views of the
+    # module's parameters, never copied into the proto); None when the model holds its weights.
+    weights: Mapping[str, Any] | None = None
 
 
 def export_for_verification(
@@ -68,9 +71,10 @@ def export_for_verification(
 
         if given is None:
             ours = roundtrip_exporter.export_program(model, args, **options)
-            return ExportedForVerification(ours.model, ours.program, exporter)
+            return ExportedForVerification(ours.skeleton, ours.program, exporter, weights=ours.weights)
         try:
-            program = roundtrip_exporter.export_program(model, args, **options).program
+            again = roundtrip_exporter.export_program(model, args, **options)
+            program = again.program
         except roundtrip_exporter.ExportError as error:
             return ExportedForVerification(given, None, "given", [
                 f"roundtrip could not capture the module ({type(error).__name__}), so the given model "
@@ -82,7 +86,8 @@ def export_for_verification(
                 f"the given model was produced by {given.producer_name!r} but is joined to roundtrip's FX "
                 "program; pass exporter='torch.onnx' (or 'torchscript') to pair it with its own exporter"
             )
-        return ExportedForVerification(given, program, "given", notes)
+        # a skeleton given back (Verification.onnx_model) takes its weights from this module
+        return ExportedForVerification(given, program, "given", notes, weights=again.weights)
     if exporter == "torch.onnx":
         program = torch_onnx_export(model, args, **options)
         if given is None:

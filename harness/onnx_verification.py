@@ -41,28 +41,36 @@ def verify_onnx(
     model_name: str | None = None,
     strict: bool | None = None,
 ) -> Verification:
-    """Verify an ONNX model (a proto or a path; external data is loaded from beside the file,
+    """Verify an ONNX model (a proto or a path; external data is read from beside the file,
     once its locations are checked: `ModelFileError` names a bad file or a refused location).
+
+    A file's external initializers are memory-mapped and handed to onnxruntime as they lie, and
+    the checker runs on the path, so models past protobuf's 2 GB limit verify too (the whole
+    proto is never serialised); onnx's ReferenceEvaluator, when used, gets them inline.
 
     `inputs`: arrays in graph-input order, or {name: array}. `expected`: the outputs in graph
     order (or by name); without them the ReferenceEvaluator's outputs are expected. The model
     passes when the checker passes and every output is inside `output_atol + output_rtol*|e|`.
     `strict` raises the harness's own errors (harness.analysis.strictness).
     """
+    path = base_dir = None
     if isinstance(model_or_path, onnx.ModelProto):
         model, name = model_or_path, model_or_path.graph.name
     else:
         path = os.fspath(model_or_path)
-        model, name = load_model_file(path), os.path.basename(os.path.dirname(path)) or path
+        model = load_model_file(path, keep_initializers_external=True)
+        name = os.path.basename(os.path.dirname(path)) or path
+        base_dir = os.path.dirname(os.path.abspath(path))
     table = tolerance_table(tolerances)
     spec = runtime.DeviceSpec.parse(device)
-    verification = new_verification(model, spec, model_name=model_name or name, exporter="given")
+    verification = new_verification(model, spec, model_name=model_name or name, exporter="given", path=path)
     timings = verification.timings
     output_names = [o.name for o in model.graph.output]
     with runtime.device_context(spec, tf32=tf32) as environment:
         verification.environment = {**environment, **runtime.versions()}
         started = time.perf_counter()
-        shared = runtime.SharedWeights.of(model) if spec.kind == "cpu" else None
+        shared = runtime.SharedWeights.of(model, base_dir=base_dir)
+        loaded = shared.stubbed(model)
         feeds = _feeds(inputs, runtime.real_inputs(model))
         actual = run_production(verification, model, spec, feeds, tf32=tf32, shared=shared)
         timings["backend_s"] = time.perf_counter() - started
@@ -72,8 +80,9 @@ def verify_onnx(
             started = time.perf_counter()
             from harness.analysis.onnx_rows import reference_values
 
+            inline = _inline(model, loaded, shared)
             try:
-                reference = reference_values(model, feeds)
+                reference = reference_values(inline, feeds)
             except Exception as error:  # the evaluator lacks an op, or fails on this model
                 verification.notes.append(
                     f"onnx's ReferenceEvaluator cannot run the model: {runtime.first_line(error, 300)}"
@@ -99,8 +108,7 @@ def verify_onnx(
 
             started = time.perf_counter()
             verification.add_analysis(analyse_nodes(
-                shared.stubbed(model) if shared else model, model, feeds, spec.kind, table,
-                runtime.model_runner(spec, tf32, shared), shared.stub if shared else (lambda t: t),
+                loaded, inline, feeds, spec.kind, table, runtime.model_runner(spec, tf32, shared), shared.stub,
                 reference=reference, production=actual, environment=verification.environment, strict=strict,
             ))
             timings["per_op_s"] = time.perf_counter() - started
@@ -108,6 +116,14 @@ def verify_onnx(
         backend_ran=actual is not None, output_counts_match=len(expected_list) == len(output_names),
     )
     return verification
+
+
+def _inline(model: onnx.ModelProto, loaded: onnx.ModelProto, shared: runtime.SharedWeights) -> onnx.ModelProto:
+    """`model` with every initializer's data inline, for onnx's ReferenceEvaluator: itself, or
+    its memory-mapped external initializers copied in."""
+    if not any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+        return model
+    return shared.restore(loaded)
 
 
 def _feeds(inputs: Any, names: list[str]) -> dict[str, np.ndarray]:

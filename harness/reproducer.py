@@ -73,7 +73,8 @@ def write_reproducer(verification_or_op: Verification | OpRecord, directory: str
         reason = op.not_isolable or "it was not isolated"
         raise ValueError(f"op {op.name!r} has no reproducer: {reason}")
     subgraph = Subgraph(op.name, list(artifacts.nodes), list(artifacts.expected))
-    built = build(artifacts.source, [subgraph], {op.name: artifacts.inputs}, rename_inputs=False)
+    restore = artifacts.weights.restore_tensor if artifacts.weights is not None else (lambda t: t)
+    built = build(artifacts.source, [subgraph], {op.name: artifacts.inputs}, restore, rename_inputs=False)
     model = built.model
     model.graph.name = _safe(op.name)
     _type_outputs(model, artifacts.expected)

@@ -10,14 +10,18 @@ Steps: export (or take the given ONNX model) -> onnx checker -> torch values of 
 * without one (torchscript): the same per ONNX node against onnx's ReferenceEvaluator
   (harness.analysis.onnx_rows).
 
-On onnxruntime CPU the production, instrumented and isolation sessions take the weight arrays
-directly (runtime.SharedWeights) instead of each parsing them out of a serialised model; CUDA
-sessions load their models whole.
+The production, instrumented and isolation sessions (CPU and CUDA) take the weight arrays
+directly (runtime.SharedWeights) instead of each parsing them out of a serialised model; a
+roundtrip export hands over its skeleton and the arrays of the module's own parameters, so no
+weight is copied or serialised on the way to onnxruntime. The sessions run one at a time, each
+released before torch computes again, with their threads sized to torch's and never spinning.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -27,6 +31,7 @@ import onnx
 import torch
 import torch.utils._pytree as pytree
 
+from exporter.external_data import is_in_memory
 from harness import runtime
 from harness.analysis.torch_values import flat_user_inputs, output_values, record_values
 from harness.exporters import EXPORTERS, ExportedForVerification, export_for_verification
@@ -41,13 +46,41 @@ DEFAULT_OUTPUT_ATOL = 1e-4
 DEFAULT_OUTPUT_RTOL = 1e-3
 
 
-def run_checker(model: onnx.ModelProto | bytes) -> CheckerResult:
-    """onnx.checker with full_check (shape inference included); failures are recorded, not raised."""
+def run_checker(model: onnx.ModelProto | bytes | str | os.PathLike) -> CheckerResult:
+    """onnx.checker with full_check (shape inference included) on a proto or a model file (a
+    path: external data and models past 2 GB are checked where they lie); failures are
+    recorded, not raised.
+
+    A skeleton whose initializers are held in memory (a roundtrip export) is checked as written
+    to a scratch folder, every weight pointing at one empty file: everything but the weight
+    bytes is checked, and SharedWeights checks each array's dtype and shape against its stub.
+    """
     try:
-        onnx.checker.check_model(model, full_check=True)
+        if isinstance(model, onnx.ModelProto) and any(is_in_memory(t) for t in model.graph.initializer):
+            _check_skeleton(model)
+        else:
+            onnx.checker.check_model(model if not isinstance(model, os.PathLike) else os.fspath(model),
+                                     full_check=True)
     except Exception as error:  # checker raises ValidationError and inference errors
         return CheckerResult(False, f"{type(error).__name__}: {error}")
     return CheckerResult(True)
+
+
+def _check_skeleton(model: onnx.ModelProto) -> None:
+    placeholder = "weights-held-in-memory"
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)  # a skeleton: no weight bytes to copy
+    for tensor in copy.graph.initializer:
+        if is_in_memory(tensor):
+            for entry in tensor.external_data:
+                if entry.key == "location":
+                    entry.value = placeholder
+    with tempfile.TemporaryDirectory(prefix="roundtrip-check-") as folder:
+        open(os.path.join(folder, placeholder), "wb").close()
+        path = os.path.join(folder, "model.onnx")
+        with open(path, "wb") as handle:
+            handle.write(copy.SerializeToString())
+        onnx.checker.check_model(path, full_check=True)
 
 
 def verify(
@@ -165,7 +198,7 @@ def verify_exported(
         timings["torch_s"] = time.perf_counter() - started
 
         started = time.perf_counter()
-        shared = runtime.SharedWeights.of(onnx_proto) if spec.kind == "cpu" else None
+        shared = runtime.SharedWeights.of(onnx_proto, exported.weights)
         leaves = flat_user_inputs(exported.program, args, kwargs) if exported.program is not None else (args, kwargs)
         feeds = dict(zip(runtime.real_inputs(onnx_proto), _numpy_args(leaves)))
         actual_outputs = run_production(verification, onnx_proto, spec, feeds, tf32=tf32, shared=shared)
@@ -200,12 +233,14 @@ def tolerance_table(tolerances: ToleranceTable | str | None) -> ToleranceTable:
 
 
 def new_verification(model: onnx.ModelProto, spec: runtime.DeviceSpec, *, model_name: str, exporter: str,
-                     notes: Sequence[str] = ()) -> Verification:
-    """A record for verifying `model` on `spec`, with the checker's verdict and nothing run yet."""
+                     notes: Sequence[str] = (), path: str | None = None) -> Verification:
+    """A record for verifying `model` on `spec`, with the checker's verdict and nothing run yet;
+    the checker reads `path` when the model came from a file (its external data where it lies)."""
     return Verification(
         model_name=model_name, exporter=exporter,
         device=spec.torch_device if spec.kind != "reference" else "reference",
-        passed=False, checker=run_checker(model), outputs=[], notes=list(notes), onnx_model=model,
+        passed=False, checker=run_checker(path if path is not None else model), outputs=[], notes=list(notes),
+        onnx_model=model,
     )
 
 
@@ -223,7 +258,7 @@ def run_production(verification: Verification, model: onnx.ModelProto, spec: run
 
 def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, production, strict) -> None:
     run = runtime.model_runner(spec, tf32, shared)
-    source = exported.model
+    source = exported.model  # a roundtrip skeleton's stubs are restored from `shared` where needed
     loaded = shared.stubbed(source) if shared is not None else source
     initializer = shared.stub if shared is not None else (lambda t: t)
     groups = None
@@ -243,12 +278,14 @@ def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, pr
             onnx_model=loaded, source_model=source, program=exported.program, groups=groups,
             values=values, feeds=feeds, device=spec.kind, table=table, run=run,
             initializer=initializer, production=production, environment=verification.environment,
-            strict=strict,
+            strict=strict, weights=shared,
         )
         verification.add_analysis(fx_rows.analyse(analysis))
         return
     from harness.analysis.onnx_rows import analyse_nodes
 
+    if shared is not None:
+        source = shared.restore(source)  # onnx's ReferenceEvaluator needs the weights inline
     verification.add_analysis(analyse_nodes(
         loaded, source, feeds, spec.kind, table, run, initializer, production=production,
         environment=verification.environment, strict=strict,

@@ -3,8 +3,8 @@
 BERT, GPT-2, Llama and T5 (encoder alone, and encoder + decoder), two layers each with tiny
 hidden sizes, so that they export and verify per op in seconds. Each is the Hugging Face
 class itself (no wrapper), so the exported nodes' scopes start with its name
-(`BertModel/BertEncoder[encoder]/...`). Configs return tuples and keep no KV cache
-(`return_dict=False`, `use_cache=False`): torch.export returns tensors, not cache objects.
+(`BertModel/BertEncoder[encoder]/...`). Configs keep no KV cache (`use_cache=False`: a cache
+object is no tensor output); the ModelOutput returned flattens to its tensors in field order.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ DECODER_SEQUENCE = 6
 
 # Each model's attention implementation: "sdpa" exercises aten.scaled_dot_product_attention;
 # T5's relative position bias is added by its own (eager) attention.
-_COMMON: dict[str, Any] = {"return_dict": False, "use_cache": False}
+_COMMON: dict[str, Any] = {"use_cache": False}
 
 
 def bert() -> nn.Module:

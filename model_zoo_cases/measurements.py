@@ -110,9 +110,11 @@ MEASUREMENTS: dict[str, Measured] = {name: Measured(*values) for name, *values i
 # numbers come from tools/gen_coverage.py's run (torch 2.14.1 CPU fp32 vs onnxruntime 1.31.1 CPU
 # on BOTH exporters' models, worst of the two; module seed 0, input seeds 0 and 1, traced and
 # other batch). `raw_activation_max` is not measured there and repeats `activation_max`.
-# A case not measured yet gets the harness's default output tolerance and a bound that only
-# catches overflow; the nightly run's test_activations_are_finite_and_bounded still runs.
-UNMEASURED_ATOL = 1e-4
+# A case not measured yet gets atol 1e-3 and a bound that only catches overflow. 1e-3: large
+# untrained nets without residual damping are ill-conditioned in fp32 (regnet_x_32gf: both
+# exporters' models differ from torch by the same 1.3e-4 at output scale 1.6), while a wrong
+# op errs by 1e-2 of the output scale and more.
+UNMEASURED_ATOL = 1e-3
 UNMEASURED_ACTIVATION_BOUND = 1e4
 EXTENDED_SOURCE = (
     "tools/gen_coverage.py: torch 2.14.1 CPU fp32 vs onnxruntime 1.31.1 CPU, worst of roundtrip and "

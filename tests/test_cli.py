@@ -91,3 +91,14 @@ def test_cli_errors_in_a_real_process_print_one_line(tmp_path, make_args, messag
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.strip().splitlines() == [result.stderr.strip()] and message in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "tol.json").exists()
+
+
+def test_the_cli_offers_every_exporter_and_diff_starts_without_torch(tmp_path):
+    from harness.cli.main import EXPORTERS
+    from harness.exporters import EXPORTERS as API_EXPORTERS
+
+    assert EXPORTERS == API_EXPORTERS
+    probe = ("import sys; from harness.cli import main; main(['diff', 'a', 'b']); "
+             "print('torch' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+    assert result.stdout.strip() == "False", result.stdout + result.stderr

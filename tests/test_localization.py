@@ -312,8 +312,9 @@ def test_torch_onnx_model_is_verified_per_op():
     assert "Conv2d[conv1]" in conv.scope and conv.source
     # a multi-output op (batch norm) is mapped through its getitem-named value
     assert rows["_native_batch_norm_legit_no_training"].isolated is not None
-    isolated = [op for op in verification.ops if op.isolated is not None]
-    assert len(isolated) >= len(verification.ops) - 1, _table(verification)
+    # every op of the convnet (conv, bn, relu x3, view, linear x2) is isolated and passes
+    assert len(verification.ops) == 9, _table(verification)
+    assert all(op.isolated is not None and op.passed for op in verification.ops), _table(verification)
 
 
 def test_torch_onnx_alteration_is_localized():
@@ -326,5 +327,13 @@ def test_torch_onnx_alteration_is_localized():
     assert verification.worst_op.fx_node == fx_node_name(node) == "relu"
 
 
-def test_metadata_key_is_the_roundtrip_one():
-    assert FX_NODE_KEY == "roundtrip.fx_node"
+def test_fx_node_name_reads_each_exporters_metadata(exported):
+    _, _, model = exported["convnet"]
+    for node in model.graph.node:
+        written = {p.key: p.value for p in node.metadata_props}
+        assert fx_node_name(node) == written[FX_NODE_KEY], node.name
+    theirs = helper.make_node("Relu", ["x"], ["relu_1"])
+    entry = theirs.metadata_props.add()
+    entry.key, entry.value = "pkg.torch.onnx.fx_node", "%relu_1 : [num_users=1] = call_function[target=torch.ops.aten.relu.default]"
+    assert fx_node_name(theirs) == "relu_1"
+    assert fx_node_name(helper.make_node("Relu", ["x"], ["y"])) is None

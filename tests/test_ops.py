@@ -22,13 +22,13 @@ import exporter
 from exporter import trace
 from exporter.registry import Dispatcher
 from harness.backend import prepare
-from harness.metrics import compare
 from tests.op_table.schema import OpCase
 from tests.op_table.table import (
     Sample,
     all_cases,
     build_sample,
     capture_case,
+    check_outputs,
     checked_targets,
     convert_case,
     dropout_left,
@@ -109,15 +109,6 @@ def test_op(case: OpCase, opset: int, prepared: _Prepared) -> None:
     for other, expected in prepared.resized:  # the same model at other sizes of its dynamic axes
         sizes = [tuple(t.shape) for t in other.tensor_args]
         check_outputs(case, backend.run(other.tensor_args), expected, f"{reproduce}, inputs of shapes {sizes}")
-
-
-def check_outputs(case: OpCase, actual: list, expected: list[torch.Tensor], reproduce: str) -> None:
-    """onnxruntime's outputs against torch's: as many, same dtypes and shapes, within the row's tolerance."""
-    assert len(actual) == len(expected), f"{reproduce}: {len(actual)} outputs, torch has {len(expected)}"
-    for index, (got, want) in enumerate(zip(actual, expected)):
-        comparison = compare(got, want.numpy(), atol=case.atol, rtol=case.rtol, name=f"output {index}")
-        assert comparison.dtype_match, f"{reproduce}: output {index} is {got.dtype}, torch gives {want.dtype}"
-        assert comparison.passed, f"{reproduce}: output {index} differs: {comparison.to_dict()}"
 
 
 def _check_targets(case: OpCase, result: exporter.ExportResult) -> None:

@@ -159,3 +159,20 @@ def test_the_tier_and_cases_alias_reach_getoption_with_ini_values(pytester: pyte
             assert request.config.getoption("roundtrip_cases") is None
     """)
     pytester.runpytest("-p", "no:xdist").assert_outcomes(passed=1)
+
+
+@pytest.mark.skipif(cuda_unavailable_reason() is None, reason="a usable CUDA GPU is present")
+def test_auto_falls_back_to_the_cpu_and_skips_cuda_tests_with_the_reason(pytester: pytest.Pytester):
+    pytester.makepyfile(test_x="""
+        import pytest
+
+        def test_device(roundtrip_device):
+            assert roundtrip_device == "cpu"
+
+        @pytest.mark.cuda
+        def test_gpu():
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:xdist", "-rs", "--roundtrip-device", "auto")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines([f"SKIPPED [[]1[]] test_x.py:*: needs CUDA: {cuda_unavailable_reason()}"])

@@ -83,3 +83,29 @@ def test_the_cap_reaches_the_cuda_provider_options():
     finally:
         set_cuda_mem_limit(None)
     assert "gpu_mem_limit" not in cuda_provider_options(0, False)
+
+
+@pytest.mark.parametrize(("worker", "workers", "torch_fraction", "onnxruntime_limit"), [
+    ("gw1", 4, 0.25, 20 * GIB),  # four workers over two GPUs: gw1 and gw3 share cuda:1
+    ("gw1", 1, None, None),  # alone: nothing capped
+])
+def test_apply_caps_torch_and_onnxruntime_on_the_workers_gpu(monkeypatch, worker, workers, torch_fraction,
+                                                             onnxruntime_limit):
+    """`apply`'s calls, recorded instead of made (no GPU here)."""
+    import torch
+
+    from harness.pytest_plugin.placement import apply
+    from harness.runtime import sessions
+
+    calls: list[tuple] = []
+    monkeypatch.setattr(torch.cuda, "set_device", lambda index: calls.append(("set_device", index)))
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: type("P", (), {"total_memory": 80 * GIB}))
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction",
+                        lambda fraction, index: calls.append(("fraction", fraction, index)))
+    monkeypatch.setattr(sessions, "_cuda_mem_limit", None)
+    applied = apply(plan(worker, workers, 2))
+    gpu = 1
+    expected = [("set_device", gpu)] + ([("fraction", torch_fraction, gpu)] if torch_fraction else [])
+    assert calls == expected
+    assert sessions.cuda_provider_options(gpu, False).get("gpu_mem_limit") == onnxruntime_limit
+    assert applied.get("onnxruntime_gpu_mem_limit") == onnxruntime_limit

@@ -15,7 +15,9 @@ CHEAP_CASE = "dcgan_discriminator"  # about 4 s per size on a shared 2-core CPU
 
 def test_one_test_per_case_and_size_each_in_the_report(pytester: pytest.Pytester):
     case = model_zoo_cases.get(CHEAP_CASE)
-    result = pytester.runpytest("-p", "no:xdist", "-v", "--pyargs", "model_zoo_cases.test_zoo",
+    # In a subprocess: an in-process run would unload the torch modules it imports lazily, and
+    # torch cannot import them twice.
+    result = pytester.runpytest_subprocess("-p", "no:xdist", "-v", "--pyargs", "model_zoo_cases.test_zoo",
                                 "--roundtrip-cases", CHEAP_CASE, "--roundtrip-report-dir", "out")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([f"*test_zoo_case[[]{CHEAP_CASE}-batch{case.traced_batch}[]] PASSED*",

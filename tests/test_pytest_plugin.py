@@ -11,7 +11,6 @@ import sys
 import tomllib
 
 import pytest
-import torch  # noqa: F401  loaded here: pytester's in-process runs unload the modules they import
 
 from harness.report.schema import validate
 from harness.runtime import cuda_unavailable_reason
@@ -61,7 +60,9 @@ def test_a_run_without_xdist_writes_the_report_of_its_cases(pytester: pytest.Pyt
         def test_refused(roundtrip):
             roundtrip.verify(*make(), exporter="onnxscript")
     """)
-    result = pytester.runpytest("-p", "no:xdist", "--roundtrip-report-dir", "out")
+    # In a subprocess: an in-process run would unload the torch modules it imports lazily, and
+    # torch cannot import them twice.
+    result = pytester.runpytest_subprocess("-p", "no:xdist", "--roundtrip-report-dir", "out")
     result.assert_outcomes(passed=2, failed=1)
     report = json.loads((pytester.path / "out" / "parity.json").read_text())
     validate(report)

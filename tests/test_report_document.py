@@ -191,3 +191,13 @@ def test_recorded_seconds_replace_estimates_only_when_complete():
     assert [t.cost for t in tasks] == [5.0, 7.0]
     with pytest.raises(UsageError):
         shard(tasks, 3, 2)
+
+
+def test_a_report_directory_may_hold_its_json_gzipped(tmp_path):
+    import gzip
+
+    doc = document([passing_case()])
+    (tmp_path / "parity.json.gz").write_bytes(gzip.compress(dumps(doc).encode()))
+    assert load_report(tmp_path) == doc
+    (tmp_path / "parity.json").write_text(dumps(document([])))  # a plain parity.json wins
+    assert load_report(tmp_path)["cases"] == []

@@ -16,11 +16,12 @@ import harness
 from harness.runtime import BackendUnavailableError, cuda_unavailable_reason, prepare
 from harness.analysis.fx_mapping import compute_nodes
 
-# fp32 end-to-end tolerance for these two nets on onnxruntime CPU: measured max abs error is
-# ~1e-8 (AlexNet, logits ~1e-2) and ~3e-6 (ResNet-18, logits ~1); 1e-4 + 1e-3*|x| leaves
-# ~30x headroom over ResNet's accumulated conv/BN reordering error.
-OUTPUT_ATOL = 1e-4
-OUTPUT_RTOL = 1e-3
+# fp32 end-to-end tolerance per net on onnxruntime CPU, scaled to its logits: measured max abs
+# error (batches 2 and 3, these seeds) is 2.7e-8 for AlexNet (|logits| <= 3e-2) and 3.8e-6 for
+# ResNet-18 (|logits| <= 6). atol is ~40x (AlexNet) and ~25x (ResNet) the measured error, so a
+# divergence of 1e-4 of the logit scale fails either; rtol 1e-3 on top (near-zero logits make
+# the relative error alone meaningless: measured max rel 2e-3).
+OUTPUT_TOLERANCES = {"alexnet": (1e-6, 1e-3), "resnet18": (1e-4, 1e-3)}
 
 MODELS = {
     "alexnet": lambda: torchvision.models.alexnet(),
@@ -46,12 +47,13 @@ def test_checker_passes(case):
 
 @pytest.mark.parametrize("batch", [2, 3])
 def test_onnxruntime_cpu_matches_torch(case, batch):
-    _, model, _, result = case
+    name, model, _, result = case
     x = torch.randn(batch, 3, 224, 224, generator=torch.Generator().manual_seed(batch))
     (actual,) = prepare(result.model, device="CPU").run(x.numpy())
     with torch.no_grad():
         expected = model(x).numpy()
-    comparison = harness.compare(actual, expected, atol=OUTPUT_ATOL, rtol=OUTPUT_RTOL)
+    atol, rtol = OUTPUT_TOLERANCES[name]
+    comparison = harness.compare(actual, expected, atol=atol, rtol=rtol)
     assert comparison.passed, comparison.to_dict()
 
 
@@ -83,7 +85,8 @@ def test_every_node_carries_provenance(case):
 
 def test_verify_per_op_table(case):
     name, model, args, _ = case
-    verification = harness.verify(model, args, output_atol=OUTPUT_ATOL, output_rtol=OUTPUT_RTOL)
+    atol, rtol = OUTPUT_TOLERANCES[name]
+    verification = harness.verify(model, args, output_atol=atol, output_rtol=rtol)
     assert verification.checker.passed
     assert verification.passed, [c.to_dict() for c in verification.outputs]
     program = exporter.export_program(model, args).program

@@ -68,15 +68,20 @@ def _report(device: str, ops: list[dict]) -> dict:
     return {"device": device, "cases": [{"name": "case", "verification": {"ops": ops}}]}
 
 
-@pytest.mark.parametrize("observed, expected_atol", [
-    (1e-5, 4e-5),   # above the floor: observed x margin
-    (1e-7, 1e-5),   # tiny errors never make a row stricter than the default
+@pytest.mark.parametrize("observed, expected_atol, own_row", [
+    (1e-5, 4e-5, True),    # above the floor: observed x margin
+    (1e-7, 1e-5, False),   # never stricter than the default, which already says it: no row of its own
 ])
-def test_calibrate_uses_margin_and_floor(observed, expected_atol):
+def test_calibrate_uses_margin_and_floor(observed, expected_atol, own_row):
     result = calibrate(TABLE, [("r.json", _report("cpu", [_op("aten.add.Tensor", observed)]))])
     row = result.table.lookup("aten.add.Tensor", "cpu", "float32")
-    assert (row.atol, row.dtype) == (pytest.approx(expected_atol), "float32")
-    assert "r.json" in row.source and "x4 margin" in row.source and "both-noise" in row.source
+    assert row.atol == pytest.approx(expected_atol) and bool(result.changes) == own_row
+    assert result.observations == 1
+    if own_row:
+        assert row.dtype == "float32" and "r.json" in row.source and "x4 margin" in row.source
+        assert "both-noise" in row.source
+    else:
+        assert row.source == "default"
 
 
 @pytest.mark.parametrize("ignored", [
@@ -148,3 +153,17 @@ def test_cli_tolerance_errors_are_one_line(tmp_path, capsys, make_args, message)
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert not (tmp_path / "tol.json").exists()
     assert open(tolerances.shipped_path()).read() == shipped
+
+
+def test_tolerances_doc_is_generated_from_the_shipped_table():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "gen_tolerances_doc.py"
+    spec = importlib.util.spec_from_file_location("gen_tolerances_doc", path)
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    generated = generator.generate()
+    for row in tolerances.load().rows:
+        assert row.source in generated
+    assert generator.OUTPUT.read_text() == generated, "docs/TOLERANCES.md is stale: run python tools/gen_tolerances_doc.py"

@@ -35,12 +35,27 @@ LIGHT = sorted(glob.glob(os.path.join(DATA, "light", "*.onnx")))
 PYTORCH_CONVERTED_PASS_FLOOR = 59  # measured: 59/82 (onnxruntime 1.31.1 CPU)
 LIGHT_PASS_FLOOR = 9  # measured: 9/9
 ORT_MISSING_KERNEL = "NOT_IMPLEMENTED : Could not find an implementation for"
+# onnxruntime 1.31 has no kernels for the opset-6 versions above; a model of opset 7 or later
+# that it cannot load is a finding, not this known gap.
+ORT_MISSING_KERNELS_BELOW_OPSET = 7
+# (op type, the opsets [first, last] at which the evaluator departs from the spec): the light
+# models are all opset 9, which is where each of these was measured.
 KNOWN_REFERENCE_DISAGREEMENTS = {
-    "LRN": "onnx ReferenceEvaluator's LRN departs from the spec; onnxruntime and torch agree with it",
-    "BatchNormalization": "onnx ReferenceEvaluator's opset-9 BatchNormalization departs from the spec formula",
-    "Dropout": "onnx ReferenceEvaluator returns a bool mask where opset < 10 specifies the input type",
-    "Softmax": "onnx ReferenceEvaluator applies opset < 13 Softmax on one axis instead of the coerced 2-D input",
+    "LRN": ((1, 12), "onnx ReferenceEvaluator's LRN departs from the spec; onnxruntime and torch agree with it"),
+    "BatchNormalization": ((9, 9), "onnx ReferenceEvaluator's opset-9 BatchNormalization departs from the spec formula"),
+    "Dropout": ((1, 9), "onnx ReferenceEvaluator returns a bool mask where opset < 10 specifies the input type"),
+    "Softmax": ((1, 12), "onnx ReferenceEvaluator applies opset < 13 Softmax on one axis instead of the coerced 2-D input"),
 }
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+
+
+def _excused(op_type: str, opset: int) -> bool:
+    """Whether a per-node disagreement is the evaluator's documented bug at this opset."""
+    known = KNOWN_REFERENCE_DISAGREEMENTS.get(op_type)
+    return known is not None and known[0][0] <= opset <= known[0][1]
 
 
 def _load(path: str) -> np.ndarray:
@@ -77,11 +92,12 @@ def _light_case(path: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
 
 
 def _node_disagreements(verification) -> list[str]:
-    """Per-node rows that fail, beyond the documented reference-evaluator bugs."""
+    """Per-node rows that fail, beyond the documented reference-evaluator bugs at their opsets."""
+    opset = _opset(verification.onnx_model)
     return [
-        f"{op.fx_node} ({op.onnx_ops[0]}): {op.isolated.note or op.isolated.tolerance_ratio}"
+        f"{op.fx_node} ({op.onnx_ops[0]}): {op.isolated.note or op.isolated.tolerance_ratio if op.isolated else op.not_isolable}"
         for op in verification.ops
-        if op.passed is False and op.onnx_ops[0] not in KNOWN_REFERENCE_DISAGREEMENTS
+        if op.passed is False and not _excused(op.onnx_ops[0], opset)
     ]
 
 
@@ -97,7 +113,9 @@ def test_pytorch_converted_models_pass_floor():
             assert verification.ops and all(op.isolated is not None for op in verification.ops), name
         else:
             failures[name] = verification.notes
-            if not any(ORT_MISSING_KERNEL in note for note in verification.notes):
+            known_gap = _opset(onnx.load(path)) < ORT_MISSING_KERNELS_BELOW_OPSET and any(
+                ORT_MISSING_KERNEL in note for note in verification.notes)
+            if not known_gap:
                 unexpected[name] = verification.notes or [c.to_dict() for c in verification.outputs]
     assert not unexpected, unexpected
     assert passed >= PYTORCH_CONVERTED_PASS_FLOOR, failures

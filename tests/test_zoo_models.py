@@ -2,13 +2,12 @@
 
 The cases come from the harness plugin's --zoo-tier/--zoo-cases when it is
 loaded, else from ROUNDTRIP_TIER ("smoke" by default, "full" for nightly).
-Every case in the tier is checked for realistic inputs, bounded activations
-and a torch.onnx (dynamo) -> onnxruntime CPU round trip within its tolerance.
+Every case in the tier is checked for realistic inputs and bounded activations;
+the round trips of both exporters are verified in tests/test_zoo_roundtrip.py.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 from typing import Iterator
@@ -19,7 +18,8 @@ from torch import nn
 
 import model_zoo_cases
 from model_zoo_cases import FAMILIES, ModelCase, calibration, select
-from model_zoo_cases.inputs import IMAGENET_MEAN, IMAGENET_STD
+from model_zoo_cases import torchvision_extended
+from model_zoo_cases.inputs import IMAGENET_MEAN, IMAGENET_STD, KINETICS_MEAN, KINETICS_STD
 from model_zoo_cases.word_language_model import RNNModel
 from tests.op_table.table import flat_tensors
 
@@ -29,10 +29,6 @@ DETERMINISM_CASES = (
     "resnet18", "dcgan_generator", "dcgan_discriminator", "superresolution", "word_language_model_lstm"
 )
 
-# Export + onnxruntime runs measured above 20 s on a shared 2-core CPU (densenet121
-# 33-48 s, inception_v3 22-28 s, resnet152 36 s, ...): marked `slow`.
-SLOW_EXPORT_PATTERNS = ("densenet*", "inception_v3", "resnet101", "resnet152", "wide_resnet101_2")
-
 
 def _selected_cases(config: pytest.Config) -> list[ModelCase]:
     """The tier/pattern of the harness plugin's --zoo-tier/--zoo-cases, else ROUNDTRIP_TIER."""
@@ -41,15 +37,8 @@ def _selected_cases(config: pytest.Config) -> list[ModelCase]:
     return select(tier=None if pattern else tier, pattern=pattern)
 
 
-def _case_param(case: ModelCase, test_name: str) -> object:
-    marks: list[pytest.MarkDecorator] = []
-    if case.tier == "full":
-        marks.append(pytest.mark.full)
-    if test_name == "test_torch_onnx_matches_onnxruntime":
-        if case.torch_onnx_issue:
-            marks.append(pytest.mark.xfail(reason=f"torch.onnx: {case.torch_onnx_issue}", strict=True))
-        if any(fnmatch.fnmatchcase(case.name, pattern) for pattern in SLOW_EXPORT_PATTERNS):
-            marks.append(pytest.mark.slow)
+def _case_param(case: ModelCase) -> object:
+    marks = [pytest.mark.full] if case.tier == "full" else []
     return pytest.param(case, marks=marks, id=case.name)
 
 
@@ -58,7 +47,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "case" in metafunc.fixturenames:
         # Same case order for every test, module scope: pytest groups each
         # case's tests together, so the module cache builds it once.
-        params = [_case_param(case, metafunc.function.__name__) for case in cases]
+        params = [_case_param(case) for case in cases]
         metafunc.parametrize("case", params, indirect=True, scope="module")
     if "determinism_case" in metafunc.fixturenames:
         chosen = [case for case in cases if case.name in DETERMINISM_CASES]
@@ -92,15 +81,17 @@ def test_names_unique_and_match_keys() -> None:
 
 
 def test_smoke_tier_covers_every_family() -> None:
-    assert {case.family for case in select(tier="smoke")} == set(FAMILIES)
-    assert {case.family for case in select(tier="full")} == set(FAMILIES)
+    full_families = {case.family for case in select(tier="full")}
+    assert {case.family for case in select(tier="smoke")} == full_families
+    assert {case.family for case in select(tier="extended")} == set(FAMILIES)
 
 
 def test_tiers_are_nested() -> None:
     smoke = {case.name for case in select(tier="smoke")}
     full = {case.name for case in select(tier="full")}
-    assert smoke < full
-    assert full == set(model_zoo_cases.CASES)
+    extended = {case.name for case in select(tier="extended")}
+    assert smoke < full < extended
+    assert extended == set(model_zoo_cases.CASES)
 
 
 def test_select_by_pattern() -> None:
@@ -241,8 +232,17 @@ def test_inputs_are_realistic(case: ModelCase) -> None:
         assert -1.0 <= float(first.min()) and float(first.max()) <= 1.0
     elif case.family == "superresolution":
         assert first.shape[1] == 1 and 0.0 <= float(first.min()) and float(first.max()) <= 1.0
+    elif case.family == "video":  # Kinetics-normalised clips
+        size = torchvision_extended.input_size(case.name)
+        assert first.shape == (case.traced_batch, 3, size.frames, size.size, size.size)
+        pixels = first * torch.tensor(KINETICS_STD).view(1, 3, 1, 1, 1) + torch.tensor(KINETICS_MEAN).view(1, 3, 1, 1, 1)
+        assert float(pixels.min()) >= -1e-5 and float(pixels.max()) <= 1 + 1e-5
+    elif case.family == "optical_flow":  # frame pairs in [-1, 1]
+        assert all(arg.shape == first.shape and float(arg.abs().max()) <= 1.0 for arg in args)
     else:  # ImageNet classifiers: undo the normalisation, pixels must lie in [0, 1]
         size = 299 if case.family == "inception" else 224
+        if case.tier == "extended":
+            size = torchvision_extended.input_size(case.name).size
         assert first.shape == (case.traced_batch, 3, size, size)
         mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)
         std = torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)

@@ -57,18 +57,17 @@ def model_list() -> list[dict[str, str]]:
 
 
 def _parameter_count(entry: dict[str, str]) -> int:
-    """Parameters, counted on the meta device (nothing allocated); 0 when unknown."""
-    import torch
+    """Parameters of a torchvision model, from its weights' metadata (nothing is built or
+    downloaded); 0 for the hand-written zoo models and the Hugging Face models (all small)."""
     import torchvision
 
     if entry["kind"] != "zoo":
         return 0
     try:
-        with torch.device("meta"):
-            model = torchvision.models.get_model(entry["name"], weights=None)
-        return sum(p.numel() for p in model.parameters())
-    except Exception:  # the hand-written zoo models: small
+        weights = list(torchvision.models.get_model_weights(entry["name"]))
+    except (ValueError, KeyError):
         return 0
+    return int(weights[0].meta.get("num_params", 0)) if weights else 0
 
 
 # -- one model, in a worker process ------------------------------------------------------------
@@ -85,31 +84,36 @@ def _first_line(error: BaseException) -> str:
 
 
 def _verify_both_batches(module, traced_args, other_args, exporter: str, **common: Any) -> dict[str, Any]:
-    """Export with `exporter`, verify at the traced and the other inputs."""
-    import harness
+    """Export once with `exporter`, verify at the traced inputs (against the FX program's values)
+    and at the other inputs (the same ONNX model against the module run eagerly)."""
+    from harness.exporters import ExportedForVerification, export_for_verification
+    from harness.verification import verify_exported
 
     result: dict[str, Any] = {"exported": False, "verified": False, "max_abs_error": None, "export_s": None}
+    export_options = {k: common[k] for k in ("dynamic_axes", "input_names") if k in common}
+    options = {k: v for k, v in common.items() if k not in export_options}
     started = time.perf_counter()
     try:
-        traced = harness.verify(module, traced_args, exporter=exporter, per_op=False, **common)
+        exported = export_for_verification(exporter, module, tuple(traced_args), **export_options)
     except Exception as error:  # the export (or capture) failed: the reason is the result
         result.update(export_s=round(time.perf_counter() - started, 2), error=_first_line(error))
         return result
-    result.update(exported=True, export_s=round(traced.timings.get("export_s", 0.0), 2))
-    verifications = [traced]
-    if other_args is not None:
+    result.update(exported=True, export_s=round(time.perf_counter() - started, 2))
+    eager = ExportedForVerification(exported.model, None, exporter, weights=exported.weights)
+    runs = [(exported, traced_args)] + ([(eager, other_args)] if other_args is not None else [])
+    verifications = []
+    for index, (subject, args) in enumerate(runs):
         try:
-            verifications.append(harness.verify(module, other_args, exporter=exporter, onnx_model=traced.onnx_model,
-                                                 per_op=False, **common))
+            verifications.append(verify_exported(subject, tuple(args), module=module, per_op=False, **options))
         except Exception as error:
-            result["error"] = f"at the other batch: {_first_line(error)}"
+            result["error"] = f"{'at the other batch: ' if index else ''}{_first_line(error)}"
             return result
     result["verified"] = all(v.passed for v in verifications)
     result["max_abs_error"] = _max_error(verifications)
     if not result["verified"]:
-        failing = [v for v in verifications if not v.passed]
-        result["error"] = "; ".join(failing[0].notes[:2]) or (
-            "checker: " + failing[0].checker.message if not failing[0].checker.passed else "outputs outside tolerance")
+        failing = next(v for v in verifications if not v.passed)
+        result["error"] = "; ".join(failing.notes[:2]) or (
+            "checker: " + failing.checker.message if not failing.checker.passed else "outputs outside tolerance")
     return result
 
 

@@ -16,6 +16,7 @@ chain of producers that ends in `n`'s value, walked back until values with a tor
 
 from __future__ import annotations
 
+import json
 import operator
 import re
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ import torch.fx
 
 from torch.export.graph_signature import InputKind
 
+from exporter.folding import FOLDED_VALUES_KEY
 from exporter.provenance import scope_of, source_of
 from exporter.serialize import renamed_values
 from harness.onnxgraph.values import producer_chain
@@ -46,7 +48,8 @@ class NodeGroup:
     outputs: dict[int, str] = field(default_factory=dict)  # FX output index -> ONNX value name
     scope: str = ""
     source: str = ""
-    mapped_by: str = ""  # "metadata" | "value names" | "" (no ONNX nodes)
+    mapped_by: str = ""  # "metadata" | "value names" | "folded" | "" (no ONNX nodes)
+    folded_into: str = ""  # the initializer the export folded the value into (roundtrip.folded_values)
 
 
 def _metadata(node: onnx.NodeProto) -> dict[str, str]:
@@ -109,6 +112,8 @@ def map_model(
                 group.outputs[index] = found
         groups[fx_node.name] = group
     known = known_values(model, groups)
+    initializers = {t.name for t in model.graph.initializer}
+    folded = {fx: name for name, fx in folded_values(model).items() if name in initializers}
     for fx_node in nodes:
         group = groups[fx_node.name]
         if by_fx.get(fx_node.name):
@@ -116,10 +121,20 @@ def map_model(
         elif group.outputs:
             group.nodes = producer_chain(model, group.outputs.values(), known - set(group.outputs.values()))
             group.mapped_by = "value names"
+        elif fx_node.name in folded:
+            group.folded_into, group.mapped_by = folded[fx_node.name], "folded"
         meta = _metadata(group.nodes[0]) if group.nodes else {}
         group.scope = meta.get("roundtrip.scope") or scope_of(fx_node, root_name or model.graph.name)
         group.source = meta.get("roundtrip.source") or source_of(fx_node)
     return groups
+
+
+def folded_values(model: onnx.ModelProto) -> dict[str, str]:
+    """Initializer name -> FX node, for the FX values the exporter folded into initializers."""
+    for entry in model.metadata_props:
+        if entry.key == FOLDED_VALUES_KEY:
+            return json.loads(entry.value)
+    return {}
 
 
 def known_values(model: onnx.ModelProto, groups: dict[str, NodeGroup]) -> set[str]:

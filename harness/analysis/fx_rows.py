@@ -40,7 +40,7 @@ class FxAnalysis:
     """Inputs of the per-op analysis of one verification."""
 
     onnx_model: onnx.ModelProto  # as the backend loads it (shared weights stubbed on onnxruntime)
-    source_model: onnx.ModelProto  # with its weights, for reproducers
+    source_model: onnx.ModelProto  # with its weights (or in-memory stubs `weights` restores), for reproducers
     program: torch.export.ExportedProgram
     groups: dict[str, NodeGroup]
     values: dict[str, Any]  # torch's value of every FX node, on the device under test
@@ -53,6 +53,7 @@ class FxAnalysis:
     noise_model: NoiseModel = field(default_factory=load_noise_model)
     environment: dict[str, Any] = field(default_factory=dict)
     strict: bool | None = None  # raise the harness's own errors (None: ROUNDTRIP_STRICT decides)
+    weights: Any = None  # runtime.SharedWeights holding the arrays of source_model's in-memory stubs
 
 
 def analyse(analysis: FxAnalysis) -> OpAnalysis:
@@ -159,6 +160,9 @@ def _isolated(records: dict[str, OpRecord], analysis: FxAnalysis) -> dict[str, d
     isolated_by_name: dict[str, dict[str, Comparison]] = {}
     for fx, group in analysis.groups.items():
         record = records[fx]
+        if group.folded_into:
+            _folded(record, group, analysis)
+            continue
         if fx in result.not_isolable:
             record.not_isolable = result.not_isolable[fx]
             record.passed = False if fx in result.backend_failed else None
@@ -174,7 +178,8 @@ def _isolated(records: dict[str, OpRecord], analysis: FxAnalysis) -> dict[str, d
         record.isolated = _worst(comparisons)
         record.passed = judge(record, comparisons)
         record.artifacts = OpArtifacts(
-            source=analysis.source_model, nodes=list(result.subgraphs[fx].nodes), inputs=result.inputs.get(fx, {}),
+            source=analysis.source_model, weights=analysis.weights, nodes=list(result.subgraphs[fx].nodes),
+            inputs=result.inputs.get(fx, {}),
             expected={name: as_array(_torch_output(analysis, group, index))
                       for index, name in sorted(group.outputs.items())
                       if _comparable(_torch_output(analysis, group, index))},
@@ -182,6 +187,29 @@ def _isolated(records: dict[str, OpRecord], analysis: FxAnalysis) -> dict[str, d
             environment=analysis.environment, isolated_outputs=actual,
         )
     return isolated_by_name
+
+
+def _folded(record: OpRecord, group: NodeGroup, analysis: FxAnalysis) -> None:
+    """An FX value the export computed itself (constant folding): nothing runs it, so its row
+    compares the initializer it became with torch's value, as the accumulated error."""
+    name = group.folded_into
+    record.not_isolable = (f"folded into the initializer {name!r} at export (do_constant_folding): no ONNX "
+                           "node computes it when the model runs; its accumulated row compares that initializer")
+    expected = _torch_output(analysis, group, 0)
+    array = _initializer_array(analysis, name)
+    if array is not None and _comparable(expected):
+        tolerance = _tolerance(record)
+        record.accumulated = compare(array, as_array(expected), atol=tolerance.atol, rtol=tolerance.rtol, name=name)
+
+
+def _initializer_array(analysis: FxAnalysis, name: str) -> np.ndarray | None:
+    """An initializer's value: the shared array, else the data in the source model."""
+    if analysis.weights is not None and name in analysis.weights.arrays:
+        return analysis.weights.arrays[name]
+    for tensor in analysis.source_model.graph.initializer:
+        if tensor.name == name and tensor.data_location != onnx.TensorProto.EXTERNAL:
+            return onnx.numpy_helper.to_array(tensor)
+    return None
 
 
 # --- fp64 truth and attribution --------------------------------------------------------------

@@ -24,6 +24,7 @@ class OpArtifacts:
     tolerance: dict[str, Any]
     environment: dict[str, Any] = field(default_factory=dict)
     isolated_outputs: dict[str, np.ndarray] = field(default_factory=dict)  # the backend's, isolated
+    weights: Any = None  # runtime.SharedWeights restoring `source`'s in-memory initializers (else None)
 
 
 @dataclass

@@ -20,7 +20,9 @@ from harness.cli.scheduler import Scheduler
 from harness.cli.sources import Task, apply_costs, parse_shard, shard, target_tasks, zoo_tasks
 from harness.report import diff as diffs
 from harness.report.document import finish, new_document
-from harness.report.files import INDEX_HTML, PARITY_JSON, ReportError, dumps, load_report, report_json_path, write_text
+from harness.report.files import (
+    INDEX_HTML, PARITY_JSON, ReportError, dumps, load_report, read_json_text, report_json_path, write_text,
+)
 from harness.report.merge import merge
 from harness.report.summary import verdict_counts
 from harness.report.writer import write_report_dir
@@ -247,8 +249,8 @@ def _read_run_report(path: str) -> dict[str, Any]:
     """A run report for calibration: a report directory or JSON file holding `cases`."""
     file = report_json_path(path)
     try:
-        document = json.loads(file.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        document = json.loads(read_json_text(file))
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise UsageError(f"cannot read report {path}: {getattr(error, 'strerror', None) or error}") from None
     if not isinstance(document, dict) or not isinstance(document.get("cases"), list):
         raise UsageError(f"{path} is not a run report (no 'cases'); give a report directory or its parity.json")
@@ -270,7 +272,7 @@ def tolerances(options: argparse.Namespace, command: str) -> int:
             raise UsageError(f"--margin {options.margin}: must be at least 1")
         reports = [(path, _read_run_report(path)) for path in options.calibrate]
         result = calibrate(table, reports, options.margin, allow_loosen=options.allow_loosen)
-        if not result.changes:
+        if not result.observations:
             raise UsageError(f"nothing to learn: no passing op rows attributed to fp32 noise (both-noise) in "
                              f"{', '.join(options.calibrate)} ({result.ignored} row(s) ignored); run with per-op "
                              "analysis on")

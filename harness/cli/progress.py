@@ -92,12 +92,12 @@ class RichProgress(_Counter):
     """A live display: the whole run's bar with elapsed time and ETA, and one line per running
     case; each finished case's line is printed above it."""
 
-    def __init__(self) -> None:
+    def __init__(self, console: Any = None) -> None:
         super().__init__()
         from rich.console import Console
         from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-        self.console = Console()
+        self.console = console or Console()
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                                  TextColumn("{task.fields[counts]}"), TimeElapsedColumn(),
                                  TextColumn("ETA {task.fields[eta]}"), console=self.console, transient=True)

@@ -137,13 +137,23 @@ def _zoo(origin: Mapping[str, Any], seed: int) -> Built:
     import model_zoo_cases
 
     case = model_zoo_cases.get(origin["case"])
+    args, other_args = case.inputs(seed), case.other_inputs(seed + 1)
     return Built(
-        module=case.module(seed), args=case.inputs(seed), other_args=case.other_inputs(seed + 1),
-        sizes=[f"batch {case.traced_batch}", f"batch {case.other_batch}"],
+        module=case.module(seed), args=args, other_args=other_args,
+        sizes=[_size_label(case, args), _size_label(case, other_args)],
         options=dict(dynamic_axes={k: v for k, v in case.dynamic_axes.items() if k in case.input_names},
                      input_names=case.input_names, output_atol=case.atol, output_rtol=case.rtol,
                      allowed_mismatch=case.allowed_mismatch_fraction),
     )
+
+
+def _size_label(case: Any, args: Sequence[Any]) -> str:
+    """'batch 3, sequence 10': the size of every dynamic axis of the case's inputs."""
+    sizes: dict[str, int] = {}
+    for name, arg in zip(case.input_names, args):
+        for dim, axis in case.dynamic_axes.get(name, {}).items():
+            sizes.setdefault(axis, int(arg.shape[dim]))
+    return ", ".join(f"{axis} {size}" for axis, size in sizes.items()) or "traced"
 
 
 def load_factory(target: str, cwd: str | None = None) -> Any:

@@ -101,7 +101,8 @@ def observations(reports: Iterable[tuple[str, dict[str, Any]]]) -> tuple[list[Ob
 
 def calibrate(table: ToleranceTable, reports: list[tuple[str, dict[str, Any]]], margin: float | None = None,
               *, allow_loosen: bool = False) -> Calibration:
-    """A new table: calibrated rows for every observed op, the others untouched."""
+    """A new table: a calibrated row for every observed op whose atol differs from the row that
+    applied to it, the others untouched."""
     policy = table.calibration
     margin = policy.margin if margin is None else margin
     found, ignored = observations(reports)
@@ -123,6 +124,8 @@ def calibrate(table: ToleranceTable, reports: list[tuple[str, dict[str, Any]]], 
             atol = cap
         source = (f"calibrated {stamp} from {sources}: {len(samples)} both-noise sample(s), max isolated min_atol "
                   f"{worst.min_atol:.3g} ({worst.case}) x{margin:g} margin, floored at the default {default.atol:g}")
+        if atol == before.atol and not capped:
+            continue  # the row that applies already says this: no row of its own
         if capped:
             source += f"; held at {policy.max_loosen_factor:g}x the previous {before.atol:g} (--allow-loosen lifts it)"
         rows[(aten, device, dtype)] = Tolerance(aten, device, atol, before.rtol, source, dtype)

@@ -88,9 +88,9 @@ def _output_lines(record: Mapping[str, Any]) -> list[str]:
             continue
         fraction = as_float(output.get("mismatch_fraction")) or 0.0
         lines.append(
-            f"  output {output.get('name')!r}: max abs {fmt(output.get('max_abs'))} "
-            f"(max rel {fmt(output.get('max_rel'))}), {fraction:.1%} of elements outside "
-            f"atol {fmt(output.get('atol'))} + rtol {fmt(output.get('rtol'))}*|expected|"
+            f"  output {output.get('name')!r}: max abs {fmt(output.get('max_abs'))}, "
+            f"{fraction:.1%} of elements outside atol {fmt(output.get('atol'))} + "
+            f"rtol {fmt(output.get('rtol'))}*|expected|"
             + (f"; {output['note']}" if output.get("note") else "")
         )
     if not record.get("outputs"):
@@ -109,7 +109,8 @@ def _op_rows(ops: list[Mapping[str, Any]]) -> list[str]:
     rows = [header]
     for op in ops:
         rows.append([
-            {True: "ok", False: "FAIL"}.get(op.get("passed"), "?"), fmt(_ratio(op)) + ("" if op.get("isolated") else " (acc)"), str(op.get("fx_node")),
+            {True: "ok", False: "FAIL"}.get(op.get("passed"), "?"),
+            fmt(_ratio(op)) + ("" if op.get("isolated") else " (acc)"), str(op.get("fx_node")),
             op_types(list(op.get("onnx_ops", []))), _max_abs(op.get("isolated")), _max_abs(op.get("accumulated")),
             _tolerance(op), op.get("attribution") or "-", _clip(op.get("scope") or "-", SCOPE_WIDTH),
             op.get("source") or "-",

@@ -58,9 +58,23 @@ def fix_directory_mode(path: str | os.PathLike) -> None:
 
 
 def report_json_path(path: str | os.PathLike) -> Path:
-    """parity.json of a report directory, or the path itself for a JSON file."""
+    """parity.json of a report directory (parity.json.gz where only that is there, as in the
+    committed baseline), or the path itself for a JSON file."""
     path = Path(path)
-    return path / PARITY_JSON if path.is_dir() else path
+    if not path.is_dir():
+        return path
+    plain = path / PARITY_JSON
+    packed = path / f"{PARITY_JSON}.gz"
+    return packed if packed.exists() and not plain.exists() else plain
+
+
+def read_json_text(file: Path) -> str:
+    """A JSON file's text, gunzipped when its name ends in .gz."""
+    if file.suffix == ".gz":
+        import gzip
+
+        return gzip.decompress(file.read_bytes()).decode()
+    return file.read_text()
 
 
 def load_report(path: str | os.PathLike) -> dict[str, Any]:
@@ -69,11 +83,11 @@ def load_report(path: str | os.PathLike) -> dict[str, Any]:
 
     file = report_json_path(path)
     try:
-        document = json.loads(file.read_text())
+        document = json.loads(read_json_text(file))
     except FileNotFoundError:
         raise ReportError(f"{path}: no report there (expected a report directory holding {PARITY_JSON}, "
                           "or a parity.json file)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ReportError(f"{file}: cannot read the report: {error}") from None
     if not isinstance(document, dict) or document.get("schema_version") != SCHEMA_VERSION:
         version = document.get("schema_version") if isinstance(document, dict) else None

@@ -135,8 +135,9 @@ def op_text(op: Mapping[str, Any]) -> str:
     """`conv2d_3 [Conv] isolated max_abs=1e-05 (0.3x tol) at Scope file.py:12`."""
     kind, comparison = measured(op)
     comparison = comparison or {}
+    where = f"{op.get('scope') or '-'} {op.get('source') or ''}".rstrip()
     return (f"{op['fx_node']} [{op_types(op.get('onnx_ops', []))}] {kind} max_abs={fmt(comparison.get('max_abs'))} "
-            f"({fmt(comparison.get('tolerance_ratio'))}x tol) at {op.get('scope') or '-'} {op.get('source') or ''}").rstrip()
+            f"({fmt(comparison.get('tolerance_ratio'))}x tol) at {where}")
 
 
 def worst_op(case: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -148,7 +149,8 @@ def worst_op(case: Mapping[str, Any]) -> dict[str, Any] | None:
 def case_line(case: Mapping[str, Any]) -> str:
     """One terminal line per case: verdict, checker, max output error, both sizes, worst op."""
     name, status = case["name"], case["status"]
-    seconds = fmt(case.get("seconds"), 2)
+    seconds = as_float(case.get("seconds"))
+    seconds = "-" if seconds is None else f"{seconds:.1f}"
     if status == "crashed":
         crash = case["crash"]
         return f"CRASH {name:<28} {crash['reason']} after {seconds}s"
@@ -161,7 +163,8 @@ def case_line(case: Mapping[str, Any]) -> str:
         f" {sizes[-1]}={'pass' if other['passed'] else 'FAIL'}({fmt(other.get('max_abs'))})")
     worst = worst_op(case)
     return (
-        f"{'PASS' if status == 'pass' else 'FAIL'} {name:<28} checker={'ok' if record['checker']['passed'] else 'FAILED'} "
+        f"{'PASS' if status == 'pass' else 'FAIL'} {name:<28} "
+        f"checker={'ok' if record['checker']['passed'] else 'FAILED'} "
         f"max_out_err={fmt(max_output_error(case))}{other_text} ops={len(record['ops'])} time={seconds}s "
         f"worst_op={op_text(worst) if worst else '-'}"
     )

@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterator
 
 import onnx
-from onnx.external_data_helper import load_external_data_for_model, uses_external_data
+from onnx.external_data_helper import load_external_data_for_model, load_external_data_for_tensor, uses_external_data
 
 
 class ModelFileError(ValueError):
@@ -21,9 +21,13 @@ class ModelFileError(ValueError):
     data the harness refuses to read. The message names the path and the problem."""
 
 
-def load_model_file(path: str | os.PathLike) -> onnx.ModelProto:
+def load_model_file(path: str | os.PathLike, *, keep_initializers_external: bool = False) -> onnx.ModelProto:
     """The model at `path`, its external data loaded from beside it once every location is
-    checked; ModelFileError for anything else."""
+    checked; ModelFileError for anything else.
+
+    `keep_initializers_external=True` checks every location but leaves the graph's initializers
+    in their data file (SharedWeights memory-maps them for onnxruntime), loading only the
+    external data of other tensors (node attributes, subgraphs)."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ModelFileError(f"{path}: no such file; pass the path of an .onnx model")
@@ -47,7 +51,15 @@ def load_model_file(path: str | os.PathLike) -> onnx.ModelProto:
         check_external_location(path, folder, tensor)
     if external:
         try:
-            load_external_data_for_model(model, folder)
+            if keep_initializers_external:
+                kept = {id(t) for t in model.graph.initializer}
+                for tensor in external:
+                    if id(tensor) not in kept:
+                        load_external_data_for_tensor(tensor, folder)
+                        tensor.data_location = onnx.TensorProto.DEFAULT
+                        del tensor.external_data[:]
+            else:
+                load_external_data_for_model(model, folder)
         except Exception as error:  # a short data file, an offset past its end, ...
             raise ModelFileError(f"{path}: its external data could not be read: {type(error).__name__}: {error}") from error
     return model

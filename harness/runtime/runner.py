@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import onnx
@@ -17,7 +18,7 @@ import onnx
 from harness.runtime.devices import DeviceSpec
 from harness.runtime.errors import ModelLoadError, first_line
 from harness.runtime.placement import cpu_placed_nodes, node_placement
-from harness.runtime.sessions import prepare
+from harness.runtime.sessions import harness_session_options, prepare
 from harness.runtime.shared_weights import SharedWeights
 
 ModelRunner = Callable[[onnx.ModelProto, dict[str, np.ndarray]], dict[str, np.ndarray]]
@@ -44,7 +45,8 @@ def run_production(model: onnx.ModelProto, spec: DeviceSpec, feeds: dict[str, np
     """
     loaded = shared.stubbed(model) if shared is not None else model
     try:
-        rep = prepare(loaded, spec.backend_device, tf32=tf32, profile=spec.kind == "cuda", shared_weights=shared)
+        rep = prepare(loaded, spec.backend_device, tf32=tf32, profile=spec.kind == "cuda", shared_weights=shared,
+                      **_session_options(spec))
     except ModelLoadError as error:
         return ProductionRun(None, notes=[f"the backend refused the model: {first_line(error)}"])
     run = ProductionRun(None, providers=list(rep.providers))
@@ -66,8 +68,12 @@ def run_production(model: onnx.ModelProto, spec: DeviceSpec, feeds: dict[str, np
 def model_runner(spec: DeviceSpec, tf32: bool, shared: SharedWeights | None) -> ModelRunner:
     """A function that loads a model variant on the device under test and runs it once."""
     def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        options = {} if spec.kind == "reference" else {"spinning": False}
-        rep = prepare(model, spec.backend_device, tf32=tf32, shared_weights=shared, **options)
+        rep = prepare(model, spec.backend_device, tf32=tf32, shared_weights=shared, **_session_options(spec))
         return dict(zip(rep.output_names, rep.run(feeds)))
 
     return run
+
+
+def _session_options(spec: DeviceSpec) -> dict[str, Any]:
+    """Thread options of the verification's sessions (none for the reference evaluator)."""
+    return {} if spec.kind == "reference" else harness_session_options()

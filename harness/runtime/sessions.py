@@ -88,14 +88,15 @@ def real_inputs(model: onnx.ModelProto) -> list[str]:
 
 def session_options(profile: bool = False, graph_optimization_level: Any = None,
                     intra_op_num_threads: int | None = None, spinning: bool = True):
-    """onnxruntime SessionOptions. `spinning=False` makes idle intra-op threads sleep instead of
-    spin (no effect on results; it helps on a CPU shared with other work)."""
+    """onnxruntime SessionOptions. `spinning=False` makes idle intra-op and inter-op threads
+    sleep instead of spin (no effect on results; it helps on a CPU shared with other work)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.log_severity_level = 3
     if not spinning:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
     if graph_optimization_level is not None:
         options.graph_optimization_level = graph_optimization_level
     if intra_op_num_threads:
@@ -104,6 +105,17 @@ def session_options(profile: bool = False, graph_optimization_level: Any = None,
         options.enable_profiling = True
         options.profile_file_prefix = os.path.join(tempfile.mkdtemp(prefix="roundtrip-prof-"), "ort")
     return options
+
+
+def harness_session_options() -> dict[str, Any]:
+    """`prepare()` options for the sessions a verification creates. torch and onnxruntime take
+    turns (a session runs, returns and is released before torch computes again), so the
+    session gets as many intra-op threads as torch uses, and its threads sleep when idle: a
+    spinning onnxruntime pool, or one larger than the cores, steals the cores torch's OpenMP
+    threads wait on at every barrier, which slows torch several-fold on a busy machine."""
+    import torch
+
+    return {"spinning": False, "intra_op_num_threads": max(1, torch.get_num_threads())}
 
 
 _cuda_mem_limit: int | None = None

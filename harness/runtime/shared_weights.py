@@ -1,21 +1,38 @@
-"""Weights shared between onnxruntime sessions of variants of one model.
+"""Weights shared between onnxruntime sessions of variants of one model, never serialised.
 
 The production model, the instrumented one and the isolation model carry stub initializers
-marked external; each session receives the weight arrays themselves (onnxruntime's
-`add_external_initializers`), so the weights are neither copied into each variant nor
-serialised for each session.
+(data-less, marked external at `exporter.external_data.IN_MEMORY`); each session receives the
+weight arrays themselves (onnxruntime's `add_external_initializers`, on CPU and CUDA alike),
+so the weights are neither copied into each variant nor serialised for each session.
+
+The arrays come from wherever the weights already are, without copying them:
+
+* an export's own arrays (`exporter.ExportResult.weights`, views of the module's parameters):
+  its skeleton already carries the stubs;
+* a model file's external data, memory-mapped from the data file (pages are read as the
+  session touches them and belong to the page cache, not to the process's heap);
+* only the initializers stored inside a proto are copied out (onnx.numpy_helper).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import onnx
+from onnx import helper
+
+from exporter.external_data import IN_MEMORY, is_in_memory, stub, tensor_bytes
+
+MIN_SHARED_BYTES = 1024
+"""Inline initializers smaller than this stay in each variant (copying them costs nothing)."""
 
 
-_STUB_LOCATION = "roundtrip-shared-weight"
+class MissingWeightsError(ValueError):
+    """A model's initializers are held in memory by the export that made it, and their arrays
+    were not given; the message names them and says what to pass."""
 
 
 @dataclass
@@ -23,58 +40,110 @@ class SharedWeights:
     """A model's large initializers as numpy arrays, handed to onnxruntime sessions directly."""
 
     arrays: dict[str, np.ndarray]
-    protos: dict[str, onnx.TensorProto] = field(repr=False)
+    sources: dict[str, str] = field(default_factory=dict)  # name -> "memory" | "file" | "proto"
 
     @classmethod
-    def of(cls, model: onnx.ModelProto, min_bytes: int = 1024) -> SharedWeights:
-        """Share every initializer of at least `min_bytes` with inline data."""
-        from onnx import numpy_helper
-
+    def of(cls, model: onnx.ModelProto, weights: Mapping[str, np.ndarray] | None = None, *,
+           base_dir: str | os.PathLike | None = None, min_bytes: int = MIN_SHARED_BYTES) -> SharedWeights:
+        """Share `model`'s weights: in-memory stubs take their arrays from `weights`, external
+        data is memory-mapped from `base_dir` (the model file's folder), and inline initializers
+        of at least `min_bytes` are copied out of the proto."""
         arrays: dict[str, np.ndarray] = {}
-        protos: dict[str, onnx.TensorProto] = {}
+        sources: dict[str, str] = {}
+        missing: list[str] = []
         for tensor in model.graph.initializer:
-            if tensor.data_location == onnx.TensorProto.EXTERNAL or not _large(tensor, min_bytes):
-                continue
-            try:
-                arrays[tensor.name] = numpy_helper.to_array(tensor)
-            except Exception:  # dtypes numpy cannot hold (e.g. float8) stay inline
-                continue
-            protos[tensor.name] = tensor
-        return cls(arrays, protos)
+            if is_in_memory(tensor):
+                if weights is None or tensor.name not in weights:
+                    missing.append(tensor.name)
+                    continue
+                arrays[tensor.name] = _checked(tensor, weights[tensor.name])
+                sources[tensor.name] = "memory"
+            elif tensor.data_location == onnx.TensorProto.EXTERNAL:
+                if base_dir is not None:
+                    arrays[tensor.name] = external_array(tensor, base_dir)
+                    sources[tensor.name] = "file"
+            elif tensor.ByteSize() >= min_bytes:
+                try:
+                    arrays[tensor.name] = onnx.numpy_helper.to_array(tensor)
+                except Exception:  # dtypes numpy cannot hold (e.g. 4-bit types) stay inline
+                    continue
+                sources[tensor.name] = "proto"
+        if missing:
+            raise MissingWeightsError(
+                f"{len(missing)} initializer(s) of the model ({', '.join(missing[:5])}"
+                f"{', ...' if len(missing) > 5 else ''}) are held in memory by the export that made it, "
+                "but their arrays were not given: pass the ExportResult's `weights` with its `skeleton`, "
+                "or pass its self-contained `model`"
+            )
+        return cls(arrays, sources)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(a.nbytes) for a in self.arrays.values())
 
     def stub(self, tensor: onnx.TensorProto) -> onnx.TensorProto:
-        """`tensor` itself, or a data-less stand-in marked external when it is shared."""
-        if tensor.name not in self.arrays:
+        """`tensor` itself, or a data-less stand-in marked as held in memory when it is shared."""
+        if tensor.name not in self.arrays or is_in_memory(tensor):
             return tensor
-        stub = onnx.TensorProto(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims)
-        stub.data_location = onnx.TensorProto.EXTERNAL
-        entry = stub.external_data.add()
-        entry.key, entry.value = "location", _STUB_LOCATION
-        return stub
+        return stub(onnx.TensorProto(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims))
 
     def stubbed(self, model: onnx.ModelProto) -> onnx.ModelProto:
-        """A copy of `model` whose shared initializers are stubs (cheap: no weight bytes copied)."""
+        """`model` with its shared initializers as stubs (cheap: no weight bytes copied); the
+        model itself when it already has them all so."""
+        if all(t.name not in self.arrays or is_in_memory(t) for t in model.graph.initializer):
+            return model
         return _copy_model(model, [self.stub(t) for t in model.graph.initializer])
+
+    def restore_tensor(self, tensor: onnx.TensorProto) -> onnx.TensorProto:
+        """`tensor` with its data: a stub's array copied into a TensorProto (for backends and
+        files that need the data inline: onnx's ReferenceEvaluator, reproducers)."""
+        if not is_in_memory(tensor) or tensor.name not in self.arrays:
+            return tensor
+        restored = onnx.TensorProto(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims)
+        restored.raw_data = tensor_bytes(self.arrays[tensor.name]).tobytes()
+        return restored
 
     def restore(self, model: onnx.ModelProto) -> onnx.ModelProto:
         """A copy of `model` with the real initializers back (for backends that need them)."""
-        if not any(t.name in self.protos and _is_stub(t) for t in model.graph.initializer):
+        if not any(is_in_memory(t) and t.name in self.arrays for t in model.graph.initializer):
             return model
-        return _copy_model(model, [self.protos[t.name] if _is_stub(t) and t.name in self.protos else t
-                                   for t in model.graph.initializer])
+        return _copy_model(model, [self.restore_tensor(t) for t in model.graph.initializer])
 
     def used_by(self, model: onnx.ModelProto) -> dict[str, np.ndarray]:
-        return {t.name: self.arrays[t.name] for t in model.graph.initializer if _is_stub(t) and t.name in self.arrays}
+        """The arrays of `model`'s stubs, by name: what its session must be given."""
+        return {t.name: self.arrays[t.name] for t in model.graph.initializer
+                if is_in_memory(t) and t.name in self.arrays}
 
 
-def _large(tensor: onnx.TensorProto, min_bytes: int) -> bool:
-    return tensor.ByteSize() >= min_bytes
+def external_array(tensor: onnx.TensorProto, base_dir: str | os.PathLike) -> np.ndarray:
+    """An initializer's external data as a read-only-in-effect memory map (copy-on-write, so
+    nothing can write the file) of the data file, with the tensor's dtype and shape."""
+    info = {entry.key: entry.value for entry in tensor.external_data}
+    location = info.get("location", "")
+    if not location or location == IN_MEMORY:
+        raise ValueError(f"initializer {tensor.name!r} has no external data file")
+    path = os.path.join(os.fspath(base_dir), location)
+    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).newbyteorder("<")
+    shape = tuple(int(d) for d in tensor.dims)
+    count = int(np.prod(shape, dtype=np.int64))
+    offset = int(info.get("offset", 0))
+    length = int(info.get("length", count * dtype.itemsize))
+    if length != count * dtype.itemsize:
+        raise ValueError(f"initializer {tensor.name!r}: {length} bytes in {location} for shape {list(shape)} "
+                         f"of {dtype} ({count * dtype.itemsize} bytes)")
+    if count == 0:
+        return np.zeros(shape, dtype)
+    return np.memmap(path, dtype=dtype, mode="c", offset=offset, shape=shape)
 
 
-def _is_stub(tensor: onnx.TensorProto) -> bool:
-    return tensor.data_location == onnx.TensorProto.EXTERNAL and any(
-        e.key == "location" and e.value == _STUB_LOCATION for e in tensor.external_data
-    )
+def _checked(tensor: onnx.TensorProto, array: np.ndarray) -> np.ndarray:
+    """`array` as the stub declares it (dtype and shape), or a ValueError naming the difference."""
+    declared = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type))
+    shape = tuple(int(d) for d in tensor.dims)
+    if array.dtype != declared or tuple(array.shape) != shape:
+        raise ValueError(f"initializer {tensor.name!r} is declared {declared}{list(shape)} but its array is "
+                         f"{array.dtype}{list(array.shape)}")
+    return np.ascontiguousarray(array)
 
 
 def _copy_model(model: onnx.ModelProto, initializers: list[onnx.TensorProto]) -> onnx.ModelProto:
@@ -92,7 +161,7 @@ def _copy_model(model: onnx.ModelProto, initializers: list[onnx.TensorProto]) ->
     return copy
 
 
-def _copy_field(target: Any, descriptor: Any, value: Any) -> None:
+def _copy_field(target, descriptor, value) -> None:
     if descriptor.is_repeated:
         getattr(target, descriptor.name).extend(value)
     elif descriptor.type == descriptor.TYPE_MESSAGE:

@@ -103,11 +103,17 @@ SEED_OPERATORS: dict[str, tuple[str, ...]] = {
     "eq": ("aten.eq.Tensor", "aten.eq.Scalar"),
     "exp": ("aten.exp.default",),
     "permute": ("aten.permute.default",),
-    "Conv": ("aten.conv1d.default", "aten.conv2d.default", "aten.conv3d.default"),
-    "BatchNorm": ("aten._native_batch_norm_legit_no_training.default",),
-    "MaxPool1d": ("aten.max_pool1d.default",),
-    "MaxPool2d": ("aten.max_pool2d.default",),
-    "MaxPool3d": ("aten.max_pool3d.default",),
+    # the seed's Conv translated aten::_convolution, transposed convolutions included
+    "Conv": (
+        "aten.conv1d.default", "aten.conv2d.default", "aten.conv3d.default", "aten.conv1d.padding",
+        "aten.conv2d.padding", "aten.conv3d.padding", "aten.convolution.default",
+        "aten.conv_transpose1d.default", "aten.conv_transpose2d.input", "aten.conv_transpose3d.input",
+    ),
+    # no_stats: track_running_stats=False, normalised by the batch's statistics in eval too
+    "BatchNorm": ("aten._native_batch_norm_legit_no_training.default", "aten._native_batch_norm_legit.no_stats"),
+    "MaxPool1d": ("aten.max_pool1d.default", "aten.max_pool1d_with_indices.default"),  # return_indices=True
+    "MaxPool2d": ("aten.max_pool2d.default", "aten.max_pool2d_with_indices.default"),
+    "MaxPool3d": ("aten.max_pool3d.default", "aten.max_pool3d_with_indices.default"),
     "Embedding": ("aten.embedding.default", "aten.embedding_renorm.default"),  # renorm: max_norm
     "RNN": ("aten.rnn_tanh.input", "aten.rnn_relu.input", "aten.lstm.input", "aten.gru.input"),
     "ConstantPadNd": ("aten.constant_pad_nd.default",),

@@ -14,12 +14,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import onnx
 import torch
 
 import exporter
 from exporter.registry import BUILTINS, normalize_target
 from exporter.trace import forward_input_names, normalize_dynamic_axes
+from harness.metrics.comparison import compare
 
 from .schema import OpCase
 
@@ -76,6 +78,16 @@ def expected_outputs(case: OpCase, sample: Sample) -> list[torch.Tensor]:
         if case.reference is not None:
             return flat_tensors(case.reference(*sample.args))
         return flat_tensors(copy.deepcopy(sample.module)(*sample.args))
+
+
+def check_outputs(case: OpCase, actual: list[np.ndarray], expected: list[torch.Tensor], reproduce: str) -> None:
+    """The backend's outputs against torch's: as many, same dtypes and shapes, within the row's
+    atol/rtol (integers and bools exactly); assertion messages start with `reproduce`."""
+    assert len(actual) == len(expected), f"{reproduce}: {len(actual)} outputs, torch has {len(expected)}"
+    for index, (got, want) in enumerate(zip(actual, expected)):
+        comparison = compare(got, want.numpy(), atol=case.atol, rtol=case.rtol, name=f"output {index}")
+        assert comparison.dtype_match, f"{reproduce}: output {index} is {got.dtype}, torch gives {want.dtype}"
+        assert comparison.passed, f"{reproduce}: output {index} differs: {comparison.to_dict()}"
 
 
 def resized_samples(case: OpCase, sample: Sample) -> list[Sample]:

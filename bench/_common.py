@@ -1,0 +1,168 @@
+"""What every benchmark shares: the machine it ran on, side-by-side timing, JSON results.
+
+Each bench script records `machine_info()` at its start and the load average again at its end,
+times the two sides of a comparison interleaved (ours, theirs, theirs, ours, ...) so that load
+from other processes hits both alike, takes the median of the repeats, and writes its rows
+with `write_results` to `bench/results/<name>.json`, from which `tools/gen_performance_doc.py`
+generates docs/PERFORMANCE.md.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
+
+
+def machine_info() -> dict[str, Any]:
+    """Cores, load, memory, thread settings and library versions of this process's machine."""
+    import numpy
+    import onnx
+    import onnxruntime
+    import torch
+
+    try:
+        import onnxscript
+
+        onnxscript_version = onnxscript.__version__
+    except ImportError:  # torch.onnx's translator; only the comparisons need it
+        onnxscript_version = None
+    info: dict[str, Any] = {
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "logical_cores": os.cpu_count(),
+        "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "physical_cores": _physical_cores(),
+        "memory_gib": round(_meminfo("MemTotal") / 2**20, 1),
+        "memory_available_gib": round(_meminfo("MemAvailable") / 2**20, 1),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "torch_threads": torch.get_num_threads(),
+        "torch_interop_threads": torch.get_num_interop_threads(),
+        "thread_environment": {name: os.environ[name] for name in THREAD_VARIABLES if name in os.environ},
+        "versions": {
+            "python": platform.python_version(), "torch": torch.__version__, "onnx": onnx.__version__,
+            "onnxruntime": onnxruntime.__version__, "onnxscript": onnxscript_version, "numpy": numpy.__version__,
+        },
+        "commit": _git("rev-parse", "HEAD"),
+        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+    }
+    return info
+
+
+def _physical_cores() -> int | None:
+    """Distinct (physical id, core id) pairs in /proc/cpuinfo; None where it is not readable."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    cores, physical = set(), "0"
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "physical id":
+            physical = value.strip()
+        elif key.strip() == "core id":
+            cores.add((physical, value.strip()))
+    return len(cores) or None
+
+
+def _meminfo(key: str) -> int:
+    """A /proc/meminfo entry in KiB (0 where unavailable)."""
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _git(*args: str) -> str | None:
+    try:
+        found = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10,
+                               cwd=os.path.dirname(RESULTS_DIR))
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found.stdout.strip() if found.returncode == 0 else None
+
+
+def side_by_side(sides: Mapping[str, Callable[[], Any]], repeat: int) -> tuple[dict[str, list[float]], dict[str, Any]]:
+    """Run each side `repeat` times, interleaved and alternating which goes first, with a
+    garbage collection before each run. Returns the seconds of every run per side, and each
+    side's last result."""
+    names = list(sides)
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    results: dict[str, Any] = {}
+    for round_index in range(repeat):
+        order = names if round_index % 2 == 0 else names[::-1]
+        for name in order:
+            results.pop(name, None)  # free the previous result before measuring again
+            gc.collect()
+            started = time.perf_counter()
+            results[name] = sides[name]()
+            seconds[name].append(time.perf_counter() - started)
+    return seconds, results
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def geomean(values: Sequence[float]) -> float:
+    values = [v for v in values if v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def results_path(name: str, path: str | None = None) -> str:
+    return path or os.path.join(RESULTS_DIR, f"{name}.json")
+
+
+def write_results(name: str, machine: dict[str, Any], rows: list[dict[str, Any]], *,
+                  summary: dict[str, Any] | None = None, options: dict[str, Any] | None = None,
+                  path: str | None = None) -> str:
+    """Write `{bench, machine, options, rows, summary}` as JSON (atomically); return the path."""
+    from exporter.fileio import write_text_atomic
+
+    machine = dict(machine)
+    machine["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    machine["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    document = {"bench": name, "machine": machine, "options": options or {}, "rows": rows, "summary": summary or {}}
+    target = results_path(name, path)
+    write_text_atomic(target, json.dumps(document, indent=1, default=_plain) + "\n")
+    return target
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)
+
+
+def load_note(machine: dict[str, Any]) -> str:
+    """One line on how busy the machine was, for the printed tables."""
+    start, end = machine.get("load_average"), machine.get("load_average_end", os.getloadavg())
+    cores = machine.get("usable_cores")
+    return (f"{cores} usable cores; load average {start[0]:.2f} at the start, {end[0]:.2f} at the end; "
+            f"torch threads {machine.get('torch_threads')}")
+
+
+def quiet_onnxruntime() -> None:
+    """Keep onnxruntime's own warnings (a CUDA provider that cannot load, ...) out of the output."""
+    import onnxruntime
+
+    onnxruntime.set_default_logger_severity(3)

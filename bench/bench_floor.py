@@ -1,0 +1,147 @@
+"""Cost of a full per-op verification against its floor, per zoo case.
+
+The floor of verifying a model is what any per-op verification must at least do: one torch
+fp32 forward (torch's values), one fp64 forward (the truth) and two backend runs (production,
+and one run that yields every op's value). A full per-op verification (`verify_exported`:
+production, accumulated, isolated and fp64 truth for every op, our export excluded) should take
+at most `LIMIT` times that floor. Each part is timed `--repeat` times, interleaved with the
+verification (the medians count); the backend runs use the harness's session options on an
+already created session.
+
+For each case above the limit, the phase furthest above its share of the floor is named: the
+session creations (production, instrumented, isolation) against the backend runs, the fp64
+truth (one call per op) against the fp64 forward, and so on. Results go to
+bench/results/bench_floor.json.
+
+    python bench/bench_floor.py                    # the smoke tier
+    python bench/bench_floor.py --tier full --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+
+import torch
+
+from _common import load_note, machine_info, median, quiet_onnxruntime, side_by_side, write_results
+
+import model_zoo_cases
+from exporter.trace import eval_mode
+from harness.exporters import export_for_verification
+from harness.runtime import prepare, real_inputs
+from harness.runtime.sessions import harness_session_options
+from harness.verification import verify_exported
+
+LIMIT = 3.0
+
+# verification phase -> the part of the floor it stands against
+PHASES = {
+    "torch_s": ("torch fp32 forward", "torch32"),
+    "backend_s": ("production session (creation + run)", "backend"),
+    "accumulated_s": ("instrumented session (creation + run)", "backend"),
+    "isolated_s": ("isolation session (creation + run)", "backend"),
+    "truth_s": ("fp64 truth (one call per op)", "torch64"),
+}
+
+
+def _double(value):
+    return value.double() if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+
+
+def measure(case, repeat: int) -> dict:
+    module = case.module(0)
+    args = case.inputs(0)
+    axes = {k: v for k, v in case.dynamic_axes.items() if k in case.input_names}
+    exported = export_for_verification("roundtrip", module, args, dynamic_axes=axes, input_names=list(case.input_names))
+    module64 = copy.deepcopy(module).double()
+    args64 = tuple(_double(a) for a in args)
+    from harness.runtime import SharedWeights
+
+    shared = SharedWeights.of(exported.model, exported.weights)
+    rep = prepare(shared.stubbed(exported.model), "CPU", shared_weights=shared, **harness_session_options())
+    feeds = dict(zip(real_inputs(exported.model), [a.numpy() for a in args if isinstance(a, torch.Tensor)]))
+
+    def forward(m, a):
+        with torch.no_grad(), eval_mode(m):
+            return m(*a)
+
+    sides = {
+        "verify": lambda: verify_exported(exported, args, module=module, model_name=case.name),
+        "torch32": lambda: forward(module, args),
+        "torch64": lambda: forward(module64, args64),
+        "backend": lambda: rep.run(feeds),
+    }
+    for side in sides.values():  # warm-up
+        side()
+    seconds, results = side_by_side(sides, repeat)
+    parts = {name: median(values) for name, values in seconds.items()}
+    floor = parts["torch32"] + parts["torch64"] + 2 * parts["backend"]
+    timings = results["verify"].timings
+    row = {
+        "case": case.name, "ops": len(results["verify"].ops),
+        "verify_s": parts["verify"], "floor_s": floor, "ratio": parts["verify"] / floor,
+        "torch32_s": parts["torch32"], "torch64_s": parts["torch64"], "backend_run_s": parts["backend"],
+        "verify_timings": {k: round(v, 4) for k, v in timings.items()},
+    }
+    row["over_limit"] = row["ratio"] > LIMIT
+    if row["over_limit"]:
+        row["why"] = explain(timings, parts)
+    del rep, module64
+    model_zoo_cases.clear_module_cache()
+    return row
+
+
+def explain(timings: dict[str, float], parts: dict[str, float]) -> str:
+    """The phase furthest above the floor part it stands against, in words."""
+    excess = []
+    for key, (label, part) in PHASES.items():
+        if key in timings:
+            budget = parts[part]
+            excess.append((timings[key] - budget, f"{label}: {timings[key]:.3f} s against {budget:.3f} s of floor"))
+    excess.sort(reverse=True)
+    return "; ".join(text for _, text in excess[:2])
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| case | ops | verify (s) | floor (s): fp32 + fp64 + 2 x backend | ratio | within 3x |",
+             "|---|---:|---:|---|---:|---|"]
+    for r in rows:
+        lines.append(f"| {r['case']} | {r['ops']} | {r['verify_s']:.3f} | {r['floor_s']:.3f}: {r['torch32_s']:.3f} + "
+                     f"{r['torch64_s']:.3f} + 2 x {r['backend_run_s']:.3f} | {r['ratio']:.1f}x | "
+                     f"{'yes' if not r['over_limit'] else 'no'} |")
+    over = [r for r in rows if r["over_limit"]]
+    if over:
+        lines.append("\nabove 3x:")
+        lines += [f"- {r['case']} ({r['ratio']:.1f}x): {r['why']}" for r in over]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tier", choices=("smoke", "full"), default="smoke")
+    parser.add_argument("--cases", default=None, help="fnmatch pattern or comma-separated names")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", default=None, help="where to write the results (default bench/results/bench_floor.json)")
+    options = parser.parse_args(argv)
+    quiet_onnxruntime()
+    machine = machine_info()
+    rows = []
+    for case in model_zoo_cases.select(tier=None if options.cases else options.tier, pattern=options.cases):
+        rows.append(measure(case, options.repeat))
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    over = [r["case"] for r in rows if r["over_limit"]]
+    path = write_results("bench_floor", machine, rows, path=options.json,
+                         summary={"limit": LIMIT, "above_limit": over,
+                                  "max_ratio": max((r["ratio"] for r in rows), default=None)},
+                         options={"tier": options.tier, "cases": options.cases, "repeat": options.repeat})
+    print(markdown(rows))
+    print(f"\n{load_note({**machine, 'load_average_end': os.getloadavg()})}; results in {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

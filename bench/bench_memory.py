@@ -1,0 +1,156 @@
+"""Peak memory of export plus verify, against the model's weight bytes, one process per measurement.
+
+Each measurement runs in a fresh child process, which records its resident set size (RSS)
+after importing torch, onnx, onnxruntime and the harness (the interpreter's baseline), after
+building the model, and at its peak (`resource.getrusage`'s ru_maxrss) once
+
+    harness.verify(module, args)      # our export + checker + production + per-op analysis
+
+has run; optionally the export is also written to a file first (`--write`, external data past
+2 GB). The ratio that counts is (peak - baseline) / weight bytes: the model's own parameters
+(1x) plus everything export and verify add, with the interpreter and its libraries (about
+0.7 GB for torch, torchvision and onnxruntime) left out, since they do not grow with the model.
+The raw peak is recorded beside it.
+
+Cases: `vgg16` (the zoo case, 528 MB of weights) and `linear3g` (three Linear(16384, 16384)
+layers, 3.2 GB). Run the large one alone: it needs about 8 GB.
+
+    python bench/bench_memory.py --cases vgg16
+    python bench/bench_memory.py --cases linear3g --write
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+from _common import load_note, machine_info, results_path, write_results
+
+LIMIT = 2.5
+CASES = ("vgg16", "linear3g")
+
+
+def _rss_bytes() -> int:
+    """The current resident set size, from /proc/self/statm."""
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _peak_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
+def _build(name: str):
+    import torch
+
+    torch.manual_seed(0)
+    if name == "linear3g":
+        width = 16384
+        module = torch.nn.Sequential(*[torch.nn.Linear(width, width, bias=True) for _ in range(3)]).eval()
+        return module, (torch.randn(2, width),)
+    import model_zoo_cases
+
+    case = model_zoo_cases.get(name)
+    return case.module(0), case.inputs(0)
+
+
+def child(name: str, write: bool) -> dict:
+    """One measurement, in this process (the parent runs it as a fresh child)."""
+    import torch  # noqa: F401
+    import torchvision  # noqa: F401
+
+    import exporter
+    import harness
+
+    baseline = _rss_bytes()
+    module, args = _build(name)
+    built = _rss_bytes()
+    weight_bytes = sum(p.numel() * p.element_size() for p in module.parameters())
+    result: dict = {"case": name, "weight_bytes": weight_bytes, "baseline_rss": baseline, "model_rss": built}
+    started = time.perf_counter()
+    if write:
+        with tempfile.TemporaryDirectory(prefix="bench-memory-") as folder:
+            path = os.path.join(folder, "model.onnx")
+            written = exporter.export_program(module, args)
+            written.save(path)
+            result["file_bytes"] = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
+            result["external_data"] = any(f.endswith(".data") for f in os.listdir(folder))
+            del written
+        result["after_write_peak"] = _peak_bytes()
+    verification = harness.verify(module, args, model_name=name)
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    result["passed"] = verification.passed
+    result["timings"] = {k: round(v, 3) for k, v in verification.timings.items()}
+    result["peak_rss"] = _peak_bytes()
+    return result
+
+
+def measure(name: str, write: bool) -> dict:
+    command = [sys.executable, os.path.abspath(__file__), "--child", name] + (["--write"] if write else [])
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        return {"case": name, "error": (done.stderr.strip().splitlines() or ["(no output)"])[-1][:300]}
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    row["ratio_over_baseline"] = (row["peak_rss"] - row["baseline_rss"]) / row["weight_bytes"]
+    row["ratio_raw"] = row["peak_rss"] / row["weight_bytes"]
+    row["within_limit"] = row["ratio_over_baseline"] <= LIMIT
+    return row
+
+
+def _earlier_rows(path: str | None, keep_except: list[str]) -> list[dict]:
+    """The rows of cases not measured now, from the last results (the 3 GB case runs alone)."""
+    try:
+        with open(results_path("bench_memory", path)) as handle:
+            earlier = json.load(handle)["rows"]
+    except (OSError, ValueError, KeyError):
+        return []
+    return [row for row in earlier if row.get("case") not in keep_except]
+
+
+def markdown(rows: list[dict]) -> str:
+    gib = 2**30
+    lines = ["| case | weights (GiB) | baseline RSS | after building the model | peak RSS | (peak - baseline) / weights | peak / weights |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['case']} | failed: {r['error']} |||||")
+            continue
+        lines.append(f"| {r['case']} | {r['weight_bytes'] / gib:.2f} | {r['baseline_rss'] / gib:.2f} | "
+                     f"{r['model_rss'] / gib:.2f} | {r['peak_rss'] / gib:.2f} | {r['ratio_over_baseline']:.2f}x | "
+                     f"{r['ratio_raw']:.2f}x |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", nargs="+", default=["vgg16"], choices=CASES)
+    parser.add_argument("--write", action="store_true", help="also write the export to a file before verifying")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--json", default=None, help="where to write the results (default bench/results/bench_memory.json)")
+    options = parser.parse_args(argv)
+    if options.child:
+        print(json.dumps(child(options.child, options.write)))
+        return 0
+    machine = machine_info()
+    rows = _earlier_rows(options.json, keep_except=options.cases)
+    for name in options.cases:
+        row = measure(name, options.write)
+        row.update(measured=time.strftime("%Y-%m-%dT%H:%M:%S%z"), load_average=os.getloadavg()[0], write=options.write)
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
+    path = write_results("bench_memory", machine, rows, path=options.json,
+                         summary={"limit": LIMIT, "all_within": all(r.get("within_limit") for r in rows)},
+                         options={"cases": options.cases, "write": options.write})
+    print(markdown(rows))
+    print(f"\n{load_note({**machine, 'load_average_end': os.getloadavg()})}; results in {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

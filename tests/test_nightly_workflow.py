@@ -1,0 +1,110 @@
+"""The nightly workflow's own commands, on two small cases: shards, then merge, then diff.
+
+The `run:` scripts are read from .github/workflows/nightly.yml and run with bash as the runner
+would (its matrix values as environment variables, artifacts laid out as download-artifact
+lays them), with the selection narrowed to two small zoo cases, per-op analysis on.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import model_zoo_cases
+from harness.report.files import dumps, load_report
+
+REPO = Path(__file__).resolve().parent.parent
+WORKFLOW = REPO / ".github" / "workflows" / "nightly.yml"
+CASES = "superresolution,dcgan_discriminator"
+SHARDS = 2
+
+
+def _steps() -> dict[str, str]:
+    """{step id: its run script} over every job of the workflow."""
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    return {step["id"]: step["run"] for job in workflow["jobs"].values() for step in job["steps"]
+            if "id" in step and "run" in step}
+
+
+def _bash(script: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return subprocess.run(["bash", "-e", "-c", script], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "PATH": path, "SHARDS": str(SHARDS), "SELECT": f"--cases {CASES}", **env})
+
+
+def test_workflow_schedules_cpu_and_gpu_shards_for_both_exporters():
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    assert "schedule" in workflow[True] and "workflow_dispatch" in workflow[True]  # yaml reads `on:` as True
+    plan = _steps()["plan"]
+    for gpu, devices in (("", {"cpu"}), ("true", {"cpu", "cuda"})):
+        result = subprocess.run(["bash", "-e", "-c", plan.replace('"$GITHUB_OUTPUT"', "/dev/stdout")],
+                                capture_output=True, text=True, env={**os.environ, "SHARDS": "4", "GPU": gpu})
+        matrix = json.loads(result.stdout.split("=", 1)[1])["include"]
+        assert {m["device"] for m in matrix} == devices and {m["exporter"] for m in matrix} == {"roundtrip", "torch.onnx"}
+        assert len(matrix) == 4 * 2 * len(devices)
+        assert all("gpu" in json.loads(m["runs-on"]) for m in matrix if m["device"] == "cuda")
+
+
+@pytest.mark.slow
+def test_shards_merge_and_diff_as_the_workflow_runs_them(tmp_path):
+    steps = _steps()
+    shards = tmp_path / "reports" / "shards"
+    for shard in range(1, SHARDS + 1):
+        result = _bash(steps["parity"], tmp_path, DEVICE="cpu", EXPORTER="roundtrip", SHARD=str(shard))
+        assert result.returncode == 0, result.stdout + result.stderr
+        # download-artifact puts each artifact in a folder named after it
+        (tmp_path / "reports" / "shards" / f"cpu-roundtrip-{shard}").rename(shards / f"shard-cpu-roundtrip-{shard}")
+
+    documents = [load_report(shards / f"shard-cpu-roundtrip-{k}") for k in range(1, SHARDS + 1)]
+    names = [[case["name"] for case in d["cases"]] for d in documents]
+    selected = [case.name for case in model_zoo_cases.select(pattern=CASES)]
+    assert all(names) and sorted(sum(names, [])) == sorted(selected), names  # disjoint and complete
+    assert [d["shard"] for d in documents] == [f"{k}/{SHARDS}" for k in range(1, SHARDS + 1)]
+
+    summary = tmp_path / "summary.md"
+    result = _bash(steps["merge"], tmp_path, GITHUB_STEP_SUMMARY=str(summary))
+    assert result.returncode == 0, result.stdout + result.stderr
+    merged_dir = tmp_path / "reports" / "nightly" / "cpu-roundtrip"
+    merged = load_report(merged_dir)  # validates against the schema
+    assert [c["name"] for c in merged["cases"]] == selected  # the unsharded case set, in selection order
+    assert all(c["status"] == "pass" and c["verification"]["ops"] for c in merged["cases"])
+    assert {p.name for p in merged_dir.iterdir()} >= {"parity.json", "parity.md", "index.html", "logs"}
+    assert summary.read_text().startswith("# roundtrip parity: 2 pass of 2 case(s)")
+
+    # The merged report is tonight's baseline; the gate passes against itself ...
+    shutil.copytree(merged_dir, tmp_path / "reports" / "baseline")
+    gate = _bash(steps["gate"], tmp_path)
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    assert "no regressions" in gate.stdout
+    # ... and the merge now puts the diff into the job summary
+    assert _bash(steps["merge"], tmp_path, GITHUB_STEP_SUMMARY=str(summary)).returncode == 0
+    assert "Against the baseline: no regressions" in (merged_dir / "parity.md").read_text()
+
+    # A regressed night: a case that fails and an op whose isolated error crossed its tolerance.
+    regressed = copy.deepcopy(merged)
+    regressed["cases"][0]["status"] = "fail"
+    op = next(o for o in regressed["cases"][1]["verification"]["ops"] if o["isolated"])
+    op["passed"], op["isolated"]["tolerance_ratio"] = False, 3.0
+    (merged_dir / "parity.json").write_text(dumps(regressed))
+    gate = _bash(steps["gate"], tmp_path)
+    assert gate.returncode == 1, gate.stdout + gate.stderr
+    found = json.loads((tmp_path / "reports" / "nightly" / "diff" / "diff.json").read_text())
+    assert {r["kind"] for r in found["regressions"]} == {"case fail", "crossed"}
+    assert op["fx_node"] in (tmp_path / "reports" / "nightly" / "diff" / "diff.md").read_text()
+
+
+def test_tox_nightly_runs_the_full_tier_against_the_baseline():
+    import configparser
+
+    tox = configparser.ConfigParser()
+    tox.read(REPO / "tox.ini")
+    commands = tox["testenv:nightly"]["commands"]
+    assert "roundtrip run --tier full" in commands and "--baseline reports/baseline" in commands
