@@ -29,8 +29,10 @@ from typing import IO
 import numpy as np
 import onnx
 
-IN_MEMORY = "roundtrip:in-memory"
-"""external_data location of an initializer whose array the caller holds (not a file)."""
+IN_MEMORY = "roundtrip-weights-held-in-memory"
+"""external_data location of an initializer whose array the caller holds, not a file. It is a
+plain file name, so a reader that insists on a file (onnx's checker, onnxruntime) can be given
+a placeholder of that name beside the model, while the arrays reach it some other way."""
 
 PROTOBUF_LIMIT = 2**31 - 1
 """Protobuf cannot serialise or parse a message of 2 GB or more."""

@@ -67,7 +67,8 @@ def verify_onnx(
     timings = verification.timings
     output_names = [o.name for o in model.graph.output]
     with runtime.device_context(spec, tf32=tf32) as environment:
-        verification.environment = {**environment, **runtime.versions()}
+        verification.environment = {**environment, **runtime.versions(),
+                                    "onnxruntime_session": runtime.harness_session_options()}
         started = time.perf_counter()
         shared = runtime.SharedWeights.of(model, base_dir=base_dir)
         loaded = shared.stubbed(model)

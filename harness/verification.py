@@ -184,7 +184,8 @@ def verify_exported(
         raise ValueError("an export without an FX program needs the module to compute torch's outputs")
 
     with runtime.device_context(spec, tf32=tf32) as environment:
-        verification.environment = {**environment, **runtime.versions(), "torch_seed": torch.initial_seed()}
+        verification.environment = {**environment, **runtime.versions(), "torch_seed": torch.initial_seed(),
+                                    "onnxruntime_session": runtime.harness_session_options()}
         started = time.perf_counter()
         torch_args, torch_kwargs = pytree.tree_map_only(
             torch.Tensor, lambda t: t.to(spec.torch_device), (tuple(args), dict(kwargs or {})))

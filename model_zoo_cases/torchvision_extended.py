@@ -49,6 +49,8 @@ SIZES: dict[str, InputSize] = {
     "mvit_v2_s": InputSize(224, 16, "MViT's relative positions fix 16 frames of 224x224"),
     "r3d_18": InputSize(32, 8), "mc3_18": InputSize(32, 8), "r2plus1d_18": InputSize(32, 8),
     "swin3d_t": InputSize(64, 4), "swin3d_s": InputSize(64, 4), "swin3d_b": InputSize(64, 4),
+    "raft_small": InputSize(128, reason="RAFT's correlation pyramid needs feature maps of 16 (images of 128)"),
+    "raft_large": InputSize(128, reason="RAFT's correlation pyramid needs feature maps of 16 (images of 128)"),
 }
 DEFAULT_SIZE = InputSize(64)
 

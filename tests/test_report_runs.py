@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -163,6 +164,41 @@ def test_an_interrupted_run_leaves_a_valid_report_of_what_finished(tmp_path, sig
     assert [c["name"] for c in document["cases"]] == [_target("tiny")]
     assert "INTERRUPTED" in (out / "parity.md").read_text() and signal.Signals(signum).name in stderr
     assert len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr
+
+
+def _worker_pid(log) -> int | None:
+    found = re.search(r"worker pid (\d+)", log.read_text()) if log.exists() else None
+    return int(found.group(1)) if found else None
+
+
+def test_a_killed_run_keeps_its_last_report_and_leaves_no_worker_behind(tmp_path):
+    out = tmp_path / "report"
+    process = subprocess.Popen(_command("verify", _target("tiny"), _target("slow"), "--out", str(out), "-j", "1"),
+                               cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    slow_log = out / "logs" / "tests.test_report_runs_slow.log"
+    while process.poll() is None and _worker_pid(slow_log) is None:  # the first case is in, the second running
+        time.sleep(0.2)
+    worker = _worker_pid(slow_log)
+    process.kill()
+    process.wait()
+    document = load_report(out)
+    assert document["status"] == "running" and [c["name"] for c in document["cases"]] == [_target("tiny")]
+    deadline = time.monotonic() + 60  # a hang guard: the worker checks its parent every second
+    while _alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(worker), "the worker outlived the run that started it"
+    assert (out / ".jobs").is_dir()  # the killed run's job files stay in its report, not in /tmp ...
+    assert _run("verify", _target("tiny"), "--out", str(out)).returncode == 0
+    assert not (out / ".jobs").exists()  # ... until the next run into it
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as handle:  # a zombie has exited
+        return handle.read().split(") ", 1)[1][0] != "Z"
 
 
 def test_an_onnx_file_with_inputs_and_expected_outputs(tmp_path):

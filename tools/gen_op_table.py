@@ -2,7 +2,8 @@
 
 One row per registered ATen overload: the seed-list operator(s) it implements, the ONNX ops it
 emits (collected by exporting the operator table's rows, grouped by node provenance), the opsets
-it covers (one range per registered function) and its remaining limits (the `Limits:` paragraph
+it covers (one range per registered function), its OpInfo samples passing / run per dtype (read
+from docs/opinfo.json, which tools/opinfo_sweep.py records) and its remaining limits (the `Limits:` paragraph
 of the symbolic's docstring). Rows marked xfail or refused in the table are listed too.
 
 All rows are exported as ONE module (one torch.export capture, the slow part) and converted
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -36,6 +38,8 @@ from tests.op_table.seed_ops import SEED_LIST, SEED_OPERATORS, seed_name, seed_n
 from tests.op_table.table import ATEN_KEY, all_cases, build_sample  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "OPERATORS.md"
+OPINFO_RESULTS = ROOT / "docs" / "opinfo.json"  # recorded by tools/opinfo_sweep.py
+OPINFO_DTYPES = (("float32", "f32"), ("float16", "f16"), ("bfloat16", "bf16"), ("int64", "i64"))
 
 
 class _AllRows(torch.nn.Module):
@@ -129,7 +133,23 @@ def _ops_cell(target: str, ranges: list[tuple[int, int]], collected: dict[int, d
     return "; ".join(f"{_range_text(*r)}: {ops or '(none)'}" for r, ops in per_range)
 
 
-def render(cases: Sequence[OpCase], collected: dict[int, dict[str, set[str]]]) -> str:
+def load_opinfo_summary(path: Path = OPINFO_RESULTS) -> dict[str, dict[str, list[int]]]:
+    """overload -> dtype -> [passed, total] of the recorded OpInfo sweep ({} if none is recorded)."""
+    if not path.exists():
+        return {}
+    return json.loads(path.read_text()).get("summary", {})
+
+
+def _opinfo_cell(per_dtype: dict[str, list[int]] | None) -> str:
+    if not per_dtype:
+        return "no samples"
+    return ", ".join(f"{short} {per_dtype[name][0]}/{per_dtype[name][1]}"
+                     for name, short in OPINFO_DTYPES if name in per_dtype)
+
+
+def render(cases: Sequence[OpCase], collected: dict[int, dict[str, set[str]]],
+           opinfo: dict[str, dict[str, list[int]]] | None = None) -> str:
+    opinfo = opinfo or {}
     seed_names = seed_names_by_target()
     lines = [
         "# Operators",
@@ -139,16 +159,20 @@ def render(cases: Sequence[OpCase], collected: dict[int, dict[str, set[str]]]) -
         "emit, read off the nodes' `roundtrip.aten` provenance (Constant nodes, which only hold",
         "operands, are left out); an opset range with its own symbolic function is listed",
         "separately when its ops differ. Limits come from the symbolics' `Limits:` docstrings.",
+        "OpInfo is the recorded sweep of PyTorch's OpInfo samples (`docs/opinfo.json`, written by",
+        "`python tools/opinfo_sweep.py`): samples passing / run per dtype, exported at opset 18 and",
+        "compared on onnxruntime CPU; 'no samples' where no OpInfo entry reaches the overload.",
         "",
-        "| ATen overload | Seed operator | ONNX ops | Opsets | Limits |",
-        "|---|---|---|---|---|",
+        "| ATen overload | Seed operator | ONNX ops | Opsets | OpInfo samples | Limits |",
+        "|---|---|---|---|---|---|",
     ]
     for target in BUILTINS.targets():
         ranges = opset_ranges(target)
         limits = sorted({text for entry in BUILTINS.entries(target) for text in limits_of(entry.fn)})
         lines.append(
             f"| `{target}` | {', '.join(seed_names.get(target, [])) or '-'} | {_ops_cell(target, ranges, collected)} "
-            f"| {', '.join(_range_text(*r) for r in ranges)} | {' '.join(limits) or '-'} |"
+            f"| {', '.join(_range_text(*r) for r in ranges)} | {_opinfo_cell(opinfo.get(target))} "
+            f"| {' '.join(limits) or '-'} |"
         )
     lines += ["", "## The seed's operator list", "", "| Seed operator (as the seed lists it) | ATen overloads today |", "|---|---|"]
     for line in SEED_LIST:
@@ -166,7 +190,7 @@ def generate() -> str:
     """The text of docs/OPERATORS.md for the current registry and table."""
     cases = all_cases()
     opsets = sorted({entry.since_opset for t in BUILTINS.targets() for entry in BUILTINS.entries(t)})
-    return render(cases, collect_onnx_ops(exportable_rows(cases), opsets))
+    return render(cases, collect_onnx_ops(exportable_rows(cases), opsets), load_opinfo_summary())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

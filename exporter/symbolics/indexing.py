@@ -114,7 +114,12 @@ def index(g: Graph, self: Value, indices) -> Value:
 
 @symbolic("aten::index_select")
 def index_select(g: Graph, self: Value, dim: int, index: Value) -> Value:
-    """index_select(Tensor self, int dim, Tensor index) -> Tensor"""
+    """index_select(Tensor self, int dim, Tensor index) -> Tensor
+
+    A 0-d `self` (whose only valid index is 0) is returned as it is: ONNX Gather needs rank >= 1.
+    """
+    if rank_of(self) == 0:
+        return self
     if rank_of(index) == 0:
         index = unsqueeze(g, index, [0])
     return g.op("Gather", self, index, axis_i=normalize_dim(dim, rank_of(self)))

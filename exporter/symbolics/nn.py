@@ -14,7 +14,7 @@ import torch
 
 from exporter.graph import Graph, Value
 from exporter.registry import symbolic
-from exporter.symbolics._helpers import rank_of
+from exporter.symbolics._helpers import cast_to, rank_of
 
 
 # -- batch and instance normalisation --------------------------------------------------------
@@ -90,9 +90,14 @@ def _layer_norm(g: Graph, x: Value, normalized_shape: Sequence[int], weight, bia
     scale = weight if weight is not None else g.constant(torch.ones(shape, dtype=dtype))
     # B is optional in ONNX, but onnxruntime 1.31 crashes without it: pass zeros
     shift = bias if bias is not None else g.constant(torch.zeros(shape, dtype=dtype))
-    return g.op(
+    results = g.op(
         "LayerNormalization", x, scale, shift, axis_i=-len(shape), epsilon_f=eps, outputs=outputs
     )
+    if outputs == 1 or dtype == torch.float32:
+        return results
+    # mean and inverse std come out in the stash type (float32); torch gives them in x's dtype
+    y, mean, inv_std = results
+    return y, cast_to(g, mean, dtype), cast_to(g, inv_std, dtype)
 
 
 @symbolic("aten::layer_norm")

@@ -124,6 +124,19 @@ class OpCallFailed(RuntimeError):
         self.error = error
 
 
+SLICED_BYTES = 64 * 2**20
+"""A layer whose fp64 weight or unfolded input would be larger is replayed in slices (Replayer)."""
+
+# ops the Replayer may slice: kind, and the index of their `groups` argument (sliced only at 1)
+_SLICEABLE: dict[str, tuple[str, int | None]] = {
+    "aten.linear.default": ("linear", None),
+    "aten.conv1d.default": ("conv", 6),
+    "aten.conv2d.default": ("conv", 6),
+    "aten.conv3d.default": ("conv", 6),
+    "aten.convolution.default": ("conv", 8),
+}
+
+
 class Replayer:
     """Call FX nodes' targets on recorded inputs moved to `device` and, for floats, `dtype`.
 
@@ -151,8 +164,18 @@ class Replayer:
 
     def __call__(self, node: torch.fx.Node) -> tuple[Any, list[Any]]:
         """(the node's output replayed, the converted args it was called with). OpCallFailed
-        when the op itself raises; the replay's own errors propagate unchanged."""
+        when the op itself raises; the replay's own errors propagate unchanged.
+
+        A linear whose converted weight, or a convolution whose converted weight or unfolded
+        input would exceed `SLICED_BYTES`, is computed in slices (linear: of its output
+        features; convolution: of its input channels, the partial results summed), each slice
+        converted alone; its args then hold the weight unconverted (same shape). So replaying
+        a large layer in fp64 never holds a whole fp64 copy of its weight or of its unfolded
+        input."""
         try:
+            layout = self._sliced_layout(node)
+            if layout is not None:
+                return self._call_in_slices(node, *layout)
             args, kwargs = self.inputs(node)
             try:
                 with torch.no_grad():
@@ -161,6 +184,70 @@ class Replayer:
                 raise OpCallFailed(node, error) from error
         finally:
             self._release(node)
+
+    def _sliced_layout(self, node: torch.fx.Node) -> tuple[int, int, int] | None:
+        """(slices, weight dim sliced, number of features) when `node` should run in slices."""
+        layout = _SLICEABLE.get(str(node.target))
+        if layout is None or self.dtype is None or node.kwargs:
+            return None
+        kind, groups_index = layout
+        args = node.args
+        if len(args) < 2 or not isinstance(args[1], torch.fx.Node) or not isinstance(args[0], torch.fx.Node):
+            return None
+        if groups_index is not None and len(args) > groups_index and args[groups_index] not in (1, None):
+            return None
+        if str(node.target) == "aten.convolution.default" and len(args) > 6 and args[6]:
+            return None  # transposed
+        weight, output = self.values.get(args[1].name), self.values.get(node.name)
+        if not isinstance(weight, torch.Tensor) or not weight.is_floating_point() or weight.dim() < 2:
+            return None
+        itemsize = torch.empty((), dtype=self.dtype).element_size()
+        needed = weight.numel() * itemsize
+        if kind == "conv" and isinstance(output, torch.Tensor) and output.dim() == weight.dim():
+            spatial = output.numel() // max(output.shape[0] * output.shape[1], 1)
+            needed = max(needed, weight[0].numel() * spatial * itemsize)  # im2col of one image
+        if needed <= SLICED_BYTES:
+            return None
+        dim = 0 if kind == "linear" else 1
+        features = weight.shape[dim]
+        slices = min(features, -(-needed // SLICED_BYTES))
+        return slices, dim, features
+
+    def _call_in_slices(self, node: torch.fx.Node, slices: int, dim: int, features: int) -> tuple[Any, list[Any]]:
+        weight = self.values[node.args[1].name]
+        bias_node = node.args[2] if len(node.args) > 2 else None
+        bias = self.values.get(bias_node.name) if isinstance(bias_node, torch.fx.Node) else None
+        args = list(torch.fx.node.map_arg(
+            tuple(None if i in (1, 2) else a for i, a in enumerate(node.args)), self._convert))
+        x = args[0]
+        per_slice = -(-features // slices)
+        pieces, total = [], None
+        try:
+            with torch.no_grad():
+                for start in range(0, features, per_slice):
+                    stop = min(start + per_slice, features)
+                    args[1] = _convert(weight.narrow(dim, start, stop - start), self.device, self.dtype)
+                    if dim == 0:  # linear: a slice of output features, with its bias
+                        if len(args) > 2:
+                            args[2] = None if bias is None else _convert(bias[start:stop], self.device, self.dtype)
+                        pieces.append(node.target(*args))
+                    else:  # convolution: a slice of input channels, summed
+                        args[0] = x.narrow(1, start, stop - start)
+                        if len(args) > 2:
+                            args[2] = None
+                        part = node.target(*args)
+                        total = part if total is None else total.add_(part)
+                if dim == 0:
+                    total = torch.cat(pieces, dim=-1)
+                elif bias is not None:
+                    shape = [1, -1] + [1] * (total.dim() - 2)
+                    total.add_(_convert(bias, self.device, self.dtype).reshape(shape))
+        except Exception as error:  # torch's kernel refused these inputs
+            raise OpCallFailed(node, error) from error
+        args[0], args[1] = x, weight
+        if len(args) > 2:
+            args[2] = bias
+        return total, args
 
     def skip(self, node: torch.fx.Node) -> None:
         """Account for a node that will not be replayed (its inputs may be released)."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from harness.cli.errors import EXIT_FAIL, EXIT_INTERNAL, EXIT_PASS, UsageError
 from harness.cli.progress import clock, make_progress
-from harness.cli.scheduler import Scheduler
+from harness.cli.scheduler import JOBS_DIR, Scheduler
 from harness.cli.sources import Task, apply_costs, parse_shard, shard, target_tasks, zoo_tasks
 from harness.report import diff as diffs
 from harness.report.document import finish, new_document
@@ -54,8 +54,9 @@ def prepare_out(path: str) -> str:
         os.unlink(probe)
     except OSError as error:
         raise UsageError(f"--out {path} cannot be written: {error.strerror or error}") from None
-    if os.path.exists(os.path.join(out, PARITY_JSON)):  # a previous report: its logs and reproducers go
-        for stale in ("logs", "reproducers"):
+    if any(os.path.exists(os.path.join(out, name)) for name in (PARITY_JSON, f"{PARITY_JSON}.gz")):
+        # a previous report: its logs and reproducers go
+        for stale in ("logs", "reproducers", JOBS_DIR):
             shutil.rmtree(os.path.join(out, stale), ignore_errors=True)
     return out
 

@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -26,6 +25,7 @@ from harness.cli.progress import Progress
 from harness.cli.sources import Task
 from harness.report.document import crashed_case
 
+JOBS_DIR = ".jobs"  # the workers' job and result files, inside the report directory
 POLL_S = 0.1
 TERMINATE_GRACE_S = 3.0
 LOG_TAIL_LINES = 20
@@ -110,7 +110,7 @@ class Scheduler:
         result = os.path.join(scratch, f"{stem}.result.json")
         log = os.path.join(self.report_dir, "logs", f"{stem}.log")
         job = {"task": task.to_dict(), "options": self.options, "report_dir": self.report_dir, "result": result,
-               "log": os.path.relpath(log, self.report_dir)}
+               "log": os.path.relpath(log, self.report_dir), "parent_pid": os.getpid()}
         job_path = os.path.join(scratch, f"{stem}.job.json")
         with open(job_path, "w") as handle:
             json.dump(job, handle)
@@ -154,7 +154,9 @@ class Scheduler:
     def run(self) -> Outcome:
         outcome = Outcome()
         os.makedirs(os.path.join(self.report_dir, "logs"), exist_ok=True)
-        scratch = tempfile.mkdtemp(prefix="roundtrip-jobs-")
+        scratch = os.path.join(self.report_dir, JOBS_DIR)  # a killed run's are cleared by the next
+        shutil.rmtree(scratch, ignore_errors=True)
+        os.makedirs(scratch)
         environment = self._environment()
         pending = deque(self.tasks)
         running: list[_Running] = []
@@ -168,8 +170,8 @@ class Scheduler:
                     running.remove(item)
                     case = self._collect(item)
                     outcome.cases.append(case)
+                    self.on_case(case)  # in the report before it is on the screen
                     self.progress.case_finished(case, item.task.cost)
-                    self.on_case(case)
         finally:
             self._end([r.process for r in running])
             self.progress.stop()

@@ -25,6 +25,20 @@ from harness.report.files import fix_directory_mode, write_text
 logger = logging.getLogger("roundtrip.worker")
 
 MAX_REPRODUCERS = 10  # per case: the failing ops with the largest errors
+ORPHAN_CHECK_S = 1.0
+
+
+def exit_with_parent(parent_pid: int) -> None:
+    """End this worker when the run that started it is gone (killed with SIGKILL, say): a
+    daemon thread watches the parent process id."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(ORPHAN_CHECK_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def _export(built: Built, options: dict[str, Any]) -> Any:
@@ -133,7 +147,9 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(threads)
-    logger.info("case %s: %s", job["task"]["name"], json.dumps(job["task"]["origin"]))
+    if job.get("parent_pid"):
+        exit_with_parent(job["parent_pid"])
+    logger.info("case %s (worker pid %d): %s", job["task"]["name"], os.getpid(), json.dumps(job["task"]["origin"]))
     entry = run_job(job)
     entry["position"] = job["task"]["position"]
     entry["log"] = job.get("log")

@@ -9,12 +9,12 @@ from harness.runtime.devices import DeviceSpec, cuda_unavailable_reason, device_
 from harness.runtime.errors import BackendUnavailableError, ModelLoadError, first_line
 from harness.runtime.placement import cpu_placed_nodes, node_placement, parse_profile
 from harness.runtime.runner import ModelRunner, ProductionRun, model_runner, run_production
-from harness.runtime.sessions import BackendRep, prepare, real_inputs, session_options
+from harness.runtime.sessions import BackendRep, harness_session_options, prepare, real_inputs, session_options
 from harness.runtime.shared_weights import SharedWeights
 
 __all__ = [
     "BackendRep", "BackendUnavailableError", "DeviceSpec", "ModelLoadError", "ModelRunner", "ProductionRun",
     "SharedWeights", "cpu_placed_nodes", "cuda_unavailable_reason", "device_context", "first_line",
-    "model_runner", "node_placement", "parse_profile", "prepare", "real_inputs", "require_cuda",
+    "harness_session_options", "model_runner", "node_placement", "parse_profile", "prepare", "real_inputs", "require_cuda",
     "run_production", "session_options", "versions",
 ]

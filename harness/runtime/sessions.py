@@ -87,9 +87,11 @@ def real_inputs(model: onnx.ModelProto) -> list[str]:
 
 
 def session_options(profile: bool = False, graph_optimization_level: Any = None,
-                    intra_op_num_threads: int | None = None, spinning: bool = True):
+                    intra_op_num_threads: int | None = None, spinning: bool = True, prepacking: bool = True):
     """onnxruntime SessionOptions. `spinning=False` makes idle intra-op and inter-op threads
-    sleep instead of spin (no effect on results; it helps on a CPU shared with other work)."""
+    sleep instead of spin (no effect on results; it helps on a CPU shared with other work).
+    `prepacking=False` keeps matrix-product weights as they are instead of adding a packed copy
+    of each (the last bits of a product may differ; peak memory is a weight copy lower)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -97,6 +99,8 @@ def session_options(profile: bool = False, graph_optimization_level: Any = None,
     if not spinning:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    if not prepacking:
+        options.add_session_config_entry("session.disable_prepacking", "1")
     if graph_optimization_level is not None:
         options.graph_optimization_level = graph_optimization_level
     if intra_op_num_threads:
@@ -112,10 +116,13 @@ def harness_session_options() -> dict[str, Any]:
     turns (a session runs, returns and is released before torch computes again), so the
     session gets as many intra-op threads as torch uses, and its threads sleep when idle: a
     spinning onnxruntime pool, or one larger than the cores, steals the cores torch's OpenMP
-    threads wait on at every barrier, which slows torch several-fold on a busy machine."""
+    threads wait on at every barrier, which slows torch several-fold on a busy machine.
+    Prepacking is off: onnxruntime copies every initializer it is given, and a packed copy of
+    each matrix-product weight on top would make a session hold the weights three times over
+    (the module's, onnxruntime's, the packed one) while it loads."""
     import torch
 
-    return {"spinning": False, "intra_op_num_threads": max(1, torch.get_num_threads())}
+    return {"spinning": False, "intra_op_num_threads": max(1, torch.get_num_threads()), "prepacking": False}
 
 
 _cuda_mem_limit: int | None = None
@@ -146,12 +153,13 @@ def _prepare_onnxruntime(model, spec: DeviceSpec, inputs, outputs, *, tf32: bool
     import onnxruntime as ort
 
     sess_options = session_options(profile=profile, **options)
+    source: Any = serialized
     if shared_weights is not None:
         used = shared_weights.used_by(model)
-        if used:
-            sess_options.add_external_initializers(
-                list(used), [ort.OrtValue.ortvalue_from_numpy(a) for a in used.values()]
-            )
+        if used:  # onnxruntime uses these arrays in place (see runtime.shared_weights)
+            for name, value in shared_weights.ortvalues(list(used)).items():
+                sess_options.add_initializer(name, value)
+            source = shared_weights.session_file(model)
     if spec.kind == "cuda":
         require_cuda()
         providers: list[Any] = [
@@ -161,11 +169,14 @@ def _prepare_onnxruntime(model, spec: DeviceSpec, inputs, outputs, *, tf32: bool
     else:
         providers = ["CPUExecutionProvider"]
     try:
-        session = ort.InferenceSession(serialized or model.SerializeToString(), sess_options, providers=providers)
+        session = ort.InferenceSession(source or model.SerializeToString(), sess_options, providers=providers)
     except Exception as error:
         raise ModelLoadError(
             f"onnxruntime could not load the model on {spec.kind.upper()}: {error}"
         ) from error
+    finally:
+        if isinstance(source, str):
+            os.unlink(source)  # onnxruntime has read it
     active = session.get_providers()
     if spec.kind == "cuda" and (not active or active[0] != "CUDAExecutionProvider"):
         raise BackendUnavailableError(

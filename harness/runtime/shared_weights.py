@@ -2,8 +2,15 @@
 
 The production model, the instrumented one and the isolation model carry stub initializers
 (data-less, marked external at `exporter.external_data.IN_MEMORY`); each session receives the
-weight arrays themselves (onnxruntime's `add_external_initializers`, on CPU and CUDA alike),
-so the weights are neither copied into each variant nor serialised for each session.
+weight arrays themselves, so the weights are neither copied into each variant nor serialised
+for each session, nor copied by onnxruntime. onnxruntime (1.31) copies what
+`add_external_initializers` gives it, but uses what `add_initializer` gives it in place (on
+CPU; CUDA copies to the device). That needs the initializer declared in the model with data
+onnxruntime can resolve, and its graph optimisers read that data (the NCHWc layout reorders
+convolution weights from it), so `session_file` writes the arrays once to a data file in a
+scratch folder (the page cache holds it, not the process) and loads each variant from a file
+beside it whose stubs point into it: the kernels run on the arrays themselves, the optimisers
+read the same bytes from the file.
 
 The arrays come from wherever the weights already are, without copying them:
 
@@ -16,15 +23,21 @@ The arrays come from wherever the weights already are, without copying them:
 
 from __future__ import annotations
 
+import itertools
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import onnx
 from onnx import helper
 
-from exporter.external_data import IN_MEMORY, is_in_memory, stub, tensor_bytes
+from exporter.external_data import ALIGNMENT, IN_MEMORY, is_in_memory, stub, tensor_bytes
+
+DATA_FILE = "weights.data"
+"""The data file of a SharedWeights' scratch folder."""
 
 MIN_SHARED_BYTES = 1024
 """Inline initializers smaller than this stay in each variant (copying them costs nothing)."""
@@ -41,6 +54,10 @@ class SharedWeights:
 
     arrays: dict[str, np.ndarray]
     sources: dict[str, str] = field(default_factory=dict)  # name -> "memory" | "file" | "proto"
+    _folder: Any = field(default=None, init=False, repr=False, compare=False)  # TemporaryDirectory
+    _ortvalues: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _offsets: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _counter: Any = field(default_factory=itertools.count, init=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, model: onnx.ModelProto, weights: Mapping[str, np.ndarray] | None = None, *,
@@ -113,6 +130,43 @@ class SharedWeights:
         """The arrays of `model`'s stubs, by name: what its session must be given."""
         return {t.name: self.arrays[t.name] for t in model.graph.initializer
                 if is_in_memory(t) and t.name in self.arrays}
+
+    def ortvalues(self, names: list[str]) -> dict[str, Any]:
+        """onnxruntime OrtValues over the arrays (no copy), kept alive as long as this object."""
+        import onnxruntime as ort
+
+        for name in names:
+            if name not in self._ortvalues:
+                self._ortvalues[name] = ort.OrtValue.ortvalue_from_numpy(self.arrays[name])
+        return {name: self._ortvalues[name] for name in names}
+
+    def session_file(self, model: onnx.ModelProto) -> str:
+        """`model` written to this object's scratch folder, its stubs pointing into the data
+        file there (each array written to it once, on first use); the caller loads it and may
+        delete it. The folder goes when this object does."""
+        if self._folder is None:
+            self._folder = tempfile.TemporaryDirectory(prefix="roundtrip-weights-")
+        used = self.used_by(model)
+        self._write_data([name for name in used if name not in self._offsets])
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)  # stubs only: no weight bytes
+        for tensor in copy.graph.initializer:
+            if tensor.name in used and is_in_memory(tensor):
+                stub(tensor, DATA_FILE, offset=self._offsets[tensor.name], length=used[tensor.name].nbytes)
+        path = os.path.join(self._folder.name, f"model-{next(self._counter)}.onnx")
+        with open(path, "wb") as handle:
+            handle.write(copy.SerializeToString())
+        return path
+
+    def _write_data(self, names: list[str]) -> None:
+        if not names:
+            return
+        with open(os.path.join(self._folder.name, DATA_FILE), "ab") as handle:
+            for name in names:
+                data = tensor_bytes(self.arrays[name])
+                handle.write(b"\0" * (-handle.tell() % ALIGNMENT))
+                self._offsets[name] = handle.tell()
+                handle.write(data)
 
 
 def external_array(tensor: onnx.TensorProto, base_dir: str | os.PathLike) -> np.ndarray:

@@ -100,6 +100,8 @@ MATH_CASES = [
     op("cumsum_dynamic", lambda x: torch.cumsum(x, 1), lambda g: (randn(g, 2, 6, 3),), ["aten.cumsum.default"],
        dynamic_axes={"args_0": {0: "batch", 1: "sequence"}}),
     op("cumsum_bool_to_int64", lambda m: torch.cumsum(m, -1), lambda g: (mask(g, 3, 5),), ["aten.cumsum.default"]),
+    op("index_select_0d", lambda x, i: torch.index_select(x, 0, i), lambda g: (randn(g), torch.zeros(1, dtype=torch.int64)),
+       ["aten.index_select.default"]),
     op("gather_smaller_index", lambda x, i: torch.gather(x, 1, i), lambda g: (randn(g, 4, 5), ints(g, 0, 5, 3, 2)),
        ["aten.gather.default"]),
 ]
