@@ -15,6 +15,9 @@ import pytest
 _autoloaded = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD") is None and any(
     ep.value == "harness.pytest_plugin" for ep in entry_points(group="pytest11")
 )
+# Every test runs the harness strictly: a bug in harness code raises instead of becoming a note.
+os.environ.setdefault("ROUNDTRIP_STRICT", "1")
+
 pytest_plugins = ["pytester"] + ([] if _autoloaded else ["harness.pytest_plugin"])
 
 ALIASES = (  # the plugin checks the values, whichever flag gave them

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from harness import backend
     from harness.metrics.comparison import Comparison, compare
+    from harness.runtime.model_files import ModelFileError
     from harness.onnx_verification import verify_onnx
     from harness.records import OpRecord, Verification
     from harness.reproducer import write_reproducer
@@ -27,14 +28,15 @@ if TYPE_CHECKING:
 # Loaded on first use: the pytest plugin (harness.pytest_plugin) is imported into every pytest
 # run of an environment that has this package, and must not import torch or onnxruntime there.
 _PUBLIC = {
-    "Comparison": "harness.metrics.comparison", "OpRecord": "harness.records",
+    "Comparison": "harness.metrics.comparison", "ModelFileError": "harness.runtime.model_files",
+    "OpRecord": "harness.records",
     "Verification": "harness.records", "backend": "harness", "compare": "harness.metrics.comparison",
     "verify": "harness.verification", "verify_onnx": "harness.onnx_verification",
     "write_reproducer": "harness.reproducer",
 }
 
 __all__ = [
-    "Comparison", "OpRecord", "Verification", "backend", "compare", "verify", "verify_onnx",
+    "Comparison", "ModelFileError", "OpRecord", "Verification", "backend", "compare", "verify", "verify_onnx",
     "write_reproducer",
 ]
 

@@ -124,7 +124,7 @@ class OpCallFailed(RuntimeError):
         self.error = error
 
 
-SLICED_BYTES = 64 * 2**20
+SLICED_BYTES = 32 * 2**20
 """A layer whose fp64 weight or unfolded input would be larger is replayed in slices (Replayer)."""
 
 # ops the Replayer may slice: kind, and the index of their `groups` argument (sliced only at 1)
