@@ -165,4 +165,4 @@ def quiet_onnxruntime() -> None:
     """Keep onnxruntime's own warnings (a CUDA provider that cannot load, ...) out of the output."""
     import onnxruntime
 
-    onnxruntime.set_default_logger_severity(3)
+    onnxruntime.set_default_logger_severity(4)

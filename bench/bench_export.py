@@ -60,6 +60,15 @@ def theirs(case, module, args, path: str) -> Any:
                                  dynamic_axes=_input_axes(case), verbose=False)
 
 
+def _or_error(export: Callable[..., Any], *args: Any) -> Any:
+    """The export's result, or the exception it raised (torch.onnx's fallbacks do not always
+    behave the same from one call to the next)."""
+    try:
+        return export(*args)
+    except Exception as error:
+        return error
+
+
 # --- phase breakdown ----------------------------------------------------------------------------
 
 
@@ -135,14 +144,18 @@ def measure(case, repeat: int, folder: str, breakdown: bool) -> dict:
     ours_path, theirs_path = os.path.join(folder, "ours.onnx"), os.path.join(folder, "theirs.onnx")
     row: dict = {"case": case.name, "params": sum(p.numel() for p in module.parameters()),
                  "weight_bytes": sum(p.numel() * p.element_size() for p in module.parameters())}
-    sides = {"ours": lambda: ours(case, module, args, ours_path)}
-    ours(case, module, args, ours_path)  # each side once outside the timing (warm-up, and failing fast)
-    try:
-        theirs(case, module, args, theirs_path)
-        sides["theirs"] = lambda: theirs(case, module, args, theirs_path)
-    except Exception as error:  # torch.onnx failing on a case is a result, not a crash
-        row["torch_onnx_error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"
+    sides = {"ours": lambda: ours(case, module, args, ours_path),
+             "theirs": lambda: _or_error(theirs, case, module, args, theirs_path)}
+    for side in sides.values():  # each side once outside the timing (warm-up, and failing fast)
+        warm = side()
+    if isinstance(warm, Exception):
+        del sides["theirs"]
     seconds, results = side_by_side(sides, repeat)
+    failed = results.get("theirs", warm)
+    if isinstance(failed, Exception):  # torch.onnx failing on a case is a result, not a crash
+        row["torch_onnx_error"] = f"{type(failed).__name__}: {str(failed).splitlines()[0][:160]}"
+        seconds.pop("theirs", None)
+        results.pop("theirs", None)
     row["ours_s"] = median(seconds["ours"])
     row["ours_runs_s"] = [round(s, 3) for s in seconds["ours"]]
     model = results.pop("ours")
@@ -162,7 +175,10 @@ def measure(case, repeat: int, folder: str, breakdown: bool) -> dict:
     if breakdown:
         row["ours_phases"] = ours_breakdown(case, module, args, ours_path)
         if "theirs" in seconds:
-            row["torch_onnx_phases"] = theirs_breakdown(case, module, args, theirs_path)
+            try:
+                row["torch_onnx_phases"] = theirs_breakdown(case, module, args, theirs_path)
+            except Exception as error:  # torch.onnx's fallbacks may behave differently when timed
+                row["torch_onnx_phases_error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"
     for name in os.listdir(folder):
         os.unlink(os.path.join(folder, name))
     model_zoo_cases.clear_module_cache()

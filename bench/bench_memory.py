@@ -2,18 +2,20 @@
 
 Each measurement runs in a fresh child process, which records its resident set size (RSS)
 after importing torch, onnx, onnxruntime and the harness (the interpreter's baseline), after
-building the model, and at its peak (`resource.getrusage`'s ru_maxrss) once
+building the model, and at its peak while
 
     harness.verify(module, args)      # our export + checker + production + per-op analysis
 
-has run; optionally the export is also written to a file first (`--write`, external data past
-2 GB). The ratio that counts is (peak - baseline) / weight bytes: the model's own parameters
+runs (the kernel's high-water mark, VmHWM, reset once the model is built, so building it does
+not count; `resource`'s ru_maxrss, which does, is recorded too); optionally the export is also
+written to a file first (`--write`, external data past 2 GB). The ratio that counts is (peak - baseline) / weight bytes: the model's own parameters
 (1x) plus everything export and verify add, with the interpreter and its libraries (about
 0.7 GB for torch, torchvision and onnxruntime) left out, since they do not grow with the model.
 The raw peak is recorded beside it.
 
-Cases: `vgg16` (the zoo case, 528 MB of weights) and `linear3g` (three Linear(16384, 16384)
-layers, 3.2 GB). Run the large one alone: it needs about 8 GB.
+Cases: `vgg16` (the zoo case, 528 MB of weights, on `--batch` images, 1 by default) and
+`linear3g` (three Linear(16384, 16384) layers, 3.2 GB). Run the large one alone: it needs
+about 8 GB.
 
     python bench/bench_memory.py --cases vgg16
     python bench/bench_memory.py --cases linear3g --write
@@ -43,10 +45,25 @@ def _rss_bytes() -> int:
 
 
 def _peak_bytes() -> int:
+    """The high-water mark since the last `_reset_peak` (VmHWM), in bytes."""
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return _max_rss_bytes()
+
+
+def _reset_peak() -> None:
+    """Reset the kernel's high-water mark to the current RSS (Linux: clear_refs 5)."""
+    with open("/proc/self/clear_refs", "w") as handle:
+        handle.write("5")
+
+
+def _max_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
-def _build(name: str):
+def _build(name: str, batch: int):
     import torch
 
     torch.manual_seed(0)
@@ -57,10 +74,10 @@ def _build(name: str):
     import model_zoo_cases
 
     case = model_zoo_cases.get(name)
-    return case.module(0), case.inputs(0)
+    return case.module(0), tuple(a[:batch] for a in case.inputs(0))
 
 
-def child(name: str, write: bool) -> dict:
+def child(name: str, write: bool, batch: int) -> dict:
     """One measurement, in this process (the parent runs it as a fresh child)."""
     import torch  # noqa: F401
     import torchvision  # noqa: F401
@@ -69,10 +86,12 @@ def child(name: str, write: bool) -> dict:
     import harness
 
     baseline = _rss_bytes()
-    module, args = _build(name)
+    module, args = _build(name, batch)
     built = _rss_bytes()
+    _reset_peak()
     weight_bytes = sum(p.numel() * p.element_size() for p in module.parameters())
-    result: dict = {"case": name, "weight_bytes": weight_bytes, "baseline_rss": baseline, "model_rss": built}
+    result: dict = {"case": name, "weight_bytes": weight_bytes, "baseline_rss": baseline, "model_rss": built,
+                    "inputs": [list(a.shape) for a in args]}
     started = time.perf_counter()
     if write:
         with tempfile.TemporaryDirectory(prefix="bench-memory-") as folder:
@@ -88,11 +107,13 @@ def child(name: str, write: bool) -> dict:
     result["passed"] = verification.passed
     result["timings"] = {k: round(v, 3) for k, v in verification.timings.items()}
     result["peak_rss"] = _peak_bytes()
+    result["max_rss_with_model_build"] = _max_rss_bytes()
     return result
 
 
-def measure(name: str, write: bool) -> dict:
-    command = [sys.executable, os.path.abspath(__file__), "--child", name] + (["--write"] if write else [])
+def measure(name: str, write: bool, batch: int) -> dict:
+    command = [sys.executable, os.path.abspath(__file__), "--child", name, "--batch", str(batch)]
+    command += ["--write"] if write else []
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         return {"case": name, "error": (done.stderr.strip().splitlines() or ["(no output)"])[-1][:300]}
@@ -131,22 +152,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", nargs="+", default=["vgg16"], choices=CASES)
     parser.add_argument("--write", action="store_true", help="also write the export to a file before verifying")
+    parser.add_argument("--batch", type=int, default=1, help="images per input of the zoo cases")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--json", default=None, help="where to write the results (default bench/results/bench_memory.json)")
     options = parser.parse_args(argv)
     if options.child:
-        print(json.dumps(child(options.child, options.write)))
+        print(json.dumps(child(options.child, options.write, options.batch)))
         return 0
     machine = machine_info()
     rows = _earlier_rows(options.json, keep_except=options.cases)
     for name in options.cases:
-        row = measure(name, options.write)
+        row = measure(name, options.write, options.batch)
         row.update(measured=time.strftime("%Y-%m-%dT%H:%M:%S%z"), load_average=os.getloadavg()[0], write=options.write)
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
     path = write_results("bench_memory", machine, rows, path=options.json,
                          summary={"limit": LIMIT, "all_within": all(r.get("within_limit") for r in rows)},
-                         options={"cases": options.cases, "write": options.write})
+                         options={"cases": options.cases, "write": options.write, "batch": options.batch})
     print(markdown(rows))
     print(f"\n{load_note({**machine, 'load_average_end': os.getloadavg()})}; results in {path}")
     return 0

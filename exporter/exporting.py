@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
@@ -19,7 +20,7 @@ import onnx
 import torch
 
 from exporter import symbolics  # noqa: F401  (registers the built-in symbolics)
-from exporter.external_data import weight_bytes, with_weights, write_model
+from exporter.external_data import Written, exceeds_protobuf_limit, weight_bytes, with_weights, write_model
 from exporter.fileio import write_bytes_atomic
 from exporter.folding import FOLDED_VALUES_KEY, fold
 from exporter.printer import format_model
@@ -63,12 +64,11 @@ class ExportResult:
     def weight_bytes(self) -> int:
         return weight_bytes(self.weights)
 
-    def save(self, f: str | os.PathLike | IO[bytes], *, external_data: bool | None = None) -> onnx.ModelProto:
-        """Write the model to `f` straight from the weights (see `exporter.external_data.write_model`);
-        return the model as written: with external-data references when the weights went to a
-        data file, else the self-contained model."""
-        written = write_model(f, self.skeleton, self.weights, external=external_data)
-        return written.model if written.data_path else self.model
+    def save(self, f: str | os.PathLike | IO[bytes], *, external_data: bool | None = None) -> Written:
+        """Write the model to `f` straight from the weights, each copied once (see
+        `exporter.external_data.write_model`); nothing else is built. Returns what was written:
+        the data file, if the weights went to one, and the model with its references to it."""
+        return write_model(f, self.skeleton, self.weights, external=external_data)
 
 
 def export(
@@ -103,9 +103,26 @@ def export(
         opset_version=opset_version, dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics,
         do_constant_folding=do_constant_folding,
     )
-    model = result.save(f, external_data=external_data) if f is not None else result.model
+    model = result.model if f is None else _save_and_return(result, f, external_data)
     if verbose:
         sys.stdout.write(format_model(model) + "\n")  # the seed's documented behaviour
+    return model
+
+
+def _save_and_return(result: ExportResult, f: str | os.PathLike | IO[bytes],
+                     external_data: bool | None) -> onnx.ModelProto:
+    """Write `result` to `f` and return the model `export` returns: the one with external-data
+    references when the weights go to a data file, else the self-contained one. The two are
+    built at once, the file in a thread (its writes release the GIL), since each is a copy of
+    every weight into new memory."""
+    if external_data or exceeds_protobuf_limit(result.skeleton, result.weights):
+        return result.save(f, external_data=external_data).model  # refuses external_data=False past 2 GB
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="roundtrip-save") as pool:
+        saving = pool.submit(result.save, f, external_data=external_data)
+        try:
+            model = result.model
+        finally:
+            saving.result()  # re-raises the writer's error, after it has cleaned up
     return model
 
 

@@ -29,6 +29,9 @@ from typing import IO
 import numpy as np
 import onnx
 
+from exporter.errors import ExportError
+from exporter.fileio import atomic_writer
+
 IN_MEMORY = "roundtrip-weights-held-in-memory"
 """external_data location of an initializer whose array the caller holds, not a file. It is a
 plain file name, so a reader that insists on a file (onnx's checker, onnxruntime) can be given
@@ -99,10 +102,15 @@ def with_weights(skeleton: onnx.ModelProto, weights: Mapping[str, np.ndarray]) -
     model = onnx.ModelProto()
     model.CopyFrom(skeleton)
     for tensor, array in _with_arrays(model, weights):
-        tensor.ClearField("external_data")
-        tensor.data_location = onnx.TensorProto.DEFAULT
-        tensor.raw_data = tensor_bytes(array).tobytes()
+        _put_inline(tensor, array)
     return model
+
+
+def _put_inline(tensor: onnx.TensorProto, array: np.ndarray) -> None:
+    """Give a stub its data as raw_data (protobuf copies it)."""
+    tensor.ClearField("external_data")
+    tensor.ClearField("data_location")
+    tensor.raw_data = tensor_bytes(array).tobytes()
 
 
 @dataclass
@@ -126,15 +134,13 @@ def write_model(
     *,
     external: bool | None = None,
 ) -> Written:
-    """Write the skeleton with its weights to a path (atomically) or a binary file object.
+    """Write the skeleton with its weights to a path (atomically: readers see the old file or
+    the new one; not forced to disk, as onnx.save is not) or a binary file object.
 
     `external=None` puts the weights in a data file beside the model only when the model would
     otherwise pass protobuf's 2 GB limit; True always does (a path is needed: the data file is
     named after it), False never does (and fails clearly past the limit).
     """
-    from exporter.errors import ExportError
-    from exporter.fileio import atomic_writer
-
     too_large = exceeds_protobuf_limit(skeleton, weights)
     if external is None:
         external = too_large
@@ -148,7 +154,7 @@ def write_model(
         )
     if not external:
         if is_path:
-            with atomic_writer(f) as handle:
+            with atomic_writer(f, sync=False) as handle:
                 _write_inline(handle, skeleton, weights)
         else:
             _write_inline(f, skeleton, weights)
@@ -158,19 +164,17 @@ def write_model(
     data_path = os.path.join(os.path.dirname(os.path.abspath(path)), location)
     model = onnx.ModelProto()
     model.CopyFrom(skeleton)
-    with atomic_writer(data_path) as handle:
+    with atomic_writer(data_path, sync=False) as handle:
         for tensor, array in _with_arrays(model, weights):
             if array.nbytes < EXTERNAL_MIN_BYTES:
-                tensor.ClearField("external_data")
-                tensor.data_location = onnx.TensorProto.DEFAULT
-                tensor.raw_data = tensor_bytes(array).tobytes()
+                _put_inline(tensor, array)
                 continue
             alignment = ALIGNMENT if array.nbytes >= _LARGE_TENSOR else _SMALL_ALIGNMENT
             offset = -handle.tell() % alignment
             handle.write(b"\0" * offset)
             stub(tensor, location, offset=handle.tell(), length=array.nbytes)
             handle.write(tensor_bytes(array))
-    with atomic_writer(path) as handle:
+    with atomic_writer(path, sync=False) as handle:
         handle.write(model.SerializeToString())
     return Written(model, data_path)
 
@@ -183,25 +187,30 @@ def _with_arrays(model: onnx.ModelProto, weights: Mapping[str, np.ndarray]
 
 
 def _write_inline(handle: IO[bytes], skeleton: onnx.ModelProto, weights: Mapping[str, np.ndarray]) -> None:
-    """The model without its in-memory initializers, then each of them as a `graph` field of
-    its own holding one initializer whose raw_data is written straight from the array."""
-    held = [t for t in skeleton.graph.initializer if is_in_memory(t)]
-    if not held:
+    """The model without its initializers, then each initializer, in order, as a `graph` field
+    of its own; an in-memory one's raw_data is written straight from its array."""
+    if not any(is_in_memory(t) for t in skeleton.graph.initializer):
         handle.write(skeleton.SerializeToString())
         return
     body = onnx.ModelProto()
     body.CopyFrom(skeleton)  # no weight bytes: the skeleton holds none
-    inline = [t for t in body.graph.initializer if not is_in_memory(t)]
     del body.graph.initializer[:]
-    body.graph.initializer.extend(inline)
     handle.write(body.SerializeToString())
-    for tensor in held:
+    for tensor in skeleton.graph.initializer:
+        if not is_in_memory(tensor):
+            encoded = tensor.SerializeToString()
+            handle.write(_length_delimited(_MODEL_GRAPH, _length_delimited(_GRAPH_INITIALIZER, encoded)))
+            continue
         header = onnx.TensorProto(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims)
         if tensor.doc_string:
             header.doc_string = tensor.doc_string
         data = tensor_bytes(weights[tensor.name])
         handle.write(_initializer_prefix(header.SerializeToString(), data.nbytes))
         handle.write(data)
+
+
+def _length_delimited(field_number: int, payload: bytes) -> bytes:
+    return _key(field_number) + _varint(len(payload)) + payload
 
 
 def _initializer_prefix(header: bytes, nbytes: int) -> bytes:

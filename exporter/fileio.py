@@ -10,10 +10,12 @@ from typing import IO
 
 
 @contextmanager
-def atomic_writer(path: str | os.PathLike) -> Iterator[IO[bytes]]:
-    """A binary file to write `path` through: written beside it under a temporary name, synced,
-    and renamed over `path` when the block ends; removed (and `path` left as it was) on error.
-    Lets a writer stream large content (model weights) without holding it in memory."""
+def atomic_writer(path: str | os.PathLike, *, sync: bool = True) -> Iterator[IO[bytes]]:
+    """A binary file to write `path` through: written beside it under a temporary name, synced
+    to disk (unless `sync=False`), and renamed over `path` when the block ends; removed (and
+    `path` left as it was) on error. Lets a writer stream large content (model weights) without
+    holding it in memory. Readers see the old file or the new one either way; `sync` also makes
+    the new one survive a power cut, at the cost of waiting for the disk."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
@@ -22,7 +24,8 @@ def atomic_writer(path: str | os.PathLike) -> Iterator[IO[bytes]]:
         with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
-            os.fsync(handle.fileno())
+            if sync:
+                os.fsync(handle.fileno())
         os.replace(temp, path)
     except BaseException:
         if os.path.exists(temp):

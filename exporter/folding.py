@@ -103,10 +103,10 @@ def _drop_unused(graph: Graph) -> list[str]:
     while True:
         read = {id(v) for node in graph.nodes for v in node.inputs if v is not None}
         read |= {id(v) for v in graph.outputs}
-        unused_constants = [n for n in graph.nodes if n.op_type == "Constant" and not any(id(o) in read for o in n.outputs)]
-        if not unused_constants:
+        unused = {id(n) for n in graph.nodes if n.op_type == "Constant" and not any(id(o) in read for o in n.outputs)}
+        if not unused:
             break
-        graph.nodes[:] = [n for n in graph.nodes if n not in unused_constants]
+        graph.nodes[:] = [n for n in graph.nodes if id(n) not in unused]
     dropped = [name for name, value in graph.initializer_values.items() if id(value) not in read]
     for name in dropped:
         del graph.initializers[name]

@@ -124,7 +124,35 @@ EXTENDED_SOURCE = (
 # fmt: off
 _EXTENDED_ROWS: tuple[tuple[str, int, float, float, float, float], ...] = (
     # name                             params  act max  raw act max  ORT err  out scale
+    ('efficientnet_b0'                 ,    5288548,     49.6,     49.6,  5.82e-05,     10.6),
+    ('googlenet'                       ,    6624904,     5.32,     5.32,  1.82e-05,    0.708),
+    ('lraspp_mobilenet_v3_large'       ,    3221538,     42.3,     42.3,  4.01e-05,     6.89),
+    ('mnasnet0_5'                      ,    2218512,     12.3,     12.3,   2.4e-05,     2.81),
+    ('mnasnet0_75'                     ,    3170208,     11.5,     11.5,   2.5e-05,     2.24),
+    ('mnasnet1_0'                      ,    4383312,     14.1,     14.1,  2.27e-05,     3.11),
+    ('mnasnet1_3'                      ,    6282256,     12.6,     12.6,  2.75e-05,     2.92),
+    ('mobilenet_v2'                    ,    3504872,     13.2,     13.2,  9.12e-06,    0.972),
+    ('mobilenet_v3_large'              ,    5483032,     58.3,     58.3,  8.34e-06,     1.65),
+    ('mobilenet_v3_small'              ,    2542856,     19.6,     19.6,  6.56e-07,    0.307),
+    ('raft_large'                      ,    5257536,     37.6,     37.6,   1.7e-05,     5.56),
+    ('raft_small'                      ,     990162,     43.4,     43.4,  4.39e-05,     18.1),
+    ('regnet_x_16gf'                   ,   54278536,     32.8,     32.8,  8.37e-05,     1.75),
+    ('regnet_x_1_6gf'                  ,    9190136,     17.4,     17.4,  3.12e-05,     1.09),
+    ('regnet_x_3_2gf'                  ,   15296552,     32.2,     32.2,  8.35e-05,     2.07),
+    ('regnet_x_400mf'                  ,    5495976,     22.1,     22.1,  4.47e-05,     2.44),
+    ('regnet_x_800mf'                  ,    7259656,     14.2,     14.2,  2.28e-05,     1.41),
+    ('regnet_y_400mf'                  ,    4344144,     12.7,     12.7,  2.01e-05,     1.37),
+    ('regnet_y_800mf'                  ,    6432512,     14.4,     14.4,  1.35e-05,     1.38),
+    ('s3d'                             ,    8320048,     7.64,     7.64,  3.44e-05,    0.908),
+    ('shufflenet_v2_x0_5'              ,    1366792,     6.48,     6.48,  1.13e-05,     1.08),
+    ('shufflenet_v2_x1_0'              ,    2278604,     7.67,     7.67,  1.22e-05,     1.33),
+    ('shufflenet_v2_x1_5'              ,    3503624,     8.94,     8.94,  1.44e-05,     1.17),
+    ('shufflenet_v2_x2_0'              ,    7393996,     8.51,     8.51,  1.44e-05,      1.1),
+    ('squeezenet1_0'                   ,    1248424,     7.44,     7.44,  2.98e-07,    0.602),
+    ('squeezenet1_1'                   ,    1235496,     9.06,     9.06,  1.79e-07,    0.552),
 )
 # fmt: on
+# efficientnet_b1 measured ORT error 6.1e-3 at output scale 75 (activations reach 340): its
+# untrained numerics are not realistic yet and it keeps the provisional judgement.
 
 EXTENDED_MEASUREMENTS: dict[str, Measured] = {name: Measured(*values) for name, *values in _EXTENDED_ROWS}

@@ -19,12 +19,15 @@ import argparse
 import fnmatch
 import json
 import logging
+import re
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -78,12 +81,16 @@ def _max_error(verifications: Sequence[Any]) -> float | None:
     return max(errors) if errors else None
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def _first_line(error: BaseException) -> str:
-    text = f"{type(error).__name__}: {error}"
+    """The error's type and message on one line, without terminal colours, cut at 400 characters."""
+    text = _ANSI.sub("", f"{type(error).__name__}: {error}")
     return " ".join(text.split())[:400]
 
 
-def _verify_both_batches(module, traced_args, other_args, exporter: str, **common: Any) -> dict[str, Any]:
+def _verify_both_batches(module, traced_args, other_args, exporter: str, eager=None, **common: Any) -> dict[str, Any]:
     """Export once with `exporter`, verify at the traced inputs (against the FX program's values)
     and at the other inputs (the same ONNX model against the module run eagerly)."""
     from harness.exporters import ExportedForVerification, export_for_verification
@@ -99,12 +106,14 @@ def _verify_both_batches(module, traced_args, other_args, exporter: str, **commo
         result.update(export_s=round(time.perf_counter() - started, 2), error=_first_line(error))
         return result
     result.update(exported=True, export_s=round(time.perf_counter() - started, 2))
-    eager = ExportedForVerification(exported.model, None, exporter, weights=exported.weights)
-    runs = [(exported, traced_args)] + ([(eager, other_args)] if other_args is not None else [])
+    runs = [(exported, traced_args, module)]
+    if other_args is not None:
+        runs.append((ExportedForVerification(exported.model, None, exporter, weights=exported.weights), other_args,
+                     eager or module))
     verifications = []
-    for index, (subject, args) in enumerate(runs):
+    for index, (subject, args, reference) in enumerate(runs):
         try:
-            verifications.append(verify_exported(subject, tuple(args), module=module, per_op=False, **options))
+            verifications.append(verify_exported(subject, tuple(args), module=reference, per_op=False, **options))
         except Exception as error:
             result["error"] = f"{'at the other batch: ' if index else ''}{_first_line(error)}"
             return result
@@ -154,6 +163,18 @@ def _zoo_subject(name: str) -> dict[str, Any]:
     }
 
 
+class _Tuple(torch.nn.Module):
+    """A Hugging Face model whose ModelOutput is returned as a tuple: the harness compares the
+    eager module's outputs at the other batch, and flattens tuples, not ModelOutputs."""
+
+    def __init__(self, model) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, *args):
+        return self.model(*args).to_tuple()
+
+
 def _huggingface_subject(name: str) -> dict[str, Any]:
     import torch
     from model_zoo_cases import huggingface
@@ -167,7 +188,7 @@ def _huggingface_subject(name: str) -> dict[str, Any]:
     axes = {k: v for k, v in huggingface.dynamic_axes(name).items() if k in input_names}
     return {
         "module": module, "traced": traced, "other": other,
-        "common": dict(dynamic_axes=axes, input_names=list(input_names), model_name=name),
+        "common": dict(dynamic_axes=axes, input_names=list(input_names), model_name=name, eager=_Tuple(module)),
         "input": f"{huggingface.LAYERS} layers, hidden {huggingface.HIDDEN}, batch 2 (traced) and 3, "
                  f"{huggingface.SEQUENCE} tokens",
         "tolerance": "harness default (atol 1e-4, rtol 1e-3)",
@@ -243,7 +264,9 @@ def run(patterns: Sequence[str] | None, redo: bool, timeout_s: int) -> None:
     todo.sort(key=lambda e: (e["kind"] == "detection", _parameter_count(e)))
     for index, entry in enumerate(todo, 1):
         logger.info("[%d/%d] %s", index, len(todo), entry["name"])
-        results[entry["name"]] = _run_worker(entry, timeout_s)
+        record = _run_worker(entry, timeout_s)
+        results = load_results()  # merge: another run (--only) may have added models meanwhile
+        results[entry["name"]] = record
         write_text_atomic(RESULTS, json.dumps(results, indent=1, sort_keys=True) + "\n")
         write_text_atomic(OUTPUT, render(results))
 
@@ -270,7 +293,7 @@ def _note(record: dict[str, Any]) -> str:
         error = (record.get(exporter) or {}).get("error")
         if error:
             notes.append(f"{exporter}: {error}")
-    return "; ".join(notes).replace("|", "\\|")
+    return _ANSI.sub("", "; ".join(notes)).replace("|", "\\|")
 
 
 def render(results: dict[str, Any]) -> str:

@@ -30,6 +30,7 @@ from harness.metrics.comparison import Comparison, compare, dtype_name
 from harness.metrics.noise import NoiseModel, attribute, load_noise_model
 from harness.metrics.tolerances import Tolerance, ToleranceTable
 from harness.onnxgraph.isolation import Subgraph
+from harness.runtime.memory import release_freed_memory
 from harness.runtime.runner import ModelRunner
 
 logger = logging.getLogger(__name__)
@@ -70,6 +71,8 @@ def analyse(analysis: FxAnalysis) -> OpAnalysis:
     result.notes.extend(instrumented.notes())
     for fx, group in analysis.groups.items():
         records[fx].accumulated = _worst(_compare_outputs(group, instrumented.values, analysis, records[fx]))
+    del instrumented  # every op's value, compared: freed before the isolation session loads
+    release_freed_memory()
     timings["accumulated_s"] = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -77,6 +80,7 @@ def analyse(analysis: FxAnalysis) -> OpAnalysis:
     timings["isolated_s"] = time.perf_counter() - started
 
     started = time.perf_counter()
+    release_freed_memory()
     _truth(records, analysis, isolated)
     timings["truth_s"] = time.perf_counter() - started
 

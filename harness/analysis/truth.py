@@ -20,6 +20,8 @@ from typing import Any
 import torch
 import torch.fx
 
+from harness.runtime.memory import release_freed_memory
+
 # --- reduction length ----------------------------------------------------------------------
 
 
@@ -124,8 +126,10 @@ class OpCallFailed(RuntimeError):
         self.error = error
 
 
-SLICED_BYTES = 32 * 2**20
-"""A layer whose fp64 weight or unfolded input would be larger is replayed in slices (Replayer)."""
+SLICED_BYTES = 48 * 2**20
+"""A layer whose fp64 weight or unfolded input would be larger is replayed in slices (Replayer).
+Above glibc's largest mmap threshold (32 MiB), so each slice's buffers are mapped and unmapped
+rather than left in the heap, and the heaps are trimmed after a sliced layer."""
 
 # ops the Replayer may slice: kind, and the index of their `groups` argument (sliced only at 1)
 _SLICEABLE: dict[str, tuple[str, int | None]] = {
@@ -168,8 +172,8 @@ class Replayer:
 
         A linear whose converted weight, or a convolution whose converted weight or unfolded
         input would exceed `SLICED_BYTES`, is computed in slices (linear: of its output
-        features; convolution: of its input channels, the partial results summed), each slice
-        converted alone; its args then hold the weight unconverted (same shape). So replaying
+        features; convolution: of its input channels, image by image, the partial results
+        summed), each slice converted alone; its args then hold the weight unconverted (same shape). So replaying
         a large layer in fp64 never holds a whole fp64 copy of its weight or of its unfolded
         input."""
         try:
@@ -231,12 +235,16 @@ class Replayer:
                         if len(args) > 2:
                             args[2] = None if bias is None else _convert(bias[start:stop], self.device, self.dtype)
                         pieces.append(node.target(*args))
-                    else:  # convolution: a slice of input channels, summed
-                        args[0] = x.narrow(1, start, stop - start)
+                    else:  # convolution: a slice of input channels, summed, one image at a time
                         if len(args) > 2:
                             args[2] = None
-                        part = node.target(*args)
-                        total = part if total is None else total.add_(part)
+                        for image in range(x.shape[0]):
+                            args[0] = x[image:image + 1].narrow(1, start, stop - start)
+                            part = node.target(*args)
+                            if total is None:
+                                total = part.new_zeros((x.shape[0], *part.shape[1:]))
+                            total[image:image + 1].add_(part)
+                            del part
                 if dim == 0:
                     total = torch.cat(pieces, dim=-1)
                 elif bias is not None:
@@ -247,6 +255,7 @@ class Replayer:
         args[0], args[1] = x, weight
         if len(args) > 2:
             args[2] = bias
+        release_freed_memory()
         return total, args
 
     def skip(self, node: torch.fx.Node) -> None:

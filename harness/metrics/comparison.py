@@ -119,6 +119,8 @@ def compare(
         _compare_exact(a, b, result)
     elif a.dtype.kind in "biu" and b.dtype.kind in "biu":
         _compare_exact(a, b, result)
+    elif a.size > CHUNK_ELEMENTS:
+        _compare_inexact_in_chunks(a, b, result)
     else:
         _compare_inexact(a, b, result)
     if not result.dtype_match:
@@ -182,6 +184,50 @@ def _compare_inexact(a: np.ndarray, b: np.ndarray, result: Comparison) -> None:
     if disagree_count:
         result.tolerance_ratio = result.min_atol = result.min_rtol = math.inf
         result.note = f"{disagree_count} element(s) disagree on NaN/Inf"
+
+
+CHUNK_ELEMENTS = 1 << 21
+"""Tensors larger than this are compared in chunks of it: every metric is a maximum, a count or
+a histogram, so merging the chunks' gives exactly the whole tensor's, while the scratch buffers
+(a handful of the tensor's size in the working precision) stay a chunk's size."""
+
+_MAX_FIELDS = ("max_abs", "max_rel", "scale", "tolerance_ratio", "min_atol", "min_rtol")
+
+
+def _compare_inexact_in_chunks(a: np.ndarray, b: np.ndarray, result: Comparison) -> None:
+    flat_a, flat_b = a.reshape(-1), b.reshape(-1)
+    outside = disagree = 0
+    histogram: dict[str, int] = {}
+    for start in range(0, flat_a.size, CHUNK_ELEMENTS):
+        part = Comparison(name=result.name, shape_actual=[], shape_expected=[], dtype_actual="",
+                          dtype_expected="", atol=result.atol, rtol=result.rtol)
+        stop = min(start + CHUNK_ELEMENTS, flat_a.size)
+        _compare_inexact(flat_a[start:stop], flat_b[start:stop], part)
+        for key in _MAX_FIELDS:
+            setattr(result, key, max(getattr(result, key), getattr(part, key)))
+        outside += round(part.mismatch_fraction * (stop - start)) - part.nonfinite_mismatch
+        disagree += part.nonfinite_mismatch
+        result.nonfinite_expected += part.nonfinite_expected
+        for key, count in part.histogram.items():
+            histogram[key] = histogram.get(key, 0) + count
+    result.normalized = result.max_abs / result.scale if result.scale > 0 else result.max_abs
+    result.nonfinite_mismatch = disagree
+    result.mismatch_fraction = (outside + disagree) / flat_a.size
+    result.histogram = dict(sorted(histogram.items(), key=lambda item: _decade_order(item[0])))
+    if disagree:
+        result.tolerance_ratio = result.min_atol = result.min_rtol = math.inf
+        result.note = f"{disagree} element(s) disagree on NaN/Inf"
+
+
+def _decade_order(key: str) -> float:
+    """Sort key of a histogram bucket: 'zero' < '<1e-12' < '1e-12' < ... < '>=1e2'."""
+    if key == "zero":
+        return -math.inf
+    if key.startswith("<"):
+        return float(key[3:]) - 0.5
+    if key.startswith(">="):
+        return float(key[4:]) + 0.5
+    return float(key[2:])
 
 
 def _fill_error_metrics(result: Comparison, error: np.ndarray, magnitude: np.ndarray,

@@ -17,6 +17,7 @@ import onnx
 
 from harness.runtime.devices import DeviceSpec
 from harness.runtime.errors import ModelLoadError, first_line
+from harness.runtime.memory import release_freed_memory
 from harness.runtime.placement import cpu_placed_nodes, node_placement
 from harness.runtime.sessions import harness_session_options, prepare
 from harness.runtime.shared_weights import SharedWeights
@@ -40,8 +41,8 @@ def run_production(model: onnx.ModelProto, spec: DeviceSpec, feeds: dict[str, np
     """Run `model` as given on the device under test.
 
     With `shared` the session gets the weight arrays directly instead of parsing them out of the
-    serialised model (the same graph and the same bytes: results are bitwise identical, and
-    loading is several times faster).
+    serialised model (the same graph and the same bytes, and loading is several times faster).
+    The session is released, and its memory returned, before this returns.
     """
     loaded = shared.stubbed(model) if shared is not None else model
     try:
@@ -51,25 +52,33 @@ def run_production(model: onnx.ModelProto, spec: DeviceSpec, feeds: dict[str, np
         return ProductionRun(None, notes=[f"the backend refused the model: {first_line(error)}"])
     run = ProductionRun(None, providers=list(rep.providers))
     try:
-        run.outputs = rep.run(feeds)
-    except Exception as error:  # onnxruntime raises its own Fail/RuntimeException types
-        run.notes.append(f"the backend failed to run the model: {first_line(error)}")
+        try:
+            run.outputs = rep.run(feeds)
+        except Exception as error:  # onnxruntime raises its own Fail/RuntimeException types
+            run.notes.append(f"the backend failed to run the model: {first_line(error)}")
+            return run
+        if spec.kind == "cuda":
+            run.cpu_placed_nodes = cpu_placed_nodes(node_placement(rep))
+            if run.cpu_placed_nodes:
+                run.notes.append(
+                    f"onnxruntime ran {len(run.cpu_placed_nodes)} node(s) on the CPU inside the CUDA session; "
+                    "see cpu_placed_nodes"
+                )
         return run
-    if spec.kind == "cuda":
-        run.cpu_placed_nodes = cpu_placed_nodes(node_placement(rep))
-        if run.cpu_placed_nodes:
-            run.notes.append(
-                f"onnxruntime ran {len(run.cpu_placed_nodes)} node(s) on the CPU inside the CUDA session; "
-                "see cpu_placed_nodes"
-            )
-    return run
+    finally:
+        del rep  # the session goes before torch or the next session runs
+        release_freed_memory()
 
 
 def model_runner(spec: DeviceSpec, tf32: bool, shared: SharedWeights | None) -> ModelRunner:
     """A function that loads a model variant on the device under test and runs it once."""
     def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         rep = prepare(model, spec.backend_device, tf32=tf32, shared_weights=shared, **_session_options(spec))
-        return dict(zip(rep.output_names, rep.run(feeds)))
+        try:
+            return dict(zip(rep.output_names, rep.run(feeds)))
+        finally:
+            del rep  # the session goes before torch or the next session runs
+            release_freed_memory()
 
     return run
 

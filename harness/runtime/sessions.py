@@ -156,10 +156,13 @@ def _prepare_onnxruntime(model, spec: DeviceSpec, inputs, outputs, *, tf32: bool
     source: Any = serialized
     if shared_weights is not None:
         used = shared_weights.used_by(model)
-        if used:  # onnxruntime uses these arrays in place (see runtime.shared_weights)
+        if used and spec.kind == "cpu":  # used in place (see runtime.shared_weights)
             for name, value in shared_weights.ortvalues(list(used)).items():
                 sess_options.add_initializer(name, value)
             source = shared_weights.session_file(model)
+        elif used:  # copied to the device while the session loads
+            values = shared_weights.ortvalues(list(used))
+            sess_options.add_external_initializers(list(values), list(values.values()))
     if spec.kind == "cuda":
         require_cuda()
         providers: list[Any] = [

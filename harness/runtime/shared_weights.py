@@ -3,9 +3,10 @@
 The production model, the instrumented one and the isolation model carry stub initializers
 (data-less, marked external at `exporter.external_data.IN_MEMORY`); each session receives the
 weight arrays themselves, so the weights are neither copied into each variant nor serialised
-for each session, nor copied by onnxruntime. onnxruntime (1.31) copies what
-`add_external_initializers` gives it, but uses what `add_initializer` gives it in place (on
-CPU; CUDA copies to the device). That needs the initializer declared in the model with data
+for each session, nor (on CPU) copied by onnxruntime. A CUDA session gets them through
+`add_external_initializers`, which copies them to the device as it loads. onnxruntime (1.31)
+copies what `add_external_initializers` gives it on the CPU too, but uses what
+`add_initializer` gives it in place. That needs the initializer declared in the model with data
 onnxruntime can resolve, and its graph optimisers read that data (the NCHWc layout reorders
 convolution weights from it), so `session_file` writes the arrays once to a data file in a
 scratch folder (the page cache holds it, not the process) and loads each variant from a file

@@ -1,0 +1,99 @@
+"""Benchmarks as data: the machine record every bench writes, side-by-side timing, and the
+generated docs/PERFORMANCE.md (in step with bench/results/, and rendered from any results)."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import os
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_common = _load(ROOT / "bench" / "_common.py")
+gen_performance_doc = _load(ROOT / "tools" / "gen_performance_doc.py")
+
+MACHINE = {
+    "usable_cores": 2, "physical_cores": 2, "memory_gib": 23.0, "load_average": [0.5, 0.4, 0.3],
+    "load_average_end": [0.6, 0.4, 0.3], "torch_threads": 2, "versions": {"torch": "2.14.1"},
+    "commit": "0123456789abcdef", "dirty": False, "finished": "2026-12-01T10:00:00+0000",
+}
+DOCUMENTS = {
+    "bench_export": {"options": {"repeat": 3}, "summary": {
+        "geomean_speedup": 3.1, "min_speedup": 1.4, "below_1x": [], "targets": {"each": 1.0, "geomean": 2.5},
+        "met": True}, "rows": [
+        {"case": "vgg11", "params": 132.9e6, "ours_s": 2.0, "torch_onnx_s": 2.8, "speedup": 1.4,
+         "ours_phases": {"capture": 0.5, "decompose": 0.01, "translate": 0.01, "write": 0.8, "materialise": 0.6},
+         "torch_onnx_phases": {"capture": 0.5, "decompose": 0.9, "other": 1.4}},
+        {"case": "densenet121", "params": 8.0e6, "ours_s": 3.0, "torch_onnx_error": "RuntimeError: no"},
+    ]},
+    "bench_verify": {"options": {"torch_threads": "default"}, "rows": [
+        {"model": "resnet18", "onnx_nodes": 176, "ours_s": 0.5, "theirs_s": 40.0, "ratio": 80.0, "target": 30.0,
+         "roundtrip_end_to_end_s": 1.5, "end_to_end_ratio": 26.7, "end_to_end_target": 20.0,
+         "ours_timings": {"torch_s": 0.04}}]},
+    "bench_floor": {"summary": {"limit": 3.0}, "rows": [
+        {"case": "alexnet", "ops": 20, "verify_s": 0.9, "floor_s": 0.2, "torch32_s": 0.05, "torch64_s": 0.05,
+         "backend_run_s": 0.05, "ratio": 4.5, "over_limit": True, "why": "fp64 truth: 0.5 s against 0.05 s of floor"},
+        {"case": "resnet18", "ops": 69, "verify_s": 0.3, "floor_s": 0.2, "torch32_s": 0.05, "torch64_s": 0.05,
+         "backend_run_s": 0.05, "ratio": 1.5, "over_limit": False}]},
+}
+
+
+@pytest.fixture
+def results(tmp_path):
+    for name, document in DOCUMENTS.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps({"bench": name, "machine": MACHINE, **document}))
+    return tmp_path
+
+
+def test_every_table_is_rendered_side_by_side_with_its_ratio(results):
+    text = gen_performance_doc.render(str(results))
+    assert "| vgg11 | 132.9M | 2.00 | 2.80 | 1.40x | 0.50 / 0.01 / 0.01 / 0.80 / 0.60 | 0.50 / 0.90 / 1.40 |" in text
+    assert "failed: RuntimeError: no" in text
+    assert "Geomean speed-up **3.10x** (target 2.5x)" in text and "Targets met" in text
+    assert "| resnet18 | 176 | 0.50 | 40.0 | 80x | 30x | 1.50 | 27x | 20x |" in text
+    assert "- **alexnet** (4.5x): fp64 truth: 0.5 s against 0.05 s of floor" in text
+    assert "## bench_memory" in text and "No results yet" in text  # a bench not run yet says so
+    assert "2 usable cores" in text and "torch 2.14.1" in text and "0123456789" in text
+    assert "machine was busy" not in text
+
+
+def test_a_busy_machine_is_called_out(results):
+    busy = copy.deepcopy(MACHINE)
+    busy["load_average_end"] = [6.5, 5.0, 4.0]
+    document = json.loads((results / "bench_verify.json").read_text())
+    document["machine"] = busy
+    (results / "bench_verify.json").write_text(json.dumps(document))
+    assert "The machine was busy (load average above its 2 cores)" in gen_performance_doc.render(str(results))
+
+
+def test_the_committed_page_matches_the_committed_results():
+    assert gen_performance_doc.main(["--check"]) == 0, "run python tools/gen_performance_doc.py"
+
+
+def test_results_carry_the_machine_and_side_by_side_runs_interleave(tmp_path):
+    order: list[str] = []
+    seconds, results = _common.side_by_side({"ours": lambda: order.append("ours") or 1,
+                                             "theirs": lambda: order.append("theirs") or 2}, repeat=3)
+    assert order == ["ours", "theirs", "theirs", "ours", "ours", "theirs"]
+    assert results == {"ours": 1, "theirs": 2} and all(len(v) == 3 for v in seconds.values())
+    machine = _common.machine_info()
+    assert {"logical_cores", "usable_cores", "load_average", "torch_threads", "versions", "commit"} <= set(machine)
+    assert {"torch", "onnx", "onnxruntime", "numpy"} <= set(machine["versions"])
+    path = _common.write_results("bench_test", machine, [{"case": "x"}], summary={"ok": True},
+                                 path=str(tmp_path / "out.json"))
+    written = json.loads(Path(path).read_text())
+    assert written["rows"] == [{"case": "x"}] and "load_average_end" in written["machine"]
+    assert os.path.basename(path) == "out.json"

@@ -1,0 +1,90 @@
+"""What keeps the peak memory of a verification near the weights: the fp64 truth of a large
+layer replayed in slices, comparisons of large tensors in chunks, freed memory handed back.
+Each must give exactly (or, for fp64 sums in another order, to fp64 precision) what the
+unsliced computation gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import harness.analysis.truth as truth
+import harness.metrics.comparison as comparison
+from harness.analysis.torch_values import record_values
+from harness.runtime.memory import release_freed_memory
+
+
+class _Layers(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(6, 5, 3, padding=1)
+        self.conv_no_bias = torch.nn.Conv2d(5, 4, 3, stride=2, bias=False)
+        self.linear = torch.nn.Linear(4 * 3 * 3, 7)
+
+    def forward(self, x):
+        y = self.conv_no_bias(self.conv(x))
+        return self.linear(torch.flatten(y, 1))
+
+
+def _replay_all(program, values, sliced_bytes: int, monkeypatch) -> dict[str, torch.Tensor]:
+    monkeypatch.setattr(truth, "SLICED_BYTES", sliced_bytes)
+    nodes = [n for n in program.graph.nodes if n.op == "call_function"]
+    replay = truth.Replayer(nodes, values, device="cpu", dtype=torch.float64)
+    return {n.name: replay(n)[0] for n in nodes}
+
+
+def test_sliced_fp64_replay_matches_the_whole_layer(monkeypatch):
+    import exporter
+
+    torch.manual_seed(0)
+    module = _Layers().eval()
+    args = (torch.randn(3, 6, 7, 7),)
+    program = exporter.capture(module, args)
+    values = record_values(program, args)
+    whole = _replay_all(program, values, 1 << 40, monkeypatch)
+    sliced = _replay_all(program, values, 64, monkeypatch)  # every weight and im2col above 64 bytes: sliced
+    layers = [n for n in whole if n.startswith(("conv", "linear"))]
+    assert len(layers) == 3
+    for name in whole:
+        torch.testing.assert_close(sliced[name], whole[name], rtol=1e-13, atol=1e-13)
+        assert sliced[name].dtype == torch.float64
+
+
+def test_sliced_replay_returns_the_arguments_with_the_weight_as_recorded(monkeypatch):
+    import exporter
+
+    module = torch.nn.Linear(8, 16).eval()
+    args = (torch.randn(2, 8),)
+    program = exporter.capture(module, args)
+    values = record_values(program, args)
+    monkeypatch.setattr(truth, "SLICED_BYTES", 64)
+    node = next(n for n in program.graph.nodes if n.op == "call_function")
+    output, replay_args = truth.Replayer([node], values)(node)
+    assert output.shape == (2, 16) and replay_args[1].shape == (16, 8)
+    assert truth.reduction_length(node, replay_args, output) == 8
+
+
+@pytest.mark.parametrize("expected_dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("with_nonfinite", [False, True])
+def test_chunked_comparison_equals_the_whole(expected_dtype, with_nonfinite, monkeypatch):
+    rng = np.random.default_rng(1)
+    actual = rng.standard_normal(3 * comparison.CHUNK_ELEMENTS + 17).astype(np.float32)
+    expected = (actual + rng.standard_normal(actual.size).astype(np.float32) * 1e-4).astype(expected_dtype)
+    expected[::1000] = 0
+    if with_nonfinite:
+        actual[5], expected[5] = np.nan, np.nan  # agree
+        actual[comparison.CHUNK_ELEMENTS + 3] = np.inf  # disagrees
+        expected[-1] = np.nan  # disagrees
+    chunked = comparison.compare(actual, expected, atol=1e-5, rtol=1e-4, check_dtype=False)
+    monkeypatch.setattr(comparison, "CHUNK_ELEMENTS", 1 << 40)
+    whole = comparison.compare(actual, expected, atol=1e-5, rtol=1e-4, check_dtype=False)
+    assert chunked.to_dict() == whole.to_dict()
+    assert list(chunked.histogram) == list(whole.histogram)  # the same decades, in order
+
+
+def test_freed_memory_is_handed_back_on_glibc():
+    import platform
+
+    released = release_freed_memory()
+    assert released == (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc")

@@ -1,0 +1,211 @@
+"""Generate docs/PERFORMANCE.md from the latest benchmark results (bench/results/*.json).
+
+Each bench script writes its rows with the machine they were measured on (cores, load
+average at the start and the end, torch's threads, library versions, commit); this renders
+them as side-by-side tables with ratios and targets, and says where the machine was busy.
+
+    python tools/gen_performance_doc.py            # write docs/PERFORMANCE.md
+    python tools/gen_performance_doc.py --check    # exit 1 if the file is not up to date
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "bench", "results")
+OUTPUT = os.path.join(ROOT, "docs", "PERFORMANCE.md")
+GIB = 2**30
+BENCHES = ("bench_export", "bench_verify", "bench_floor", "bench_memory")
+
+
+def load(name: str, folder: str = RESULTS) -> dict[str, Any] | None:
+    path = os.path.join(folder, f"{name}.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def machine_line(machine: dict[str, Any]) -> str:
+    versions = machine.get("versions", {})
+    start, end = machine.get("load_average", [0])[0], machine.get("load_average_end", [0])[0]
+    cores = machine.get("usable_cores") or machine.get("logical_cores")
+    text = (f"{cores} usable cores ({machine.get('physical_cores')} physical), {machine.get('memory_gib')} GiB; "
+            f"load average {start:.2f} at the start, {end:.2f} at the end; torch threads {machine.get('torch_threads')}"
+            f"{' ' + str(machine['thread_environment']) if machine.get('thread_environment') else ''}; "
+            f"torch {versions.get('torch')}, onnx {versions.get('onnx')}, onnxruntime {versions.get('onnxruntime')}, "
+            f"onnxscript {versions.get('onnxscript')}; commit {str(machine.get('commit'))[:10]}"
+            f"{' (with local changes)' if machine.get('dirty') else ''}; {machine.get('finished', machine.get('started'))}")
+    if cores and max(start, end) > cores:
+        text += (f"\n\n> The machine was busy (load average above its {cores} cores): the absolute times are "
+                 "inflated and noisy. Both sides ran interleaved in one process, so the ratios are less "
+                 "affected, but they should be taken again on a quiet machine.")
+    return text
+
+
+def _heading(title: str, intro: str, document: dict[str, Any], columns: list[str], numeric: int) -> list[str]:
+    """A section's title, what it measures, the machine, and its table's header (the last
+    `numeric` columns right-aligned)."""
+    align = ["---"] * (len(columns) - numeric) + ["---:"] * numeric
+    return [f"## {title}", "", intro, "", machine_line(document["machine"]), "",
+            "| " + " | ".join(columns) + " |", "|" + "|".join(align) + "|"]
+
+
+def _fmt(value: Any, spec: str = ".2f", none: str = "-") -> str:
+    return none if value is None else format(value, spec)
+
+
+def export_section(document: dict[str, Any]) -> list[str]:
+    rows, summary = document["rows"], document.get("summary", {})
+    lines = _heading(
+        "Export: roundtrip vs torch.onnx (dynamo)",
+        "Both write the model to a file (`exporter.export(module, args, path)` and "
+        "`torch.onnx.export(module, args, path, dynamo=True)` with its defaults: optimize, external data), "
+        f"interleaved, median of {document['options'].get('repeat')} runs each.",
+        document, ["case", "params", "ours (s)", "torch.onnx (s)", "speed-up",
+                   "ours: capture / decompose / convert / write / materialise (s)",
+                   "torch.onnx: capture / decompose / rest (s)"], 0)
+    for row in rows:
+        ours = row.get("ours_phases", {})
+        theirs = row.get("torch_onnx_phases", {})
+        convert = sum(ours.get(k, 0.0) for k in ("translate", "fold", "serialise"))
+        ours_split = (f"{ours.get('capture', 0):.2f} / {ours.get('decompose', 0):.2f} / {convert:.2f} / "
+                      f"{ours.get('write', 0):.2f} / {ours.get('materialise', 0):.2f}") if ours else "-"
+        theirs_split = (f"{theirs.get('capture', 0):.2f} / {theirs.get('decompose', 0):.2f} / "
+                        f"{theirs.get('other', 0):.2f}") if theirs else "-"
+        their_time = _fmt(row.get("torch_onnx_s")) if "torch_onnx_s" in row else f"failed: {row.get('torch_onnx_error', '')}"
+        lines.append(f"| {row['case']} | {row['params'] / 1e6:.1f}M | {row['ours_s']:.2f} | {their_time} | "
+                     f"{_fmt(row.get('speedup'), '.2f')}x | {ours_split} | {theirs_split} |")
+    if summary.get("geomean_speedup") is not None:
+        targets = summary.get("targets", {})
+        lines += ["", f"Geomean speed-up **{summary['geomean_speedup']:.2f}x** (target {targets.get('geomean')}x); "
+                      f"lowest {summary['min_speedup']:.2f}x (target {targets.get('each')}x on every case); "
+                      f"below 1.0x: {', '.join(summary.get('below_1x', [])) or 'none'}. "
+                      f"Targets {'met' if summary.get('met') else 'NOT met'} on this run."]
+    lines += ["", "Phases of ours: *capture* is torch.export; *decompose* the local rewrites that replace "
+                  "torch's decomposition pass (or that pass, when a graph needs it); *convert* translation, "
+                  "constant folding and the skeleton proto; *write* the file, each weight copied once from the "
+                  "parameters to it; *materialise* the ModelProto `export` returns (protobuf keeps its own "
+                  "copy of every weight). torch.onnx's *rest* is its translation, optimisation and saving.", ""]
+    return lines
+
+
+def verify_section(document: dict[str, Any]) -> list[str]:
+    lines = _heading(
+        "Verification: harness vs torch.onnx.verification",
+        "The same torch.onnx export verified by both at torch's default threads "
+        f"({document['options'].get('torch_threads')}): ours is `verify_exported` (production, accumulated, "
+        "isolated and fp64 truth for every op), theirs `verify_onnx_program(..., compare_intermediates=True)`; "
+        "export excluded from both. *End to end* is `harness.verify` with our own export included.",
+        document, ["model", "ONNX nodes", "ours (s)", "torch.onnx.verification (s)", "ratio", "target",
+                   "harness.verify end to end (s)", "ratio", "target"], 8)
+    for row in document["rows"]:
+        lines.append(
+            f"| {row['model']} | {row['onnx_nodes']} | {row['ours_s']:.2f} | {row['theirs_s']:.1f} | "
+            f"{row['ratio']:.0f}x | {_fmt(row.get('target'), '.0f')}x | {_fmt(row.get('roundtrip_end_to_end_s'))} | "
+            f"{_fmt(row.get('end_to_end_ratio'), '.0f')}x | {_fmt(row.get('end_to_end_target'), '.0f')}x |")
+    lines += ["", "Phases of ours (s): " + "; ".join(
+        f"{row['model']}: " + ", ".join(f"{k} {v}" for k, v in row.get("ours_timings", {}).items())
+        for row in document["rows"]), ""]
+    return lines
+
+
+def floor_section(document: dict[str, Any]) -> list[str]:
+    limit = document.get("summary", {}).get("limit", 3.0)
+    lines = _heading(
+        "Per-op verification against its floor",
+        "Floor = one torch fp32 forward + one fp64 forward + two runs of an already created onnxruntime "
+        f"session. A full per-op verification (our export excluded) should take at most {limit:g}x that.",
+        document, ["case", "ops", "verify (s)", "floor (s)", "fp32 / fp64 / backend run (s)", "ratio"], 5)
+    for row in document["rows"]:
+        lines.append(f"| {row['case']} | {row['ops']} | {row['verify_s']:.3f} | {row['floor_s']:.3f} | "
+                     f"{row['torch32_s']:.3f} / {row['torch64_s']:.3f} / {row['backend_run_s']:.3f} | "
+                     f"{row['ratio']:.1f}x{' (over)' if row['over_limit'] else ''} |")
+    over = [row for row in document["rows"] if row["over_limit"]]
+    lines += [""] + ([f"Above {limit:g}x:", ""] + [f"- **{row['case']}** ({row['ratio']:.1f}x): {row['why']}"
+                                                   for row in over] if over else [f"Every case is within {limit:g}x."])
+    lines += [""]
+    return lines
+
+
+def memory_section(document: dict[str, Any]) -> list[str]:
+    lines = _heading(
+        "Peak memory of export plus verify",
+        "Each case in a fresh process: the resident set after importing torch, onnx, onnxruntime and the "
+        "harness (the baseline), after building the model, and at its peak while `harness.verify` (our export "
+        "included) runs. The ratio that counts is (peak - baseline) / weight bytes: the model's own "
+        "parameters plus all that export and verify add; the interpreter and its libraries do not grow "
+        f"with the model. Limit: {document.get('summary', {}).get('limit', 2.5)}x.",
+        document, ["case", "weights (GiB)", "baseline (GiB)", "with the model (GiB)", "peak (GiB)",
+                   "(peak - baseline) / weights", "peak / weights", "wrote a file first"], 0)
+    for row in document["rows"]:
+        if "error" in row:
+            lines.append(f"| {row['case']} | failed: {row['error']} |||||||")
+            continue
+        lines.append(f"| {row['case']} | {row['weight_bytes'] / GIB:.2f} | {row['baseline_rss'] / GIB:.2f} | "
+                     f"{row['model_rss'] / GIB:.2f} | {row['peak_rss'] / GIB:.2f} | "
+                     f"**{row['ratio_over_baseline']:.2f}x** | {row['ratio_raw']:.2f}x | "
+                     f"{'yes' + (' (external data)' if row.get('external_data') else '') if row.get('write') else 'no'} |")
+    lines += [""]
+    return lines
+
+
+SECTIONS = {"bench_export": export_section, "bench_verify": verify_section, "bench_floor": floor_section,
+            "bench_memory": memory_section}
+
+COMMANDS = """## Reproducing
+
+```sh
+tox -e bench                                        # every benchmark below, then this page
+python bench/bench_export.py --tier full --repeat 3  # the 31 zoo cases (long: run it on a quiet machine)
+python bench/bench_verify.py                         # ResNet-18 and DenseNet-121
+python bench/bench_floor.py --tier full
+python bench/bench_memory.py --cases vgg16
+python bench/bench_memory.py --cases linear3g        # alone: about 8 GB
+python tools/gen_performance_doc.py
+```
+"""
+
+
+def render(folder: str = RESULTS) -> str:
+    lines = ["# Performance", "",
+             "Generated by `tools/gen_performance_doc.py` from the latest `bench/results/*.json`; do not edit by hand.",
+             "Every figure is measured side by side in one run, with the machine it ran on.", ""]
+    for name in BENCHES:
+        document = load(name, folder)
+        if document is None:
+            lines += [f"## {name}", "", f"No results yet: run `python bench/{name}.py`.", ""]
+            continue
+        lines += SECTIONS[name](document)
+    lines.append(COMMANDS)
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="exit 1 if docs/PERFORMANCE.md is out of date")
+    parser.add_argument("--results", default=RESULTS, help="the folder of the bench JSON files")
+    parser.add_argument("--out", default=OUTPUT)
+    options = parser.parse_args(argv)
+    text = render(options.results)
+    if options.check:
+        current = open(options.out).read() if os.path.exists(options.out) else ""
+        if current != text:
+            print(f"{options.out} is out of date: run python tools/gen_performance_doc.py", file=sys.stderr)
+            return 1
+        return 0
+    sys.path.insert(0, ROOT)
+    from exporter.fileio import write_text_atomic
+
+    write_text_atomic(options.out, text)
+    print(f"wrote {options.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
