@@ -141,13 +141,14 @@ def memory_section(document: dict[str, Any]) -> list[str]:
         "included) runs. The ratio that counts is (peak - baseline) / weight bytes: the model's own "
         "parameters plus all that export and verify add; the interpreter and its libraries do not grow "
         f"with the model. Limit: {document.get('summary', {}).get('limit', 2.5)}x.",
-        document, ["case", "weights (GiB)", "baseline (GiB)", "with the model (GiB)", "peak (GiB)",
+        document, ["case", "inputs", "weights (GiB)", "baseline (GiB)", "with the model (GiB)", "peak (GiB)",
                    "(peak - baseline) / weights", "peak / weights", "wrote a file first"], 0)
     for row in document["rows"]:
         if "error" in row:
-            lines.append(f"| {row['case']} | failed: {row['error']} |||||||")
+            lines.append(f"| {row['case']} | failed: {row['error']} ||||||||")
             continue
-        lines.append(f"| {row['case']} | {row['weight_bytes'] / GIB:.2f} | {row['baseline_rss'] / GIB:.2f} | "
+        shapes = " ".join("x".join(str(d) for d in shape) for shape in row.get("inputs", []))
+        lines.append(f"| {row['case']} | {shapes} | {row['weight_bytes'] / GIB:.2f} | {row['baseline_rss'] / GIB:.2f} | "
                      f"{row['model_rss'] / GIB:.2f} | {row['peak_rss'] / GIB:.2f} | "
                      f"**{row['ratio_over_baseline']:.2f}x** | {row['ratio_raw']:.2f}x | "
                      f"{'yes' + (' (external data)' if row.get('external_data') else '') if row.get('write') else 'no'} |")
