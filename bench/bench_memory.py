@@ -124,14 +124,14 @@ def measure(name: str, write: bool, batch: int) -> dict:
     return row
 
 
-def _earlier_rows(path: str | None, keep_except: list[str]) -> list[dict]:
-    """The rows of cases not measured now, from the last results (the 3 GB case runs alone)."""
+def _earlier_rows(path: str | None, keep_except: list[tuple[str, int]]) -> list[dict]:
+    """The rows of (case, batch) not measured now, from the last results (the 3 GB case runs alone)."""
     try:
         with open(results_path("bench_memory", path)) as handle:
             earlier = json.load(handle)["rows"]
     except (OSError, ValueError, KeyError):
         return []
-    return [row for row in earlier if row.get("case") not in keep_except]
+    return [row for row in earlier if (row.get("case"), row.get("batch", 1)) not in keep_except]
 
 
 def markdown(rows: list[dict]) -> str:
@@ -160,10 +160,12 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(child(options.child, options.write, options.batch)))
         return 0
     machine = machine_info()
-    rows = _earlier_rows(options.json, keep_except=options.cases)
-    for name in options.cases:
-        row = measure(name, options.write, options.batch)
-        row.update(measured=time.strftime("%Y-%m-%dT%H:%M:%S%z"), load_average=os.getloadavg()[0], write=options.write)
+    measured = [(name, 1 if name == "linear3g" else options.batch) for name in options.cases]
+    rows = _earlier_rows(options.json, keep_except=measured)
+    for name, batch in measured:
+        row = measure(name, options.write, batch)
+        row.update(batch=batch, write=options.write, measured=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                   load_average=os.getloadavg()[0])
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
     path = write_results("bench_memory", machine, rows, path=options.json,

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch.export.graph_signature import InputKind, OutputKind
+from torch.export.graph_signature import InputKind, OutputKind, TensorArgument
 
 logger = logging.getLogger(__name__)
 
@@ -54,17 +54,34 @@ def rewrite(program: torch.export.ExportedProgram, keep: frozenset[str]) -> bool
     plan = _plan(graph, keep, program)
     if plan is None:
         return False
+    before = [getattr(node, "name", None) for node in _output_args(graph)]
     for step in plan:
         step.apply(graph, step.node)
     graph.eliminate_dead_code()
     program.graph_module.recompile()
+    _rename_outputs(program, dict(zip(before, [getattr(node, "name", None) for node in _output_args(graph)])))
     return True
+
+
+def _rename_outputs(program: torch.export.ExportedProgram, renamed: dict[str, str]) -> None:
+    """Point the program's output specs (and its module call signature) at the nodes that
+    replaced the ones they named."""
+    renamed = {old: new for old, new in renamed.items() if old != new}
+    if not renamed:
+        return
+    for spec in program.graph_signature.output_specs:
+        if isinstance(spec.arg, TensorArgument) and spec.arg.name in renamed:
+            spec.arg = TensorArgument(name=renamed[spec.arg.name])
+    for entry in program.module_call_graph:
+        outputs = entry.signature.outputs if entry.signature is not None else []
+        for index, arg in enumerate(outputs):
+            if isinstance(arg, TensorArgument) and arg.name in renamed:
+                outputs[index] = TensorArgument(name=renamed[arg.name])
 
 
 def _plan(graph: torch.fx.Graph, keep: frozenset[str], program: torch.export.ExportedProgram
           ) -> list[_Rewrite] | None:
     """The rewrites that make every node kept and functional, or None when one cannot be made."""
-    outputs = set(_output_args(graph))
     order = {node: index for index, node in enumerate(graph.nodes)}
     user_inputs = {s.arg.name for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT}
     forwarded: dict[torch.fx.Node, torch.fx.Node] = {}  # dropout node -> the node its users will read
@@ -81,8 +98,6 @@ def _plan(graph: torch.fx.Graph, keep: frozenset[str], program: torch.export.Exp
         name = str(target)
         if name in keep and not target._schema.is_mutable:
             continue
-        if node in outputs:
-            return _refuse(node, "a graph output")
         local = _LOCAL_REWRITES.get(name)
         if local is not None:
             step = local(node, keep)
@@ -109,9 +124,10 @@ def _refuse(node: torch.fx.Node, why: str) -> None:
     return None
 
 
-def _output_args(graph: torch.fx.Graph) -> list[torch.fx.Node]:
+def _output_args(graph: torch.fx.Graph) -> list[Any]:
+    """The output node's values in order (nodes, or constants)."""
     output = next(n for n in reversed(graph.nodes) if n.op == "output")
-    return list(output.all_input_nodes)
+    return [a if isinstance(a, torch.fx.Node) else None for a in output.args[0]]
 
 
 def _resolve(node: Any, forwarded: dict[torch.fx.Node, torch.fx.Node]) -> Any:

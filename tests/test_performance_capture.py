@@ -130,3 +130,29 @@ def test_dropout_in_training_is_decomposed_by_torch():
 
 def test_a_mutated_input_is_left_to_torch():
     assert not functionalize.rewrite(_training_ir(_MutatesTheInput(), (torch.randn(2, 4),)), KEEP)
+
+
+class _EndsInPlace(torch.nn.Module):
+    """The graph's output is a rewritten node (and a dropout's input is returned too)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.drop = torch.nn.Dropout(0.2)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return torch.flatten(torch.relu_(y), 1), self.drop(y * 2)
+
+
+def test_outputs_rewritten_keep_the_signature_in_step():
+    module, args = _EndsInPlace().eval(), (torch.randn(2, 3, 6, 6),)
+    raw = _training_ir(module, args)
+    assert functionalize.rewrite(raw, KEEP)
+    outputs = next(n for n in raw.graph.nodes if n.op == "output").args[0]
+    assert [spec.arg.name for spec in raw.graph_signature.output_specs] == [n.name for n in outputs]
+    with torch.no_grad():
+        for actual, expected in zip(raw.module()(*args), module(*args)):
+            torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+    onnx_model = exporter.export(module, args)
+    assert len(onnx_model.graph.output) == 2
