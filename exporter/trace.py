@@ -345,10 +345,7 @@ def capture_program(
         dynamic_shapes = (dynamic_shapes,)  # forward(*args): torch.export nests them under `args`
     with CAPTURE_LOCK, eval_mode(model), _capture_hooks(model, keep_set):
         try:
-            with _torch_diagnostics_held():
-                program = torch.export.export(
-                    model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False
-                )
+            program = _export_relaxing_unproven_guards(model, args, kwargs, dynamic_shapes)
         except ExportError:
             raise  # a capture hook's refusal, which already says what to do
         except Exception as error:  # torch raises many types; all mean "could not capture"
@@ -369,6 +366,54 @@ def capture_program(
                 f"decomposing the captured graph of {type(model).__name__} failed: "
                 f"{type(error).__name__}: {_first_lines(str(error))}"
             ) from error
+
+
+def _export_relaxing_unproven_guards(
+    model: torch.nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any] | None,
+    dynamic_shapes: tuple[Any, ...] | dict[str, Any] | None,
+) -> torch.export.ExportedProgram:
+    """torch.export with the dynamic axes as named Dims; if torch reports that the model's own
+    guards on them could not be proven for every size (a "Constraints violated" UserError,
+    e.g. RAFT's `(3*batch - 1) // batch == 2`, which holds for every batch >= 1), capture again
+    with the axes as `Dim.DYNAMIC`, which keeps such guards as checks of the program instead of
+    refusing it. A dim the model really fixes to one size still fails there, with torch's reason."""
+    try:
+        with _torch_diagnostics_held():
+            return torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+    except Exception as error:
+        relaxed = _relaxed_dims(dynamic_shapes)
+        if relaxed is None or not _is_unproven_guard(error):
+            raise
+        logger.debug("the named dims' guards could not be proven (%s); capturing with Dim.DYNAMIC",
+                     _first_lines(str(error)))
+    with _torch_diagnostics_held():
+        return torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=relaxed, strict=False)
+
+
+def _is_unproven_guard(error: BaseException) -> bool:
+    """Whether torch.export refused the named dims because a guard on them was not provable."""
+    return isinstance(error, torch._dynamo.exc.UserError) and "Constraints violated" in str(error)
+
+
+def _relaxed_dims(shapes: Any) -> Any:
+    """`shapes` with every named Dim replaced by Dim.DYNAMIC; None if there is none to replace."""
+    found = False
+
+    def relax(value: Any) -> Any:
+        nonlocal found
+        if isinstance(value, dict):
+            return {key: relax(item) for key, item in value.items()}
+        if isinstance(value, (tuple, list)):
+            return type(value)(relax(item) for item in value)
+        if isinstance(value, torch.export.Dim):  # named Dims are instances of this class
+            found = True
+            return torch.export.Dim.DYNAMIC
+        return value
+
+    relaxed = relax(shapes)
+    return relaxed if found else None
 
 
 @contextmanager

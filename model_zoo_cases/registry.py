@@ -194,6 +194,7 @@ def _extended_case(name: str) -> ModelCase:
         tier="extended",
         dynamic_axes=_batch_axes(*io["input_names"], *io["output_names"]),
         calibrate=True,
+        calibration_batch=size.calibration_batch,
         description=f"torchvision.models.get_model({name!r}, weights=None) on {shape}"
         + (f" ({size.reason})" if size.reason else ""),
         **io,

@@ -234,6 +234,37 @@ def test_dynamic_axes_on_a_non_tensor_input_is_refused():
         exporter.export(Scaled(), (torch.randn(2), 3), dynamic_axes={"factor": [0]})
 
 
+class UnprovableGuard(torch.nn.Module):
+    """(3b - 1) // b is 2 for every batch b >= 1, but torch cannot prove it symbolically (RAFT
+    computes such a size)."""
+
+    def forward(self, x):
+        batch = x.shape[0]
+        return x.reshape(batch, (3 * batch - 1) // batch, -1).sum(1)
+
+
+class FixedBatch(torch.nn.Module):
+    def forward(self, x):
+        return x.reshape(2, -1)  # the batch really is fixed at 2
+
+
+def test_a_guard_torch_cannot_prove_keeps_the_axis_dynamic(capfd):
+    model = exporter.export(UnprovableGuard(), (torch.randn(2, 4, 3),), input_names=["x"],
+                            dynamic_axes={"x": {0: "batch"}})
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for batch in (1, 2, 5):
+        x = torch.randn(batch, 4, 3)
+        (got,) = session.run(None, {"x": x.numpy()})
+        np.testing.assert_allclose(got, UnprovableGuard()(x).numpy(), rtol=1e-6, atol=1e-6)
+    assert "Constraints violated" not in capfd.readouterr().err  # the first attempt's noise is not shown
+
+
+def test_an_axis_the_model_fixes_is_still_refused():
+    with pytest.raises(exporter.ExportError, match="torch.export could not capture FixedBatch"):
+        exporter.export(FixedBatch(), (torch.randn(2, 4),), input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+
+
 def test_fewer_output_names_name_the_first_outputs():
     model = exporter.export(TwoInputs(), (torch.randn(4, 3), torch.randn(4, 3)), output_names=["total"])
     assert [o.name for o in model.graph.output] == ["total", "mul"]

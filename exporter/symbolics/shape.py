@@ -82,6 +82,20 @@ def expand(g: Graph, self: Value, size, *, implicit=False) -> Value:
     return g.op("Expand", self, int64_vector(g, target))
 
 
+@symbolic("aten::repeat")
+def repeat(g: Graph, self: Value, repeats) -> Value:
+    """repeat(Tensor self, SymInt[] repeats) -> Tensor
+
+    ONNX Tile; torch's extra leading repeats first give the input leading dims of size 1.
+    """
+    extra = len(repeats) - rank_of(self)
+    if extra > 0:
+        self = unsqueeze(g, self, list(range(extra)))
+    if all(isinstance(r, int) and r == 1 for r in repeats):
+        return g.op("Identity", self)
+    return g.op("Tile", self, int64_vector(g, list(repeats)))
+
+
 def _squeeze(g: Graph, self: Value, dims) -> Value:
     """Squeeze the dims of static size 1 among `dims`; torch ignores the others."""
     rank = rank_of(self)
@@ -148,12 +162,21 @@ def split(g: Graph, self: Value, split_size: int, dim=0) -> list[Value]:
     """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]
 
     Chunks of `split_size` and a smaller last one; `chunk` reaches here as split.Tensor.
-    torch.export fixes the size of the split dim (the chunk count depends on it).
+    torch.export fixes the chunk count; the sizes may be dynamic (`chunk(2)` of a `2 * batch`
+    axis), and are then computed from the input's shape at run time.
     """
     axis = normalize_dim(dim, rank_of(self))
-    (length,) = static_ints([self.shape[axis]], "the size of the split dim")
     count = len(g.ctx.output_meta)
-    return split_with_sizes(g, self, [split_size] * (count - 1) + [length - split_size * (count - 1)], axis)
+    length = dim_size(g, self, axis)
+    if isinstance(length, int) and isinstance(split_size, int):
+        return split_with_sizes(g, self, [split_size] * (count - 1) + [length - split_size * (count - 1)], axis)
+    if count == 1:
+        return [self]
+    size = int64_vector(g, [split_size])
+    taken = g.op("Mul", size, g.constant([count - 1], torch.int64))
+    last = g.op("Sub", int64_vector(g, [length]), taken)
+    sizes = int64_vector(g, [split_size] * (count - 1) + [last])
+    return list(g.op("Split", self, sizes, axis_i=axis, outputs=count))
 
 
 @symbolic("aten::unfold")

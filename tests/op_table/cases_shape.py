@@ -30,6 +30,11 @@ RESHAPES = [
     op("expand_new_leading_dims", lambda a: a.expand(2, 3, 2, 1, 4), lambda g: (randn(g, 2, 1, 4),), [EXPAND], seed_ops=("expand",)),
     op("expand_then_unary", lambda a: a.expand(3, 4).exp(), lambda g: (randn(g, 4),), [EXPAND], seed_ops=("expand",)),
     op("expand_as", lambda a, b: a.expand_as(b), lambda g: (randn(g, 3, 1), randn(g, 2, 3, 4)), [EXPAND], seed_ops=("expand",)),
+    op("repeat", lambda a: a.repeat(2, 3), lambda g: (randn(g, 2, 3),), ["aten.repeat.default"]),
+    op("repeat_new_leading_dims", lambda a: a.repeat(2, 1, 1, 2), lambda g: (randn(g, 2, 3),), ["aten.repeat.default"]),
+    op("repeat_int_0d", lambda a: a.repeat(3), lambda g: (ints(g, -5, 5),), ["aten.repeat.default"]),
+    op("repeat_dynamic", lambda a: a.repeat(2, 1), lambda g: (randn(g, 3, 2),), ["aten.repeat.default"], dynamic_axes=BATCH),
+    op("repeat_by_a_dynamic_size", lambda a: a[:1].repeat(a.shape[0], 2), lambda g: (randn(g, 3, 2),), ["aten.repeat.default"], dynamic_axes=BATCH),
     op("expand_dynamic", lambda a: a[:, :1].expand(-1, 3), lambda g: (randn(g, 4, 2),), [EXPAND], seed_ops=("expand",), dynamic_axes=BATCH),
     op("squeeze_all", lambda a: a.squeeze(), lambda g: (randn(g, 1, 3, 1, 2),), ["aten.squeeze.default"], seed_ops=("squeeze",)),
     op("squeeze_dim", lambda a: a.squeeze(2), lambda g: (randn(g, 2, 3, 1),), ["aten.squeeze.dim"], seed_ops=("squeeze",)),
@@ -53,6 +58,7 @@ JOINS = [
     op("chunk_is_split", lambda a: a.chunk(3, 0), lambda g: (randn(g, 7, 2),), [SPLIT], seed_ops=("split",)),
     op("split_sections", lambda a: a.split([1, 3, 2], 1), lambda g: (randn(g, 2, 6),), [SPLIT_SIZES], seed_ops=("split",)),
     op("split_sections_dim0", lambda a: torch.split(a, [3, 1]), lambda g: (randn(g, 4, 2),), [SPLIT_SIZES], seed_ops=("split",)),
+    op("chunk_of_a_dynamic_dim", lambda a: torch.cat([a, a * 2]).chunk(2, 0), lambda g: (randn(g, 3, 2),), [SPLIT], seed_ops=("split",), dynamic_axes=BATCH),
     op("split_other_dim_dynamic", lambda a: a.split(2, 1), lambda g: (randn(g, 3, 5),), [SPLIT], seed_ops=("split",), dynamic_axes=BATCH),
 ]
 
