@@ -21,7 +21,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 # Entries whose float32 samples CI runs (seconds): the operators this exporter added last.
-CI_ENTRIES = ("logical_not", "fmod", "any", "nn.functional.interpolate.bilinear", "cumsum", "gather", "index_select")
+CI_ENTRIES = ("logical_not", "fmod", "any", "nn.functional.interpolate.bilinear", "cumsum", "gather", "index_select",
+              "repeat", "softmax@aten._softmax.default", "add@aten.add.Scalar")
+# ...and these (entry, dtype) pairs: bfloat16 runs on onnxruntime where it has kernels, else on onnx.reference.
+CI_PAIRS = (("nn.functional.relu", "bfloat16"), ("nn.functional.conv2d", "bfloat16"), ("full", "bfloat16"))
 
 # Registered overloads no recorded OpInfo sample reaches, and why (the nightly test holds the
 # registry to this list: an overload is either exercised by samples or named here, and a
@@ -36,26 +39,6 @@ NO_OPINFO = {
     "aten.rnn_relu.input": "no OpInfo entry for nn.RNN (the op table and the zoo cover it)",
     "aten.native_dropout.default": "OpInfo's dropout samples are random (training mode)",
 }
-# Overloads that capture never produces from OpInfo's calls: torch.export keeps the public op
-# whole (it is registered too), so the kernel form is reached only by calling it directly,
-# as the op table's rows do.
-_KEPT_WHOLE = "torch.export keeps the public op whole; only a direct call (the op table's rows) reaches this form"
-# Python-number operands: the recorded samples (the first of each entry) pass tensors, which
-# torch routes to the .Tensor overload; the op table's rows cover the scalar form.
-_SCALAR_FORM = "the recorded OpInfo samples pass tensor operands (the .Tensor overload); the op table covers this form"
-# Forms the recorded samples (the first `max_samples` per entry and dtype) do not reach.
-_NOT_IN_RECORDED = "not reached by the recorded samples (the first ones per entry); the op table covers it"
-NO_OPINFO.update({
-    **dict.fromkeys(["aten._adaptive_avg_pool2d.default", "aten._adaptive_avg_pool3d.default", "aten._softmax.default",
-                     "aten._log_softmax.default", "aten.convolution.default", "aten.alias.default",
-                     "aten._unsafe_view.default", "aten.copy.default"], _KEPT_WHOLE),
-    **dict.fromkeys(["aten.add.Scalar", "aten.sub.Scalar", "aten.mul.Scalar", "aten.div.Scalar", "aten.div.Scalar_mode",
-                     "aten.eq.Scalar", "aten.ne.Scalar", "aten.lt.Scalar", "aten.le.Scalar", "aten.gt.Scalar",
-                     "aten.ge.Scalar", "aten.fmod.Scalar", "aten.remainder.Scalar", "aten.pow.Scalar",
-                     "aten.pow.Tensor_Scalar", "aten.clamp.default", "aten.clamp_min.default",
-                     "aten.clamp_max.default"], _SCALAR_FORM),
-    **dict.fromkeys(["aten.conv2d.padding", "aten.upsample_nearest3d.vec"], _NOT_IN_RECORDED),
-})
 
 
 def _sweep() -> ModuleType:
@@ -76,13 +59,15 @@ def _params() -> list:
     params = []
     for key, per_dtype in sorted(RECORDED.get("entries", {}).items()):
         for dtype in sorted(per_dtype):
-            ci = key in CI_ENTRIES and dtype == "float32"
+            ci = (key in CI_ENTRIES and dtype == "float32") or (key, dtype) in CI_PAIRS
             params.append(pytest.param(key, dtype, id=f"{key}-{dtype}", marks=() if ci else (pytest.mark.nightly,)))
     return params
 
 
 def test_ci_entries_are_recorded() -> None:
-    assert set(CI_ENTRIES) <= set(RECORDED.get("entries", {})), "run python tools/opinfo_sweep.py"
+    recorded = RECORDED.get("entries", {})
+    assert set(CI_ENTRIES) <= set(recorded), "run python tools/opinfo_sweep.py"
+    assert all(dtype in recorded[key] for key, dtype in CI_PAIRS), "run python tools/opinfo_sweep.py"
 
 
 def test_every_xfail_names_a_recorded_sample_and_a_reason() -> None:
@@ -106,12 +91,15 @@ def test_every_registered_overload_has_samples_or_a_reason() -> None:
 def test_opinfo_samples(entry_key: str, dtype: str) -> None:
     import torch
 
-    entry = next(e for e in SWEEP.op_db() if SWEEP._entry_key(e) == entry_key)
+    entry, call = SWEEP.resolve(entry_key)
     claimed = SWEEP.entries_for(SWEEP.registered_targets())[entry_key][1]
-    samples = list(entry.sample_inputs("cpu", getattr(torch, dtype), requires_grad=False))[: RECORDED["max_samples"]]
+    samples = SWEEP.samples_of(entry, getattr(torch, dtype), RECORDED["max_samples"], call)
+    recorded = {row[0] for row in RECORDED["entries"][entry_key][dtype]}
     unexpected, fixed = [], []
     for index, sample in enumerate(samples):
-        outcome = SWEEP.run_sample(entry, sample, claimed)
+        if call is not None and index not in recorded:
+            continue  # a kernel form runs the recorded samples that fit it, not every one
+        outcome = SWEEP.run_sample(entry, sample, claimed, call)
         if outcome is None:
             continue
         listed = f"{entry_key}|{dtype}|{index}"

@@ -17,6 +17,7 @@ import harness
 import harness.analysis.fx_rows as fx_rows
 import harness.verification as verification_module
 from harness.runtime import SharedWeights, cuda_unavailable_reason, harness_session_options, prepare
+from harness.runtime.sessions import in_place_safe
 
 
 @pytest.fixture
@@ -119,3 +120,28 @@ def test_cuda_sessions_get_the_weights_as_arrays_too(sessions):
     for _, options, size in sessions:
         assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
         assert size < 20 * 1024, size
+
+
+class LayerScaleBlock(torch.nn.Module):
+    """ConvNeXt's block in small: NHWC linear between two permutes, then a (C, 1, 1) layer
+    scale. onnxruntime's transpose optimiser moves the Transpose across the Mul and rewrites
+    the scale under its own name."""
+
+    def __init__(self, channels: int = 384) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(channels, channels)
+        self.scale = torch.nn.Parameter(torch.rand(channels, 1, 1) + 0.5)
+
+    def forward(self, x):
+        return self.scale * self.linear(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2) + x
+
+
+def test_a_constant_the_transpose_optimiser_rewrites_is_not_shared_in_place():
+    module = LayerScaleBlock().eval()
+    x = torch.randn(2, 384, 2, 2)
+    result = harness.verify(module, (x,), per_op=False)
+    assert result.passed, result.notes
+    exported = harness.exporters.export_for_verification("roundtrip", module, (x,))
+    shared = SharedWeights.of(exported.model, exported.weights)
+    safe = in_place_safe(exported.model, shared.used_by(exported.model))
+    assert any("linear" in name for name in safe) and not any("scale" in name for name in safe), safe

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from exporter.dtypes import to_numpy
 from exporter.graph import Graph, Value
 from exporter.registry import symbolic
 from exporter.symbolics._helpers import (
@@ -235,8 +236,7 @@ def constant_pad_nd(g: Graph, self: Value, pad, value=0) -> Value:
 
 
 def _fill(g: Graph, shape: Value, fill_value) -> Value:
-    dtype = g.ctx.output_dtype
-    value = np.array([fill_value]).astype(torch.empty((), dtype=dtype).numpy().dtype)
+    value = to_numpy(torch.tensor([fill_value], dtype=g.ctx.output_dtype))  # bfloat16 too (ml_dtypes)
     return g.op("ConstantOfShape", shape, value_t=value)
 
 

@@ -146,6 +146,29 @@ def cuda_provider_options(device_id: int, tf32: bool, mem_limit: int | None = No
     return options
 
 
+WEIGHT_CONSUMERS = frozenset({
+    "Conv", "ConvTranspose", "MatMul", "Gemm", "Gather", "LSTM", "GRU", "RNN", "BatchNormalization",
+    "LayerNormalization", "InstanceNormalization", "GroupNormalization", "Einsum",
+})
+"""Operators whose weight inputs onnxruntime's optimisers only read (into new initializers)."""
+
+
+def in_place_safe(model: onnx.ModelProto, used: Mapping[str, Any]) -> list[str]:
+    """The shared initializers a CPU session may take in place (`add_initializer`): those only
+    WEIGHT_CONSUMERS read. onnxruntime applies such an initializer after its graph optimisers
+    ran, and its transpose optimiser rewrites a constant under the same name when it moves a
+    Transpose across an element-wise op (ConvNeXt's layer scale, (C, 1, 1) times an NHWC
+    block): the original array would then replace the rewritten one, and the Mul fails to
+    broadcast. The others load from the session file's data, where the optimisers may rewrite
+    them (they are small: scales, biases, masks)."""
+    consumers: dict[str, set[str]] = {}
+    for node in model.graph.node:
+        subgraph = any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
+        for name in node.input:
+            consumers.setdefault(name, set()).add("<subgraph>" if subgraph else node.op_type)
+    return [name for name in used if consumers.get(name) and consumers[name] <= WEIGHT_CONSUMERS]
+
+
 def _prepare_onnxruntime(model, spec: DeviceSpec, inputs, outputs, *, tf32: bool = False,
                          profile: bool = False, shared_weights: SharedWeights | None = None,
                          serialized: bytes | None = None, cuda_mem_limit: int | None = None,
@@ -157,7 +180,7 @@ def _prepare_onnxruntime(model, spec: DeviceSpec, inputs, outputs, *, tf32: bool
     if shared_weights is not None:
         used = shared_weights.used_by(model)
         if used and spec.kind == "cpu":  # used in place (see runtime.shared_weights)
-            for name, value in shared_weights.ortvalues(list(used)).items():
+            for name, value in shared_weights.ortvalues(in_place_safe(model, used)).items():
                 sess_options.add_initializer(name, value)
             source = shared_weights.session_file(model)
         elif used:  # copied to the device while the session loads
