@@ -328,3 +328,27 @@ def test_a_comparison_not_made_by_compare_does_not_pass():
     assert Comparison("y", [2], [2], "float32", "float32", atol=0.0, rtol=0.0).passed is False
     assert compare(np.ones(2, np.float32), np.ones(2, np.float32), atol=0, rtol=0).passed is True
     assert compare(np.ones(0, np.float32), np.ones(0, np.float32), atol=0, rtol=0).passed is True
+
+
+class DictOutput(torch.nn.Module):
+    """Returns a mapping, as Hugging Face models return a ModelOutput (an OrderedDict)."""
+
+    def forward(self, x):
+        return {"logits": x * 2, "hidden": x + 1}
+
+
+def test_eager_outputs_that_are_mappings_are_compared_in_torch_exports_order():
+    from collections import OrderedDict
+
+    from harness.exporters import ExportedForVerification, export_for_verification
+    from harness.metrics.arrays import flatten_outputs
+    from harness.verification import verify_exported
+
+    assert flatten_outputs(OrderedDict(a=1, b=(2, 3))) == [1, 2, 3]
+    module = DictOutput()
+    exported = export_for_verification("roundtrip", module, (torch.randn(2, 3),),
+                                       dynamic_axes={"x": {0: "batch"}}, input_names=["x"])
+    eager_only = ExportedForVerification(exported.model, None, "roundtrip", weights=exported.weights)
+    result = verify_exported(eager_only, (torch.randn(5, 3),), module=module, per_op=False)
+    assert result.passed, result.notes
+    assert [o.name for o in result.outputs] == [o.name for o in exported.model.graph.output]

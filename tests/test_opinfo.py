@@ -33,11 +33,9 @@ NO_OPINFO = {
     "aten._assert_scalar.default": "a runtime check torch.export inserts; no operator samples",
     "aten._assert_tensor_metadata.default": "a runtime check torch.export inserts; no operator samples",
     "aten.sym_size.int": "a size query of dynamic shapes; OpInfo samples are static",
-    "aten.lstm.input": "no OpInfo entry for nn.LSTM (the op table and the zoo cover it)",
-    "aten.gru.input": "no OpInfo entry for nn.GRU (the op table and the zoo cover it)",
-    "aten.rnn_tanh.input": "no OpInfo entry for nn.RNN (the op table and the zoo cover it)",
-    "aten.rnn_relu.input": "no OpInfo entry for nn.RNN (the op table and the zoo cover it)",
     "aten.native_dropout.default": "OpInfo's dropout samples are random (training mode)",
+    **{f"_operator.{name}": "SymInt arithmetic on dynamic sizes; OpInfo samples are static"
+       for name in ("add", "floordiv", "ge", "le", "mul", "sub")},
 }
 
 

@@ -90,7 +90,7 @@ def _first_line(error: BaseException) -> str:
     return " ".join(text.split())[:400]
 
 
-def _verify_both_batches(module, traced_args, other_args, exporter: str, eager=None, **common: Any) -> dict[str, Any]:
+def _verify_both_batches(module, traced_args, other_args, exporter: str, **common: Any) -> dict[str, Any]:
     """Export once with `exporter`, verify at the traced inputs (against the FX program's values)
     and at the other inputs (the same ONNX model against the module run eagerly)."""
     from harness.exporters import ExportedForVerification, export_for_verification
@@ -109,7 +109,7 @@ def _verify_both_batches(module, traced_args, other_args, exporter: str, eager=N
     runs = [(exported, traced_args, module)]
     if other_args is not None:
         runs.append((ExportedForVerification(exported.model, None, exporter, weights=exported.weights), other_args,
-                     eager or module))
+                     module))
     verifications = []
     for index, (subject, args, reference) in enumerate(runs):
         try:
@@ -163,18 +163,6 @@ def _zoo_subject(name: str) -> dict[str, Any]:
     }
 
 
-class _Tuple(torch.nn.Module):
-    """A Hugging Face model whose ModelOutput is returned as a tuple: the harness compares the
-    eager module's outputs at the other batch, and flattens tuples, not ModelOutputs."""
-
-    def __init__(self, model) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, *args):
-        return self.model(*args).to_tuple()
-
-
 def _huggingface_subject(name: str) -> dict[str, Any]:
     import torch
     from model_zoo_cases import huggingface
@@ -188,7 +176,7 @@ def _huggingface_subject(name: str) -> dict[str, Any]:
     axes = {k: v for k, v in huggingface.dynamic_axes(name).items() if k in input_names}
     return {
         "module": module, "traced": traced, "other": other,
-        "common": dict(dynamic_axes=axes, input_names=list(input_names), model_name=name, eager=_Tuple(module)),
+        "common": dict(dynamic_axes=axes, input_names=list(input_names), model_name=name),
         "input": f"{huggingface.LAYERS} layers, hidden {huggingface.HIDDEN}, batch 2 (traced) and 3, "
                  f"{huggingface.SEQUENCE} tokens",
         "tolerance": "harness default (atol 1e-4, rtol 1e-3)",

@@ -231,8 +231,65 @@ def direct_key(entry_key: str, target: str) -> str:
     return f"{entry_key}{DIRECT_KEY_SEPARATOR}{target}"
 
 
+# -- module forms: the recurrent layers ------------------------------------------------------------
+# op_db has no entry for nn.LSTM, nn.GRU or nn.RNN (their ATen ops are only reached through the
+# modules); PyTorch's ModuleInfo database (common_modules.module_db) has their samples: each
+# builds the module (here from seed 0, in eval mode) and calls it on its forward inputs.
+
+MODULE_TARGETS: dict[str, tuple[str, ...]] = {
+    "LSTM": ("aten.lstm.input",), "GRU": ("aten.gru.input",), "RNN": ("aten.rnn_tanh.input", "aten.rnn_relu.input"),
+}
+MODULE_PREFIX = "module.nn."
+
+
+def _call_module(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+    return module(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class ModuleEntry:
+    """A ModuleInfo entry in the shape of an OpInfo one: each sample's `input` is the module
+    (built from seed 0, eval mode), `args` and `kwargs` its forward inputs."""
+
+    info: Any
+    op: Any = _call_module
+    variant_test_name: str = ""
+
+    @property
+    def name(self) -> str:
+        return MODULE_PREFIX + self.info.module_cls.__name__
+
+    def supported_dtypes(self, device: str) -> set[torch.dtype]:
+        return set(self.info.dtypes)
+
+    def sample_inputs(self, device: str, dtype: torch.dtype, requires_grad: bool = False) -> Iterable[Any]:
+        from types import SimpleNamespace
+
+        inputs = self.info.module_inputs_func(self.info, device=device, dtype=dtype, requires_grad=False,
+                                              training=False)
+        for module_input in inputs:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)
+                module = self.info.module_cls(*module_input.constructor_input.args,
+                                              **module_input.constructor_input.kwargs).to(dtype).eval()
+            yield SimpleNamespace(input=module, args=tuple(module_input.forward_input.args),
+                                  kwargs=dict(module_input.forward_input.kwargs))
+
+
+@functools.cache
+def module_entries() -> dict[str, ModuleEntry]:
+    """results key ("module.nn.LSTM") -> its ModuleEntry."""
+    from torch.testing._internal.common_modules import module_db
+
+    entries = [ModuleEntry(info) for info in module_db if info.module_cls.__name__ in MODULE_TARGETS
+               and info.module_cls.__module__.startswith("torch.nn")]
+    return {entry.name: entry for entry in entries}
+
+
 def resolve(key: str) -> tuple[Any, DirectCall | None]:
     """The OpInfo entry and kernel form (None for the entry's own op) a results key names."""
+    if key.startswith(MODULE_PREFIX):
+        return module_entries()[key], None
     entry_key, _, target = key.partition(DIRECT_KEY_SEPARATOR)
     entry = next(e for e in op_db() if _entry_key(e) == entry_key)
     call = next((c for c in DIRECT_CALLS if c.target == target), None) if target else None
@@ -268,6 +325,8 @@ class _Call(torch.nn.Module):
     def __init__(self, fn: Any, spec: pytree.TreeSpec, leaves: list[Any]) -> None:
         super().__init__()
         self.fn, self.spec, self.leaves = fn, spec, leaves
+        # a ModuleInfo sample's module (a leaf) is registered, so its weights are the program's
+        self.sample_modules = torch.nn.ModuleList([leaf for leaf in leaves if isinstance(leaf, torch.nn.Module)])
 
     def forward(self, *tensors: torch.Tensor) -> Any:
         supply = iter(tensors)
@@ -425,9 +484,10 @@ def _run_bfloat16_on_onnxruntime(model: Any, arrays: Sequence[np.ndarray]) -> li
 
 def samples_of(entry: Any, dtype: torch.dtype, max_samples: int, call: DirectCall | None = None) -> list[Any]:
     """The samples the sweep runs: the entry's first `max_samples`; for a kernel form, every
-    sample (its adapter skips those that do not fit, so the first ones may all be skipped)."""
+    sample (its adapter skips those that do not fit, so the first ones may all be skipped); for
+    a module, every sample (ModuleInfo lists few, and nn.RNN's tanh ones come after its relu ones)."""
     samples = list(entry.sample_inputs("cpu", dtype, requires_grad=False))
-    return samples if call is not None else samples[:max_samples]
+    return samples if call is not None or isinstance(entry, ModuleEntry) else samples[:max_samples]
 
 
 def sweep_entry(entry: Any, claimed: set[str], max_samples: int, call: DirectCall | None = None,
@@ -472,6 +532,10 @@ def entries_for(targets: Iterable[str]) -> dict[str, tuple[Any, set[str]]]:
         if call.target in targets:
             for name in call.entries:
                 table[direct_key(name, call.target)] = (by_key[name], {call.target})
+    for key, entry in module_entries().items():
+        claimed = {t for t in MODULE_TARGETS[entry.info.module_cls.__name__] if t in targets}
+        if claimed:
+            table[key] = (entry, claimed)
     return table
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,11 @@ def contiguous(value: Any) -> np.ndarray:
 
 
 def flatten_outputs(outputs: Any) -> list[Any]:
-    """The leaves of a nested tuple/list of outputs, in order (a lone value is one leaf)."""
+    """The leaves of nested tuples, lists and mappings of outputs, in the order torch.export
+    flattens them (a mapping's values in insertion order: a dict, or a Hugging Face
+    ModelOutput, which holds only its fields that are not None); a lone value is one leaf."""
     if isinstance(outputs, (tuple, list)):
         return [leaf for item in outputs for leaf in flatten_outputs(item)]
+    if isinstance(outputs, Mapping):
+        return [leaf for item in outputs.values() for leaf in flatten_outputs(item)]
     return [outputs]

@@ -52,7 +52,8 @@ OPTIONS = (
     OptionSpec("exporter", "exporter the roundtrip fixture and the zoo tests hold to account (default roundtrip)",
                "roundtrip", EXPORTERS),
     OptionSpec("opset", "ONNX opset to export at (default: the exporter's)", None, kind="int", metavar="N"),
-    OptionSpec("tier", f"model zoo tier of the zoo tests: smoke (default) or full; also ${TIER_ENVIRONMENT}",
+    OptionSpec("tier", f"model zoo tier of the zoo tests: smoke (default), full (the 2018 zoo) or extended (full plus every "
+               f"other torchvision model; nightly); also ${TIER_ENVIRONMENT}",
                "smoke", metavar="TIER"),
     OptionSpec("cases", "only zoo cases matching this fnmatch pattern or comma-separated list (any tier)",
                metavar="PATTERN"),
