@@ -21,6 +21,7 @@ def atomic_writer(path: str | os.PathLike, *, sync: bool = True) -> Iterator[IO[
     os.makedirs(directory, exist_ok=True)
     fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".part")
     try:
+        os.chmod(temp, _mode_for(path))  # mkstemp's file is private (0600); a written file is not
         with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
@@ -31,6 +32,30 @@ def atomic_writer(path: str | os.PathLike, *, sync: bool = True) -> Iterator[IO[
         if os.path.exists(temp):
             os.unlink(temp)
         raise
+
+
+def _mode_for(path: str) -> int:
+    """The permissions `path` keeps when it exists, else what open() would give it (0666 less
+    the umask)."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where the OS says (Linux), else by
+    setting and restoring it."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
 
 
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:

@@ -437,3 +437,21 @@ def test_export_takes_keyword_arguments_and_their_dynamic_axes():
     assert shapes == {"x": ["batch", 3], "z": [3], "y": ["batch", 3]}
     bigger = (torch.randn(7, 3), torch.randn(3), torch.randn(7, 3))
     np.testing.assert_allclose(_run(model, *bigger)[0], Keywords()(bigger[0], bigger[2], z=bigger[1]).numpy(), rtol=1e-6)
+
+
+def test_atomic_writes_give_new_files_the_usual_permissions_and_keep_existing_ones(tmp_path):
+    import os
+    import stat
+
+    from exporter.fileio import write_text_atomic
+
+    fresh = tmp_path / "fresh.json"
+    write_text_atomic(fresh, "{}")
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o666 & ~umask
+    kept = tmp_path / "kept.json"
+    kept.write_text("old")
+    kept.chmod(0o640)
+    write_text_atomic(kept, "new")
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o640 and kept.read_text() == "new"

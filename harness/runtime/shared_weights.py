@@ -11,7 +11,9 @@ onnxruntime can resolve, and its graph optimisers read that data (the NCHWc layo
 convolution weights from it), so `session_file` writes the arrays once to a data file in a
 scratch folder (the page cache holds it, not the process) and loads each variant from a file
 beside it whose stubs point into it: the kernels run on the arrays themselves, the optimisers
-read the same bytes from the file.
+read the same bytes from the file. Only weights that no optimiser rewrites in place are taken
+in place (`sessions.in_place_safe`: those read by Conv, MatMul, Gemm, Gather, the recurrent and
+normalisation ops); the others (scales, biases an element-wise op reads) load from the file.
 
 The arrays come from wherever the weights already are, without copying them:
 
