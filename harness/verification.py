@@ -31,7 +31,7 @@ import onnx
 import torch
 import torch.utils._pytree as pytree
 
-from exporter.external_data import is_in_memory
+from exporter.external_data import EXTERNAL_MIN_BYTES, PROTOBUF_LIMIT, is_in_memory, stub
 from harness import runtime
 from harness.analysis.torch_values import flat_user_inputs, output_values, record_values
 from harness.exporters import EXPORTERS, ExportedForVerification, export_for_verification
@@ -39,6 +39,7 @@ from harness.metrics.arrays import as_array, flatten_outputs
 from harness.metrics.comparison import compare
 from harness.metrics.tolerances import ToleranceTable, load as load_tolerances
 from harness.records import CheckerResult, Verification
+from harness.runtime.shared_weights import copy_model
 
 logger = logging.getLogger(__name__)
 
@@ -58,12 +59,30 @@ def run_checker(model: onnx.ModelProto | bytes | str | os.PathLike) -> CheckerRe
     try:
         if isinstance(model, onnx.ModelProto) and any(is_in_memory(t) for t in model.graph.initializer):
             _check_skeleton(model)
+        elif isinstance(model, onnx.ModelProto) and _past_protobuf_limit(model):
+            _check_skeleton(_without_weight_bytes(model))  # protobuf cannot serialise it whole
         else:
             onnx.checker.check_model(model if not isinstance(model, os.PathLike) else os.fspath(model),
                                      full_check=True)
     except Exception as error:  # checker raises ValidationError and inference errors
         return CheckerResult(False, f"{type(error).__name__}: {error}")
     return CheckerResult(True)
+
+
+def _past_protobuf_limit(model: onnx.ModelProto) -> bool:
+    """Whether `model` is too large for protobuf to serialise (2 GB), measured without doing it."""
+    return sum(t.ByteSize() for t in model.graph.initializer) >= PROTOBUF_LIMIT - (1 << 20)
+
+
+def _without_weight_bytes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of `model` whose large inline initializers are in-memory stubs (name, dtype and
+    shape; no bytes copied), so the checker sees everything but the weight bytes."""
+    initializers = [
+        stub(onnx.TensorProto(name=t.name, data_type=t.data_type, dims=t.dims))
+        if t.data_location != onnx.TensorProto.EXTERNAL and t.ByteSize() >= EXTERNAL_MIN_BYTES else t
+        for t in model.graph.initializer
+    ]
+    return copy_model(model, initializers)
 
 
 def _check_skeleton(model: onnx.ModelProto) -> None:

@@ -352,3 +352,24 @@ def test_eager_outputs_that_are_mappings_are_compared_in_torch_exports_order():
     result = verify_exported(eager_only, (torch.randn(5, 3),), module=module, per_op=False)
     assert result.passed, result.notes
     assert [o.name for o in result.outputs] == [o.name for o in exported.model.graph.output]
+
+
+def _gemm_model(bad: bool = False) -> onnx.ModelProto:
+    weight = numpy_helper.from_array(np.ones((512, 512), np.float32), "w")
+    node = helper.make_node("Gemm", ["x", "w"], ["y"], transB=1) if not bad else helper.make_node("Gemm", ["x"], ["y"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 512])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 512])], [weight])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_the_checker_takes_a_model_too_large_to_serialise(monkeypatch):
+    import harness.verification as verification
+
+    monkeypatch.setattr(verification, "PROTOBUF_LIMIT", 2**20)  # the 1 MiB weight stands for > 2 GB
+    stubbed = []
+    original = verification._without_weight_bytes
+    monkeypatch.setattr(verification, "_without_weight_bytes", lambda m: stubbed.append(m) or original(m))
+    assert verification.run_checker(_gemm_model()).passed
+    assert len(stubbed) == 1 and original(stubbed[0]).ByteSize() < 2**16  # checked without the weight bytes
+    failed = verification.run_checker(_gemm_model(bad=True))
+    assert not failed.passed and "Gemm" in failed.message

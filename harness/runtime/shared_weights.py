@@ -112,7 +112,7 @@ class SharedWeights:
         model itself when it already has them all so."""
         if all(t.name not in self.arrays or is_in_memory(t) for t in model.graph.initializer):
             return model
-        return _copy_model(model, [self.stub(t) for t in model.graph.initializer])
+        return copy_model(model, [self.stub(t) for t in model.graph.initializer])
 
     def restore_tensor(self, tensor: onnx.TensorProto) -> onnx.TensorProto:
         """`tensor` with its data: a stub's array copied into a TensorProto (for backends and
@@ -127,7 +127,7 @@ class SharedWeights:
         """A copy of `model` with the real initializers back (for backends that need them)."""
         if not any(is_in_memory(t) and t.name in self.arrays for t in model.graph.initializer):
             return model
-        return _copy_model(model, [self.restore_tensor(t) for t in model.graph.initializer])
+        return copy_model(model, [self.restore_tensor(t) for t in model.graph.initializer])
 
     def used_by(self, model: onnx.ModelProto) -> dict[str, np.ndarray]:
         """The arrays of `model`'s stubs, by name: what its session must be given."""
@@ -203,7 +203,7 @@ def _checked(tensor: onnx.TensorProto, array: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(array)
 
 
-def _copy_model(model: onnx.ModelProto, initializers: list[onnx.TensorProto]) -> onnx.ModelProto:
+def copy_model(model: onnx.ModelProto, initializers: list[onnx.TensorProto]) -> onnx.ModelProto:
     """`model` with its graph's initializers replaced, copying nothing else that is large."""
     graph = onnx.GraphProto()
     for descriptor, value in model.graph.ListFields():
