@@ -124,14 +124,16 @@ def measure(name: str, write: bool, batch: int) -> dict:
     return row
 
 
-def _earlier_rows(path: str | None, keep_except: list[tuple[str, int]]) -> list[dict]:
-    """The rows of (case, batch) not measured now, from the last results (the 3 GB case runs alone)."""
+def _earlier_rows(path: str | None, keep_except: list[tuple[str, int, bool]]) -> list[dict]:
+    """The rows of (case, batch, written to a file) not measured now, from the last results
+    (the 3 GB case runs alone)."""
     try:
         with open(results_path("bench_memory", path)) as handle:
             earlier = json.load(handle)["rows"]
     except (OSError, ValueError, KeyError):
         return []
-    return [row for row in earlier if (row.get("case"), row.get("batch", 1)) not in keep_except]
+    return [row for row in earlier
+            if (row.get("case"), row.get("batch", 1), bool(row.get("write"))) not in keep_except]
 
 
 def markdown(rows: list[dict]) -> str:
@@ -140,9 +142,10 @@ def markdown(rows: list[dict]) -> str:
              "|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['case']} | failed: {r['error']} |||||")
+            lines.append(f"| {r['case']}{' (written)' if r.get('write') else ''} | failed: {r['error']} |||||")
             continue
-        lines.append(f"| {r['case']} | {r['weight_bytes'] / gib:.2f} | {r['baseline_rss'] / gib:.2f} | "
+        case = f"{r['case']} (written to a file first)" if r.get("write") else r["case"]
+        lines.append(f"| {case} | {r['weight_bytes'] / gib:.2f} | {r['baseline_rss'] / gib:.2f} | "
                      f"{r['model_rss'] / gib:.2f} | {r['peak_rss'] / gib:.2f} | {r['ratio_over_baseline']:.2f}x | "
                      f"{r['ratio_raw']:.2f}x |")
     return "\n".join(lines)
@@ -160,9 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(child(options.child, options.write, options.batch)))
         return 0
     machine = machine_info()
-    measured = [(name, 1 if name == "linear3g" else options.batch) for name in options.cases]
+    measured = [(name, 1 if name == "linear3g" else options.batch, options.write) for name in options.cases]
     rows = _earlier_rows(options.json, keep_except=measured)
-    for name, batch in measured:
+    for name, batch, _ in measured:
         row = measure(name, options.write, batch)
         row.update(batch=batch, write=options.write, measured=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                    load_average=os.getloadavg()[0])

@@ -45,8 +45,8 @@ class InputSize:
 # Untrained EfficientNets beyond B0 end in stages of 2x2 feature maps at 64x64: BatchNorm
 # statistics calibrated on so few values leave channels of near-zero variance, which eval-mode
 # inputs then blow up (activations of 1e3-1e4, logits of 1e3, torch fp32 off its own fp64 by
-# 1e-2 and more). At 128 (192 for B7) with 16 images per calibration step, activations stay
-# under 80 and fp32 within 5e-5 of fp64, as for the other families.
+# 1e-2 and more). At 128 (160 for B5, 192 for B7) with 16 images per calibration step,
+# activations stay under 80 and fp32 within 5e-5 of fp64, as for the other families.
 _EFFICIENTNET_REASON = "EfficientNet's BatchNorm needs larger feature maps to calibrate"
 
 # The smallest sizes the architectures accept (see `reason`); everything else uses 64x64.
@@ -59,7 +59,7 @@ SIZES: dict[str, InputSize] = {
     "swin3d_t": InputSize(64, 4), "swin3d_s": InputSize(64, 4), "swin3d_b": InputSize(64, 4),
     "raft_small": InputSize(128, reason="RAFT's correlation pyramid needs feature maps of 16 (images of 128)"),
     "raft_large": InputSize(128, reason="RAFT's correlation pyramid needs feature maps of 16 (images of 128)"),
-    **{name: InputSize(192 if name == "efficientnet_b7" else 128, reason=_EFFICIENTNET_REASON,
+    **{name: InputSize({"efficientnet_b5": 160, "efficientnet_b7": 192}.get(name, 128), reason=_EFFICIENTNET_REASON,
                        calibration_batch=16)
        for name in ("efficientnet_b1", "efficientnet_b2", "efficientnet_b3", "efficientnet_b4", "efficientnet_b5",
                     "efficientnet_b6", "efficientnet_b7", "efficientnet_v2_s", "efficientnet_v2_m",

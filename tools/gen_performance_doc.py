@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from typing import Any
 
@@ -29,6 +30,14 @@ def load(name: str, folder: str = RESULTS) -> dict[str, Any] | None:
         return None
     with open(path) as handle:
         return json.load(handle)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _plain_text(text: str) -> str:
+    """`text` without terminal colour codes (torch.onnx colours its errors) or table pipes."""
+    return _ANSI.sub("", text).replace("|", "\\|")
 
 
 def machine_line(machine: dict[str, Any]) -> str:
@@ -78,9 +87,11 @@ def export_section(document: dict[str, Any]) -> list[str]:
                       f"{ours.get('write', 0):.2f} / {ours.get('materialise', 0):.2f}") if ours else "-"
         theirs_split = (f"{theirs.get('capture', 0):.2f} / {theirs.get('decompose', 0):.2f} / "
                         f"{theirs.get('other', 0):.2f}") if theirs else "-"
-        their_time = _fmt(row.get("torch_onnx_s")) if "torch_onnx_s" in row else f"failed: {row.get('torch_onnx_error', '')}"
+        their_time = (_fmt(row.get("torch_onnx_s")) if "torch_onnx_s" in row
+                      else f"failed: {_plain_text(row.get('torch_onnx_error', ''))}")
         lines.append(f"| {row['case']} | {row['params'] / 1e6:.1f}M | {row['ours_s']:.2f} | {their_time} | "
-                     f"{_fmt(row.get('speedup'), '.2f')}x | {ours_split} | {theirs_split} |")
+                     f"{_fmt(row.get('speedup'), '.2f') + 'x' if row.get('speedup') else '-'} | {ours_split} | "
+                     f"{theirs_split} |")
     if summary.get("geomean_speedup") is not None:
         targets = summary.get("targets", {})
         lines += ["", f"Geomean speed-up **{summary['geomean_speedup']:.2f}x** (target {targets.get('geomean')}x); "
