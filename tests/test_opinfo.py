@@ -33,7 +33,6 @@ NO_OPINFO = {
     "aten._assert_scalar.default": "a runtime check torch.export inserts; no operator samples",
     "aten._assert_tensor_metadata.default": "a runtime check torch.export inserts; no operator samples",
     "aten.sym_size.int": "a size query of dynamic shapes; OpInfo samples are static",
-    "aten.native_dropout.default": "OpInfo's dropout samples are random (training mode)",
     **{f"_operator.{name}": "SymInt arithmetic on dynamic sizes; OpInfo samples are static"
        for name in ("add", "floordiv", "ge", "le", "mul", "sub")},
 }

@@ -211,6 +211,8 @@ DIRECT_CALLS: tuple[DirectCall, ...] = (
     DirectCall("aten.copy.default", ("add",),  # (self, src) pairs; copy broadcasts src into self
                lambda x, args, kwargs: (aten.copy.default, x, (args[0],), {}) if not kwargs else None),
     DirectCall("aten.upsample_nearest3d.vec", ("nn.functional.interpolate.nearest",), _nearest3d),
+    DirectCall("aten.native_dropout.default", ("nn.functional.dropout",),  # eval mode: deterministic
+               lambda x, args, kwargs: (aten.native_dropout.default, x, (kwargs.get("p", 0.5), False), {})),
     DirectCall("aten.clamp.default", ("clamp",), _clamp),
     DirectCall("aten.clamp_min.default", ("clamp_min",), _clamp_one(aten.clamp_min.default)),
     DirectCall("aten.clamp_max.default", ("clamp_max",), _clamp_one(aten.clamp_max.default)),
