@@ -116,19 +116,15 @@ SEQUENCE_AXES = {
 }
 
 
-# Models with learned absolute positions (BERT, GPT-2) bound the sequence by their table
-# (max_position_embeddings); exporter.capture's dynamic_axes name unbounded dims, which
-# torch.export refuses for them, so their sequence length stays static.
-STATIC_SEQUENCE = {"hf_bert", "hf_gpt2"}
-
-
 def dynamic_axes(name: str) -> dict[str, dict[int, str]]:
     """Batch on every input and output; sequence axes where there is one (T5's logits run
-    along the decoder's sequence), except for the STATIC_SEQUENCE models."""
+    along the decoder's sequence). BERT's and GPT-2's position tables bound the sequence, a
+    guard torch.export cannot prove for a named dim: exporter.capture then captures with
+    Dim.DYNAMIC, which keeps the bound as a check of the program."""
     _, _, input_names, output_names = MODELS[name]
     axes: dict[str, dict[int, str]] = {}
     for value in (*input_names, *output_names):
-        sequence = None if name in STATIC_SEQUENCE else SEQUENCE_AXES.get(value)
+        sequence = SEQUENCE_AXES.get(value)
         if name == "hf_t5" and value == "logits":
             sequence = "target_sequence"
         axes[value] = {0: "batch", 1: sequence} if sequence else {0: "batch"}
