@@ -40,10 +40,10 @@ def _mode_for(path: str) -> int:
     try:
         return os.stat(path).st_mode & 0o7777
     except FileNotFoundError:
-        return 0o666 & ~_umask()
+        return 0o666 & ~umask()
 
 
-def _umask() -> int:
+def umask() -> int:
     """The process's umask, read without changing it where the OS says (Linux), else by
     setting and restoring it."""
     try:

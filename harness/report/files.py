@@ -19,20 +19,6 @@ class ReportError(ValueError):
     """A report that cannot be read or used: the message names the file and what to do."""
 
 
-def umask() -> int:
-    """The process's umask, read without changing it where /proc allows."""
-    try:
-        with open("/proc/self/status") as handle:
-            for line in handle:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except OSError:
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def dumps(document: dict[str, Any]) -> str:
     """A parity document as JSON: the header indented, one compact line per case (small files
     that still diff line by line)."""
@@ -45,7 +31,7 @@ def dumps(document: dict[str, Any]) -> str:
 def write_text(path: str | os.PathLike, text: str) -> str:
     """Write `text` atomically (a reader sees the old file or the new one), with the mode a
     plain `open()` would give under the user's umask."""
-    from exporter.fileio import write_text_atomic
+    from exporter.fileio import umask, write_text_atomic  # lazily: the exporter package imports torch
 
     write_text_atomic(path, text)
     os.chmod(path, 0o666 & ~umask())
@@ -54,6 +40,8 @@ def write_text(path: str | os.PathLike, text: str) -> str:
 
 def fix_directory_mode(path: str | os.PathLike) -> None:
     """Give a directory made with tempfile.mkdtemp (mode 0700) the mode the umask asks for."""
+    from exporter.fileio import umask
+
     os.chmod(path, 0o777 & ~umask())
 
 
