@@ -13,7 +13,7 @@ from torch.fx.experimental.symbolic_shapes import optimization_hint
 import exporter
 from exporter.trace import normalize_dynamic_axes
 from harness.backend import prepare
-from tests.op_table.table import all_cases, build_sample
+from op_table.table import all_cases, build_sample
 
 CASES = all_cases()
 BY_NAME = {case.name: case for case in CASES}
@@ -28,7 +28,7 @@ def _baked_view(g, x, size):
 
 def _outcome(case, backend, sample, expected, label) -> str:
     """'' when the backend reproduces torch on `sample`, else what went wrong."""
-    from tests.op_table.table import check_outputs
+    from op_table.table import check_outputs
 
     try:
         check_outputs(case, backend.run(sample.tensor_args), expected, label)
@@ -41,7 +41,7 @@ def _outcome(case, backend, sample, expected, label) -> str:
 
 @pytest.mark.parametrize("name", ["view_dynamic_product"])
 def test_a_size_baked_into_a_view_fails_the_row_at_other_sizes(name):
-    from tests.op_table.table import expected_outputs, resized_samples
+    from op_table.table import expected_outputs, resized_samples
 
     case = BY_NAME[name]
     sample = build_sample(case)
@@ -59,7 +59,7 @@ def test_a_size_baked_into_a_view_fails_the_row_at_other_sizes(name):
 @pytest.mark.parametrize("case", DYNAMIC, ids=lambda case: case.name)
 def test_every_dynamic_row_has_samples_at_other_sizes(case):
     from exporter.trace import forward_input_names
-    from tests.op_table.table import resized_samples
+    from op_table.table import resized_samples
 
     sample = build_sample(case)
     others = resized_samples(case, sample)
@@ -79,7 +79,7 @@ def test_every_dynamic_row_has_samples_at_other_sizes(case):
 
 
 def test_the_half_to_float_softmax_row_is_checked_against_torch_on_the_upcast_input():
-    from tests.op_table.table import expected_outputs
+    from op_table.table import expected_outputs
 
     case = BY_NAME["_softmax_half_to_float"]
     assert case.xfail is None and case.reference is not None
@@ -90,7 +90,7 @@ def test_the_half_to_float_softmax_row_is_checked_against_torch_on_the_upcast_in
 
 
 def test_xfail_and_refused_rows_cover_nothing():
-    from tests.op_table.table import checked_targets
+    from op_table.table import checked_targets
 
     uncounted = [case for case in CASES if case.xfail or case.refused]
     assert uncounted, "the table has refused rows (packed sequences, LSTM projections)"
@@ -104,7 +104,7 @@ DROPOUT_ROWS = ["dropout_eval", "feature_dropout2d_eval", "feature_dropout1d_3d_
 
 @pytest.mark.parametrize("name", DROPOUT_ROWS)
 def test_dropout_rows_are_held_to_leaving_no_dropout(name):
-    from tests.op_table.table import capture_case, convert_case, dropout_left, is_dropout_row
+    from op_table.table import capture_case, convert_case, dropout_left, is_dropout_row
 
     case = BY_NAME[name]
     sample = build_sample(case)

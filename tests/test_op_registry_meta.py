@@ -20,8 +20,8 @@ import torch
 
 import exporter  # noqa: F401  (registers the built-ins)
 from exporter.registry import BUILTINS, MAX_OPSET, MIN_OPSET, normalize_target
-from tests.op_table.seed_ops import SEED_LIST, SEED_OPERATORS, SEED_REMOVED_IN_EVAL, seed_name
-from tests.op_table.table import all_cases, build_sample, checked_targets, is_checked
+from op_table.seed_ops import SEED_LIST, SEED_OPERATORS, SEED_REMOVED_IN_EVAL, seed_name
+from op_table.table import all_cases, build_sample, checked_targets, is_checked
 
 CASES = all_cases()
 COVERED = {target for case in CASES for target in checked_targets(case)}
@@ -43,7 +43,7 @@ def test_seed_operator_has_checked_rows(name: str) -> None:
     """Each overload implementing the operator is a target of a row the runner exports and
     checks (an xfail or refused row does not count)."""
     missing = [t for t in SEED_OPERATORS[name] if t not in COVERED]
-    assert not missing, f"seed operator {name!r}: no checked row of tests/op_table targets {missing}"
+    assert not missing, f"seed operator {name!r}: no checked row of op_table targets {missing}"
     assert SEED_OPERATORS[name] or name in SEED_REMOVED_IN_EVAL, f"seed operator {name!r} maps to nothing"
 
 
@@ -85,7 +85,7 @@ def _holds(case, layers) -> bool:
 
 @pytest.mark.parametrize("target", BUILTIN_TARGETS)
 def test_builtin_has_a_row(target: str) -> None:
-    assert target in COVERED, f"built-in symbolic {target} has no row in tests/op_table/cases_*.py"
+    assert target in COVERED, f"built-in symbolic {target} has no row in op_table/cases_*.py"
 
 
 @pytest.mark.parametrize("target", BUILTIN_TARGETS)

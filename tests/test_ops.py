@@ -1,4 +1,4 @@
-"""The operator table's runner: every row of tests/op_table/cases_*.py at each of its opsets.
+"""The operator table's runner: every row of op_table/cases_*.py at each of its opsets.
 
 A row passes when its module exports, the model passes the full ONNX checker, onnxruntime
 (CPU) reproduces every torch output (same dtype and shape; integers and bools exactly, floats
@@ -23,8 +23,8 @@ from exporter import trace
 from exporter.registry import Dispatcher
 from harness.backend import prepare
 from harness.runtime.errors import first_line
-from tests.op_table.schema import OpCase
-from tests.op_table.table import (
+from op_table.schema import OpCase
+from op_table.table import (
     Sample,
     all_cases,
     build_sample,

@@ -1,4 +1,4 @@
-"""Recurrent layers against torch, from the rows of tests/op_table/cases_rnn.py.
+"""Recurrent layers against torch, from the rows of op_table/cases_rnn.py.
 
 Every row, at every opset of its table: the model passes onnx.checker's full check, runs on
 onnxruntime CPU, contains the fused ATen op, and its output and returned hidden (and cell) states
@@ -19,8 +19,8 @@ import torch
 
 import exporter
 from exporter.registry import CAPTURE_HOOKS
-from tests.op_table.cases_rnn import CASES, RNN_ATOL
-from tests.op_table.schema import OpCase
+from op_table.cases_rnn import CASES, RNN_ATOL
+from op_table.schema import OpCase
 
 INPUT_SEED = 0
 # Sizes the dynamic rows are re-run at: longer and shorter than the export's, other batches.

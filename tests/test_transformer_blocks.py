@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import harness
-from tests.op_table.cases_transformer import CASES as BLOCKS
-from tests.op_table.table import build_sample
+from op_table.cases_transformer import CASES as BLOCKS
+from op_table.table import build_sample
 
 CI_BLOCKS = (
     "transformer_encoder_prenorm_batch_first",

@@ -21,7 +21,7 @@ from model_zoo_cases import FAMILIES, ModelCase, calibration, select
 from model_zoo_cases import torchvision_extended
 from model_zoo_cases.inputs import IMAGENET_MEAN, IMAGENET_STD, KINETICS_MEAN, KINETICS_STD
 from model_zoo_cases.word_language_model import RNNModel
-from tests.op_table.table import flat_tensors
+from op_table.table import flat_tensors
 
 # Cheap enough to build three times: covers every hand-written model and a
 # torchvision net with BatchNorm calibration.

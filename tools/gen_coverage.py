@@ -129,7 +129,7 @@ def _verify_both_batches(module, traced_args, other_args, exporter: str, **commo
 def _activation_stats(module, args) -> dict[str, float]:
     """max |activation| over every leaf module and max |output| (for the measurements)."""
     import torch
-    from tests.op_table.table import flat_tensors
+    from op_table.table import flat_tensors
 
     peak = [0.0]
 

@@ -386,7 +386,7 @@ def run_sample(entry: Any, sample: Any, claimed: set[str], call: DirectCall | No
     """Export one sample and compare it with torch; None when the sample is not one for
     `claimed` (its program holds none of them) or returns no tensors. With `call`, the sample
     goes through that kernel form instead of the entry's own op (None if it does not fit)."""
-    from tests.op_table.table import program_targets
+    from op_table.table import program_targets
 
     op, sample_input, args, kwargs = entry.op, sample.input, tuple(sample.args), dict(sample.kwargs)
     if call is not None:

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.op_table.schema import Lambda, OpCase
+from op_table.schema import Lambda, OpCase
 
 WEIGHT_SEED = 0
 

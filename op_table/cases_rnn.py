@@ -14,7 +14,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from tests.op_table.schema import OpCase
+from op_table.schema import OpCase
 
 RNN_ATOL = 1e-5  # the recurrent layers' contract: max abs error on outputs and states
 WEIGHT_SEED = 0
