@@ -10,6 +10,19 @@ from functools import lru_cache
 
 import torch.fx
 
+# Metadata keys every emitted ONNX node carries (docs/ARCHITECTURE.md, "Provenance").
+FX_NODE_KEY = "roundtrip.fx_node"
+ATEN_KEY = "roundtrip.aten"
+SCOPE_KEY = "roundtrip.scope"
+SOURCE_KEY = "roundtrip.source"
+# A node that stands for several FX nodes after optimisation (a folded BatchNorm, a fused
+# activation): JSON list of {"fx_node", "aten", "scope", "source"} in graph order; its
+# roundtrip.fx_node is the last member, whose output the node computes.
+REGION_KEY = "roundtrip.region"
+# A node the exporter wrapped in Casts because ONNX does not define it for the dtype at the
+# target opset: "bfloat16->float32: <why>".
+CAST_KEY = "roundtrip.cast"
+
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 

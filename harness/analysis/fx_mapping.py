@@ -50,6 +50,7 @@ class NodeGroup:
     source: str = ""
     mapped_by: str = ""  # "metadata" | "value names" | "folded" | "" (no ONNX nodes)
     folded_into: str = ""  # the initializer the export folded the value into (roundtrip.folded_values)
+    region: list[Any] = field(default_factory=list)  # rows.RegionMember per FX node an optimised node stands for
 
 
 def _metadata(node: onnx.NodeProto) -> dict[str, str]:

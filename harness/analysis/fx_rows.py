@@ -97,7 +97,7 @@ def _record(group: NodeGroup, analysis: FxAnalysis) -> OpRecord:
     return OpRecord(
         fx_node=group.fx_node, aten=group.aten,
         onnx_nodes=[n.name for n in group.nodes], onnx_ops=[n.op_type for n in group.nodes],
-        scope=group.scope, source=group.source, tolerance=tolerance.to_dict(),
+        scope=group.scope, source=group.source, tolerance=tolerance.to_dict(), region=list(group.region),
     )
 
 

@@ -27,6 +27,19 @@ class OpArtifacts:
     weights: Any = None  # runtime.SharedWeights restoring `source`'s in-memory initializers (else None)
 
 
+@dataclass(frozen=True)
+class RegionMember:
+    """One FX node inside an optimised region, with its provenance."""
+
+    fx_node: str
+    aten: str
+    scope: str = ""
+    source: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"fx_node": self.fx_node, "aten": self.aten, "scope": self.scope, "source": self.source}
+
+
 @dataclass
 class OpRecord:
     """One op: where it came from, what it became, and how far the backend is from torch.
@@ -43,6 +56,16 @@ class OpRecord:
                  fp32 vs the same; `attribution` names who diverged (harness.truth), with
                  `noise_bound` the normalised error fp32 noise alone can explain.
     noise_floor: torch CPU vs torch CUDA on the op's inputs (CUDA runs only).
+    region:      the FX nodes one optimised ONNX node (or group) stands for, in graph order, when
+                 it stands for more than one (BatchNorm folded into its Conv, a fused HardSwish);
+                 `fx_node` is then the region's last member, whose output the region is compared
+                 against. Empty for an op of its own.
+    dtype:       the op's own output dtype (torch's value), the key of its tolerance row.
+    verdict:     how `passed` was decided (harness.metrics' verdict record: the rule, both errors
+                 against the truth, their ratio); None before judging.
+    computed_by: which backend computed the row's values: "onnxruntime" or "onnx.reference".
+    check:       what the row compares: "values"; "distribution" for random ops (shape, dtype and
+                 statistics); "matched" for data-dependent detections matched box to box.
     """
 
     fx_node: str
@@ -63,7 +86,17 @@ class OpRecord:
     noise_bound: float | None = None  # normalised fp noise bound used for attribution
     reduction_length: int | None = None
     notes: list[str] = field(default_factory=list)
+    region: list[RegionMember] = field(default_factory=list)
+    dtype: str = ""
+    verdict: Any = None  # a verdict record with to_dict(); None when not judged
+    computed_by: str = "onnxruntime"
+    check: str = "values"
     artifacts: Any = field(default=None, repr=False, compare=False)  # reproducer inputs; not serialised
+
+    @property
+    def fx_nodes(self) -> list[str]:
+        """Every FX node the row stands for: the region's members, or the op alone."""
+        return [member.fx_node for member in self.region] or [self.fx_node]
 
     @property
     def name(self) -> str:
@@ -102,6 +135,9 @@ class OpRecord:
             "attribution": self.attribution, "tolerance": self.tolerance, "passed": self.passed,
             "not_isolable": self.not_isolable, "noise_bound": self.noise_bound,
             "reduction_length": self.reduction_length, "notes": list(self.notes),
+            "region": [member.to_dict() for member in self.region], "dtype": self.dtype,
+            "verdict": self.verdict.to_dict() if self.verdict is not None else None,
+            "computed_by": self.computed_by, "check": self.check,
         }
         for key in ("accumulated", "isolated", "truth", "torch_truth", "noise_floor"):
             value = getattr(self, key)
