@@ -11,6 +11,7 @@ from typing import Any
 
 from harness.analysis.rows import OpAnalysis, OpArtifacts, OpRecord
 from harness.metrics.comparison import Comparison
+from harness.metrics.verdict import overflow_limit
 
 __all__ = ["CheckerResult", "OpArtifacts", "OpRecord", "Verification"]
 
@@ -41,6 +42,7 @@ class Verification:
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     op_reference: str = ""  # what per-op errors are measured against: "torch" | "onnx.reference"
+    output_verdicts: list[Any] = field(default_factory=list)  # metrics.verdict.Verdict per output
     onnx_model: Any = field(default=None, repr=False, compare=False)  # the model verified; not serialised
 
     def add_analysis(self, analysis: OpAnalysis) -> None:
@@ -54,21 +56,17 @@ class Verification:
             self.environment.setdefault(key, value)
 
     def verdict(self, *, backend_ran: bool, output_counts_match: bool) -> bool:
-        """The model-level verdict: the checker passes, the backend ran, and every output is
-        inside its tolerance."""
-        return (
-            self.checker.passed
-            and backend_ran
-            and bool(self.outputs)
-            and output_counts_match
-            and all(c.passed for c in self.outputs)
-        )
+        """The model-level verdict: the checker passes, the backend ran, and every output passes
+        its verdict (inside its tolerance where it has none)."""
+        outputs_pass = (all(v.passed for v in self.output_verdicts) if len(self.output_verdicts) == len(self.outputs)
+                        else all(c.passed for c in self.outputs))
+        return self.checker.passed and backend_ran and bool(self.outputs) and output_counts_match and outputs_pass
 
     @property
     def worst_op(self) -> OpRecord | None:
         """The op that fails worst: first an op that fails outright (the backend cannot run its
         subgraph, or its isolated output has the wrong shape or dtype or disagrees on NaN/Inf),
-        then the largest isolated error relative to its tolerance.
+        then the largest isolated error relative to what its verdict allowed (OpRecord.error_ratio).
 
         Only isolated errors compete when any op has one: an accumulated error carries every
         error before it, so it would blame a downstream op. Without isolation (per-op
@@ -78,10 +76,34 @@ class Verification:
         if judged:
             return max(judged, key=lambda op: (
                 op.failure not in ("", "tolerance"),
-                op.isolated.tolerance_ratio if op.isolated is not None else math.inf,
+                op.error_ratio if op.isolated is not None else math.inf,
             ))
         measured = [op for op in self.ops if op.accumulated is not None]
         return max(measured, key=lambda op: op.accumulated.tolerance_ratio, default=None)
+
+    @property
+    def first_nonfinite(self) -> dict[str, Any] | None:
+        """The first op in graph order whose value disagrees on NaN/Inf: the backend's isolated
+        value against the fp64 truth (inf or NaN where the truth is finite, or the reverse),
+        else against torch, else its accumulated value against torch; None when none does."""
+        for measured in ("truth", "isolated", "accumulated"):
+            for op in self.ops:
+                comparison = getattr(op, measured)
+                if comparison is not None and comparison.nonfinite_mismatch:
+                    return {"fx_node": op.fx_node, "aten": op.aten, "scope": op.scope, "source": op.source,
+                            "against": measured, "elements": comparison.nonfinite_mismatch}
+        return None
+
+    @property
+    def overflows(self) -> list[dict[str, Any]]:
+        """Ops whose fp64 truth lies beyond their dtype's largest finite value, in graph order."""
+        found = []
+        for op in self.ops:
+            limit = overflow_limit(op.dtype)
+            if limit is not None and op.torch_truth is not None and op.torch_truth.scale > limit:
+                found.append({"fx_node": op.fx_node, "dtype": op.dtype, "scope": op.scope, "source": op.source,
+                              "truth_max": op.torch_truth.scale, "limit": limit})
+        return found
 
     @property
     def max_output_error(self) -> float:
@@ -98,4 +120,6 @@ class Verification:
             "instrumented_vs_production": [c.to_dict() for c in self.instrumented_vs_production],
             "cpu_placed_nodes": self.cpu_placed_nodes, "environment": self.environment,
             "timings": self.timings, "notes": self.notes, "op_reference": self.op_reference,
+            "output_verdicts": [v.to_dict() for v in self.output_verdicts],
+            "first_nonfinite": self.first_nonfinite, "overflows": self.overflows,
         }

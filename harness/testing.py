@@ -22,7 +22,7 @@ from harness.onnx_verification import verify_onnx
 from harness.records import OpRecord, Verification
 from harness.report.failure import failure_message
 from harness.reproducer import write_reproducer
-from harness.verification import DEFAULT_OUTPUT_ATOL, DEFAULT_OUTPUT_RTOL, verify
+from harness.verification import verify
 
 __all__ = ["RoundtripAssertionError", "assert_roundtrip", "assert_roundtrip_onnx", "assert_verified",
            "reproducer_op"]
@@ -75,11 +75,11 @@ def assert_verified(verification: Verification, *, reproducer_dir: str | os.Path
 
 
 def assert_roundtrip(model: Any, args: Any, *, device: str = "cpu", exporter: str = "roundtrip",
-                     opset: int | None = None, atol: float = DEFAULT_OUTPUT_ATOL, rtol: float = DEFAULT_OUTPUT_RTOL,
+                     opset: int | None = None, atol: float | None = None, rtol: float | None = None,
                      tolerances: Any = None, reproducer_dir: str | os.PathLike | None = None,
                      **verify_options: Any) -> Verification:
-    """`harness.verify(model, args, ...)`, then `assert_verified`. `atol`/`rtol` judge the model's
-    outputs; `tolerances` (a ToleranceTable or a path) the ops; `verify_options` go to
+    """`harness.verify(model, args, ...)`, then `assert_verified`. `atol`/`rtol`, given, judge the
+    model's outputs instead of the verdict rule; `tolerances` (a ToleranceTable or a path) the ops; `verify_options` go to
     harness.verify (dynamic_axes, input_names, onnx_model, allowed_mismatch, per_op, tf32,
     model_name). Returns the Verification when it passed."""
     __tracebackhide__ = True
@@ -89,7 +89,7 @@ def assert_roundtrip(model: Any, args: Any, *, device: str = "cpu", exporter: st
 
 
 def assert_roundtrip_onnx(model_or_path: Any, inputs: Any, expected: Any = None, *, device: str = "cpu",
-                          atol: float = DEFAULT_OUTPUT_ATOL, rtol: float = DEFAULT_OUTPUT_RTOL,
+                          atol: float | None = None, rtol: float | None = None,
                           tolerances: Any = None, reproducer_dir: str | os.PathLike | None = None,
                           **verify_options: Any) -> Verification:
     """`harness.verify_onnx(model_or_path, inputs, expected, ...)`, then `assert_verified`."""

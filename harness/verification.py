@@ -38,11 +38,14 @@ from harness.exporters import EXPORTERS, ExportedForVerification, export_for_ver
 from harness.metrics.arrays import as_array, flatten_outputs
 from harness.metrics.comparison import compare
 from harness.metrics.tolerances import ToleranceTable, load as load_tolerances
+from harness.outputs import judge_outputs
 from harness.records import CheckerResult, Verification
 from harness.runtime.shared_weights import copy_model
 
 logger = logging.getLogger(__name__)
 
+# The float32 output row of the shipped table (harness/metrics/data/tolerances.json): what the
+# outputs of a float32 model may differ by at most when no tolerance is given (the cap).
 DEFAULT_OUTPUT_ATOL = 1e-4
 DEFAULT_OUTPUT_RTOL = 1e-3
 
@@ -115,8 +118,8 @@ def verify(
     per_op: bool = True,
     dynamic_axes: Mapping[str, Mapping[int, str]] | None = None,
     input_names: Sequence[str] | None = None,
-    output_atol: float = DEFAULT_OUTPUT_ATOL,
-    output_rtol: float = DEFAULT_OUTPUT_RTOL,
+    output_atol: float | None = None,
+    output_rtol: float | None = None,
     allowed_mismatch: float = 0.0,
     tf32: bool = False,
     model_name: str | None = None,
@@ -127,8 +130,10 @@ def verify(
 
     `args` and `kwargs` may hold any inputs torch.export accepts (tensors, Python scalars,
     dicts, lists, tuples, nested); the ONNX model's inputs are their tensor leaves, flattened.
-    The model passes when the checker passes and every output is inside
-    `output_atol + output_rtol*|expected|` (up to `allowed_mismatch` of the elements). A CUDA
+    The model passes when the checker passes and every output passes its verdict: against the
+    module's outputs in float64 (harness.metrics.verdict), capped by the table's output row for
+    the output's dtype; `output_atol`/`output_rtol` given override the rule (every output inside
+    `output_atol + output_rtol*|expected|`, up to `allowed_mismatch` of the elements). A CUDA
     request that cannot run on CUDA raises `runtime.BackendUnavailableError` with the reason.
     `strict=True` (default: the ROUNDTRIP_STRICT environment variable) raises the harness's own
     errors instead of recording them as notes (see harness.analysis.strictness).
@@ -179,8 +184,8 @@ def verify_exported(
     device: str = "cpu",
     tolerances: ToleranceTable | str | None = None,
     per_op: bool = True,
-    output_atol: float = DEFAULT_OUTPUT_ATOL,
-    output_rtol: float = DEFAULT_OUTPUT_RTOL,
+    output_atol: float | None = None,
+    output_rtol: float | None = None,
     allowed_mismatch: float = 0.0,
     tf32: bool = False,
     model_name: str = "model",
@@ -226,11 +231,9 @@ def verify_exported(
 
         output_names = [o.name for o in onnx_proto.graph.output]
         if actual_outputs is not None:
-            verification.outputs = [
-                compare(a, as_array(e), atol=output_atol, rtol=output_rtol, name=name,
-                        allowed_mismatch=allowed_mismatch)
-                for a, e, name in zip(actual_outputs, expected_outputs, output_names)
-            ]
+            truth = _output_truth(verification, exported, module, torch_args, torch_kwargs, timings)
+            judge_outputs(verification, actual_outputs, expected_outputs, truth, output_names, table=table,
+                          device=spec.kind, atol=output_atol, rtol=output_rtol, allowed_mismatch=allowed_mismatch)
             if len(actual_outputs) != len(expected_outputs):
                 verification.notes.append(
                     f"the ONNX model has {len(actual_outputs)} outputs, torch {len(expected_outputs)}"
@@ -245,6 +248,25 @@ def verify_exported(
         output_counts_match=actual_outputs is not None and len(actual_outputs) == len(expected_outputs),
     )
     return verification
+
+
+def _output_truth(verification: Verification, exported: ExportedForVerification, module: torch.nn.Module | None,
+                  args: tuple[Any, ...], kwargs: dict[str, Any], timings: dict[str, float]) -> list[Any] | None:
+    """The model's outputs in float64 (the module's, else the program's), flattened; None, with
+    a note, when it cannot run in float64."""
+    from harness.analysis.truth import OpCallFailed, model_truth
+
+    source = module if module is not None else (exported.program.module() if exported.program is not None else None)
+    if source is None:
+        return None
+    started = time.perf_counter()
+    try:
+        return flatten_outputs(model_truth(source, args, kwargs))
+    except OpCallFailed as failed:
+        verification.notes.append(f"no fp64 truth for the outputs: the float64 run failed: {failed}"[:300])
+        return None
+    finally:
+        timings["output_truth_s"] = time.perf_counter() - started
 
 
 def tolerance_table(tolerances: ToleranceTable | str | None) -> ToleranceTable:

@@ -27,8 +27,10 @@ from harness.analysis.strictness import harness_error
 from harness.analysis.truth import OpCallFailed, Replayer, no_truth_reason, reduction_length
 from harness.metrics.arrays import as_array
 from harness.metrics.comparison import Comparison, compare, dtype_name
-from harness.metrics.noise import NoiseModel, attribute, load_noise_model
+from harness.metrics.noise import NoiseModel, attribute, dtype_key, load_noise_model
 from harness.metrics.tolerances import Tolerance, ToleranceTable
+from harness.metrics.verdict import VerdictRule, load_rule
+from harness.analysis.judging import TruthPair, decide, overflow_note
 from harness.onnxgraph.isolation import Subgraph
 from harness.runtime.memory import release_freed_memory
 from harness.runtime.runner import ModelRunner
@@ -52,6 +54,7 @@ class FxAnalysis:
     initializer: Callable[[onnx.TensorProto], onnx.TensorProto] = lambda t: t
     production: Sequence[np.ndarray] | None = None
     noise_model: NoiseModel = field(default_factory=load_noise_model)
+    rule: VerdictRule | None = None  # the verdict rule (None: the shipped one, checked against noise_model)
     environment: dict[str, Any] = field(default_factory=dict)
     strict: bool | None = None  # raise the harness's own errors (None: ROUNDTRIP_STRICT decides)
     weights: Any = None  # runtime.SharedWeights holding the arrays of source_model's in-memory stubs
@@ -81,24 +84,38 @@ def analyse(analysis: FxAnalysis) -> OpAnalysis:
 
     started = time.perf_counter()
     release_freed_memory()
-    _truth(records, analysis, isolated)
+    truths = _truth(records, analysis, isolated)
     timings["truth_s"] = time.perf_counter() - started
+    rule = analysis.rule or load_rule(analysis.noise_model)
+    for fx, record in records.items():
+        decide(record, isolated.get(fx, {}), truths.get(fx, {}), rule, analysis.table.lookup(
+            "*", analysis.device, record.dtype or None))
 
     if analysis.device == "cuda":
         started = time.perf_counter()
         _noise_floor(records, analysis)
         timings["noise_floor_s"] = time.perf_counter() - started
     result.environment["noise_model"] = analysis.noise_model.to_dict()
+    result.environment["verdict_rule"] = rule.to_dict()
     return result
 
 
 def _record(group: NodeGroup, analysis: FxAnalysis) -> OpRecord:
-    tolerance = analysis.table.lookup(group.aten, analysis.device)
+    dtype = _op_dtype(analysis.values.get(group.fx_node))
+    tolerance = analysis.table.lookup(group.aten, analysis.device, dtype or None)
     return OpRecord(
         fx_node=group.fx_node, aten=group.aten,
         onnx_nodes=[n.name for n in group.nodes], onnx_ops=[n.op_type for n in group.nodes],
         scope=group.scope, source=group.source, tolerance=tolerance.to_dict(), region=list(group.region),
+        dtype=dtype,
     )
+
+
+def _op_dtype(value: Any) -> str:
+    """The op's own dtype: its first floating output's (else its first tensor's), '' for none."""
+    tensors = [v for v in (value if isinstance(value, (tuple, list)) else [value]) if isinstance(v, torch.Tensor)]
+    chosen = next((t for t in tensors if t.is_floating_point()), tensors[0] if tensors else None)
+    return dtype_key(chosen.dtype) if chosen is not None else ""
 
 
 def _tolerance(record: OpRecord) -> Tolerance:
@@ -220,7 +237,10 @@ def _initializer_array(analysis: FxAnalysis, name: str) -> np.ndarray | None:
 
 
 def _truth(records: dict[str, OpRecord], analysis: FxAnalysis,
-           isolated: Mapping[str, Mapping[str, Comparison]]) -> None:
+           isolated: Mapping[str, Mapping[str, Comparison]]) -> dict[str, dict[str, TruthPair]]:
+    """Fill every row's truth and attribution; return each op's comparisons with the truth, by
+    FX node and value name."""
+    found: dict[str, dict[str, TruthPair]] = {}
     nodes = [n for n in analysis.program.graph.nodes if n.name in records]
     replay = Replayer(nodes, analysis.values, device="cpu", dtype=torch.float64)
     for node in nodes:
@@ -234,19 +254,21 @@ def _truth(records: dict[str, OpRecord], analysis: FxAnalysis,
             continue
         try:
             truth, args = replay(node)
-            _fill_truth(record, group, node, truth, args, analysis, isolated.get(node.name, {}))
+            found[node.name] = _fill_truth(record, group, node, truth, args, analysis, isolated.get(node.name, {}))
         except OpCallFailed as failed:  # an overload without a float64 kernel, say
             record.notes.append(f"no fp64 truth: the float64 call failed: {failed}"[:300])
         except Exception as error:  # the replay's or the comparison's own code: a harness bug
             record.notes.append(harness_error(error, f"computing the fp64 truth of {node.name}", analysis.strict))
+    return found
 
 
 def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: Any, args: list[Any],
-                analysis: FxAnalysis, isolated_comparisons: Mapping[str, Comparison]) -> None:
+                analysis: FxAnalysis, isolated_comparisons: Mapping[str, Comparison]) -> dict[str, TruthPair]:
     tolerance = _tolerance(record)
     isolated = record.artifacts.isolated_outputs if record.artifacts is not None else {}
     length = reduction_length(node, args, truth)
     backend_side, torch_side = [], []
+    pairs: dict[str, TruthPair] = {}
     noise = 0.0
     for index, name in sorted(group.outputs.items()):
         expected = output_at(truth, index)
@@ -255,7 +277,8 @@ def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: 
             continue
         expected_array = as_array(expected)
         torch_array = as_array(torch_value)
-        noise = max(noise, analysis.noise_model.bound(torch_array.dtype, length))
+        noise = max(noise, analysis.noise_model.bound(
+            torch_value.dtype if isinstance(torch_value, torch.Tensor) else torch_array.dtype, length))
         torch_side.append(compare(torch_array, expected_array, atol=tolerance.atol, rtol=tolerance.rtol,
                                   name=name, check_dtype=False))
         if name in isolated:
@@ -265,13 +288,19 @@ def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: 
             else:
                 backend_side.append(compare(backend, expected_array, atol=tolerance.atol,
                                             rtol=tolerance.rtol, name=name, check_dtype=False))
+        dtype = dtype_key(torch_value.dtype) if isinstance(torch_value, torch.Tensor) else dtype_name(torch_array.dtype)
+        pairs[name] = TruthPair(backend_side[-1] if name in isolated else None, torch_side[-1], length, dtype)
+        note = overflow_note(dtype, torch_side[-1])
+        if note:
+            record.notes.append(note)
     if not torch_side:
-        return
+        return pairs
     record.reduction_length = length
     record.noise_bound = noise
     record.torch_truth = max(torch_side, key=lambda c: c.normalized)
     record.truth = max(backend_side, key=lambda c: c.normalized) if backend_side else None
     record.attribution = attribute(record.truth, record.torch_truth, record.noise_bound, analysis.noise_model)
+    return pairs
 
 
 def _identical(isolated: Comparison | None) -> bool:

@@ -124,7 +124,10 @@ class OpRecord:
 
     @property
     def error_ratio(self) -> float:
-        """Isolated error relative to the op's tolerance (accumulated when not isolated)."""
+        """The error relative to what the op's verdict allowed (its score: > 1 fails); without
+        a verdict, the isolated error relative to its tolerance (accumulated when not isolated)."""
+        if self.verdict is not None:
+            return self.verdict.score
         measured = self.isolated or self.accumulated
         return measured.tolerance_ratio if measured is not None else 0.0
 

@@ -284,3 +284,24 @@ def _convert(value: Any, device: torch.device, dtype: torch.dtype | None) -> Any
     if isinstance(value, (list, tuple)):
         return type(value)(_convert(v, device, dtype) for v in value)
     return value
+
+
+# --- model-level truth ---------------------------------------------------------------------
+
+
+def model_truth(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> Any:
+    """The module's outputs in float64 on CPU: its floating parameters and buffers, and the
+    floating tensors of `args` and `kwargs`, cast up exactly (the module is not changed).
+    OpCallFailed when the module cannot run in float64 (an op without a float64 kernel, or one
+    that insists on its own dtype)."""
+    state = {name: _convert(value, torch.device("cpu"), torch.float64)
+             for name, value in [*module.named_parameters(), *module.named_buffers()]}
+    args64 = _convert(list(args), torch.device("cpu"), torch.float64)
+    kwargs64 = {key: _convert(value, torch.device("cpu"), torch.float64) for key, value in (kwargs or {}).items()}
+    from exporter.trace import eval_mode
+
+    try:
+        with torch.no_grad(), eval_mode(module):
+            return torch.func.functional_call(module, state, tuple(args64), kwargs64)
+    except Exception as error:  # the module's own code or a kernel refused float64
+        raise OpCallFailed(None, error) from error

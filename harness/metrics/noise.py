@@ -3,9 +3,13 @@
 For an op with fp64 truth r, torch's fp32 output T and the backend's isolated output B, the
 errors are normalised by the truth's scale (max |r|):
 
-    noise     = ulps * u(dtype) * sqrt(K)      u = eps/2 of the output dtype (2**-24 for fp32),
-                                               K = the op's reduction length (terms summed per
-                                               output element; 1 element-wise), ulps from
+    noise     = ulps * max(u(dtype), u(acc) * sqrt(K))
+                                               u = eps/2 (2**-24 for fp32), K = the op's
+                                               reduction length (terms summed per output
+                                               element; 1 element-wise), acc the dtype the
+                                               sums are accumulated in (float32 for float16
+                                               and bfloat16, else the dtype itself: fp32 gives
+                                               ulps * u * sqrt(K)); ulps from
                                                data/attribution.json.
     e_b = |B - r| / scale,   e_t = |T - r| / scale     (max over elements)
 
@@ -44,8 +48,7 @@ class NoiseModel:
 
     def bound(self, dtype: Any, reduction_length: int) -> float:
         """Normalised error two correct implementations of one op may show in `dtype`."""
-        unit = unit_roundoff(dtype)
-        return self.ulps * unit * math.sqrt(max(reduction_length, 1)) if unit else 0.0
+        return self.ulps * rounding_unit(dtype, reduction_length)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,14 +60,46 @@ def load_noise_model() -> NoiseModel:
                       data.get("dominance_source", ""))
 
 
-def unit_roundoff(dtype: Any) -> float:
-    """eps/2 of a floating dtype (torch or numpy); 0 for exact (integer, boolean) dtypes."""
-    if type(dtype).__module__ == "torch":  # a torch.dtype: no torch import needed to ask it
-        import torch
+# eps/2 of the floating dtypes by name: numpy has no bfloat16, torch is not imported for a name
+_UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24, "float64": 2.0**-53,
+                  "complex64": 2.0**-24, "complex128": 2.0**-53}
+# where float16 and bfloat16 results are accumulated: float32 in torch (CPU and CUDA), in
+# onnxruntime's MLAS kernels and in cuDNN/cuBLAS by default; the other dtypes in themselves
+ACCUMULATES_IN = {"float16": "float32", "bfloat16": "float32"}
 
-        return torch.finfo(dtype).eps / 2 if dtype.is_floating_point else 0.0
-    dtype = np.dtype(dtype)
-    return float(np.finfo(dtype).eps) / 2 if dtype.kind in "fc" else 0.0
+
+def dtype_key(dtype: Any) -> str:
+    """'float16', 'bfloat16', 'int64', ...: the name of a torch or numpy dtype (or a name)."""
+    if isinstance(dtype, str) or type(dtype).__module__ == "torch":
+        return str(dtype).removeprefix("torch.")
+    try:
+        return np.dtype(dtype).name
+    except TypeError:
+        return str(dtype)
+
+
+def unit_roundoff(dtype: Any) -> float:
+    """eps/2 of a floating dtype (torch, numpy or its name); 0 for exact (integer, boolean) dtypes."""
+    key = dtype_key(dtype)
+    if key in _UNIT_ROUNDOFF:
+        return _UNIT_ROUNDOFF[key]
+    try:
+        kind = np.dtype(key).kind
+    except TypeError:
+        return 0.0
+    return float(np.finfo(np.dtype(key)).eps) / 2 if kind in "fc" else 0.0
+
+
+def rounding_unit(dtype: Any, reduction_length: int) -> float:
+    """The normalised rounding error of one result in `dtype` summing K terms:
+    max(u(dtype), u(accumulation dtype) * sqrt(K)). The final rounding to the dtype is one
+    unit roundoff at the value's magnitude; the K roundings of the accumulation add like a
+    random walk in the precision it is done in. float32 and float64 give u * sqrt(K)."""
+    unit = unit_roundoff(dtype)
+    if not unit:
+        return 0.0
+    accumulation = unit_roundoff(ACCUMULATES_IN.get(dtype_key(dtype), dtype_key(dtype)))
+    return max(unit, accumulation * math.sqrt(max(reduction_length, 1)))
 
 
 def attribute(backend: Comparison | None, torch_side: Comparison | None, noise: float,

@@ -19,6 +19,7 @@ from typing import Any
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 ANY = "*"
+OUTPUT = "output"  # the rows of a model's outputs (not an ATen overload)
 # An op whose output dtype the caller does not know is looked up as the harness's working
 # precision: every zoo model and the FX values the analysis compares are float32.
 DEFAULT_DTYPE = "float32"
@@ -57,6 +58,11 @@ class CalibrationPolicy:
             return cls()
         return cls(float(data.get("margin", cls.margin)), float(data.get("max_loosen_factor", cls.max_loosen_factor)),
                    {key: data.get(f"{key}_source", "") for key in ("margin", "max_loosen_factor")})
+
+
+def is_override(row: Tolerance) -> bool:
+    """Whether a row names an op's own overload: it then decides instead of the verdict rule."""
+    return row.aten not in (ANY, OUTPUT)
 
 
 def normalise_device(device: str) -> str:
