@@ -109,11 +109,24 @@ def _tensors(items: Any) -> Iterable[torch.Tensor]:
 def no_truth_reason(node: torch.fx.Node) -> str:
     """Why `node` gets no fp64 truth, or '' when it does."""
     tags = getattr(node.target, "tags", ())
-    if torch.Tag.nondeterministic_seeded in tags:
+    if torch.Tag.nondeterministic_seeded in tags and not _inference_only(node):
         return "random op (nondeterministic_seeded): no deterministic fp64 truth"
     if not callable(node.target):
         return f"{node.target!r} is not callable"
     return ""
+
+
+def _inference_only(node: torch.fx.Node) -> bool:
+    """Whether a seeded op runs without randomness here: its `train` argument is False (an RNN
+    or dropout in eval mode draws nothing)."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return False
+    for index, argument in enumerate(schema.arguments):
+        if argument.name == "train":
+            value = node.kwargs.get("train", node.args[index] if index < len(node.args) else argument.default_value)
+            return value is False
+    return False
 
 
 class OpCallFailed(RuntimeError):

@@ -38,8 +38,14 @@ class Thresholds:
         return cls(float(growth_factor or data["growth_factor"]), float(data["min_ratio"]))
 
 
-def _isolated_ratio(op: Mapping[str, Any]) -> float | None:
-    return ratio(op) if op.get("isolated") else None
+def _isolated_ratio(op: Mapping[str, Any], like: Mapping[str, Any] | None = None) -> float | None:
+    """The op's ratio (its verdict's score); against a report whose row has no verdict (`like`),
+    the isolated tolerance ratio, so both sides measure the same thing."""
+    if not op.get("isolated"):
+        return None
+    if like is not None and bool(op.get("verdict")) != bool(like.get("verdict")):
+        return ratio({key: value for key, value in op.items() if key != "verdict"})
+    return ratio(op)
 
 
 def _op_entry(case: str, op: Mapping[str, Any], kind: str, detail: str, base: Any = None, new: Any = None
@@ -54,7 +60,7 @@ def _compare_op(case: str, old: Mapping[str, Any], new: Mapping[str, Any], limit
     """(regressions, improvements) of one op."""
     regressions: list[dict[str, Any]] = []
     improvements: list[dict[str, Any]] = []
-    old_ratio, new_ratio = _isolated_ratio(old), _isolated_ratio(new)
+    old_ratio, new_ratio = _isolated_ratio(old, new), _isolated_ratio(new, old)
     if old_ratio is not None and new_ratio is None and new.get("not_isolable"):
         regressions.append(_op_entry(case, new, "unsupported", f"no longer isolated: {new['not_isolable']}"))
         return regressions, improvements

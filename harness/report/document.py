@@ -147,6 +147,8 @@ def headroom(row: Mapping[str, Any]) -> Any:
 
 
 def _op_dtype(row: Mapping[str, Any]) -> str:
+    if row.get("dtype"):
+        return str(row["dtype"])
     for key in ("isolated", "accumulated", "truth"):
         if row.get(key) and row[key].get("dtype_expected"):
             return str(row[key]["dtype_expected"])
@@ -169,13 +171,29 @@ def compact_op(row: Mapping[str, Any], cpu_placed: Sequence[str] = ()) -> dict[s
     for key in _OP_COMPARISONS:
         out[key] = compact_comparison(row.get(key), against_fp64=key in ("truth", "torch_truth", "noise_floor"))
     out["headroom"] = headroom(out)
+    out["verdict"] = compact_verdict(row.get("verdict"))
     return out
+
+
+_VERDICT_KEYS = ("rule", "passed", "dtype", "output", "e_backend", "e_torch", "ratio", "factor", "floor", "allowed",
+                 "tolerance_ratio", "score", "decided_by", "reason")
+
+
+def compact_verdict(verdict: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A Verdict's `to_dict()` as a report keeps it: the rule, the dtype, both errors against the
+    truth, their ratio, what was allowed and the row that capped or decided (atol, rtol)."""
+    if not verdict:
+        return None
+    kept = {key: number(verdict.get(key)) for key in _VERDICT_KEYS}
+    tolerance = verdict.get("tolerance") or {}
+    kept["tolerance"] = {"atol": number(tolerance.get("atol")), "rtol": number(tolerance.get("rtol"))}
+    return kept
 
 
 def compact_verification(record: Mapping[str, Any]) -> dict[str, Any]:
     """A Verification's `to_dict()` with compact comparisons and per-op rows."""
     cpu_placed = record.get("cpu_placed_nodes", [])
-    environment = {k: v for k, v in record.get("environment", {}).items() if k != "noise_model"}
+    environment = {k: v for k, v in record.get("environment", {}).items() if k not in ("noise_model", "verdict_rule")}
     return {
         "model_name": record.get("model_name", ""), "exporter": record.get("exporter", ""),
         "device": record.get("device", ""), "passed": bool(record.get("passed")),
@@ -188,6 +206,9 @@ def compact_verification(record: Mapping[str, Any]) -> dict[str, Any]:
         "noise_model": record.get("environment", {}).get("noise_model"),
         "timings": {k: number(v) for k, v in record.get("timings", {}).items()},
         "notes": list(record.get("notes", [])), "op_reference": record.get("op_reference", ""),
+        "verdict_rule": record.get("environment", {}).get("verdict_rule"),
+        "output_verdicts": [compact_verdict(v) for v in record.get("output_verdicts", [])],
+        "first_nonfinite": record.get("first_nonfinite"), "overflows": list(record.get("overflows", [])),
     }
 
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.report.document import as_float
-from harness.report.summary import fmt, measured, op_types, ratio, worst_op
+from harness.report.summary import fmt, measured, numeric_findings, op_types, ratio, worst_op
 
 ROWS_SHOWN = 8
 """Measured ops shown in a failure table: the worst by tolerance ratio."""
@@ -47,7 +47,7 @@ def _max_abs(comparison: Mapping[str, Any] | None) -> str:
 
 
 def _tolerance(row: Mapping[str, Any]) -> str:
-    tolerance = row.get("tolerance") or {}
+    tolerance = (row.get("verdict") or {}).get("tolerance") or row.get("tolerance") or {}
     if tolerance.get("atol") is None and tolerance.get("rtol") is None:
         return "-"
     return f"{fmt(tolerance.get('atol'))}+{fmt(tolerance.get('rtol'))}*|e|"
@@ -69,7 +69,7 @@ def headline(verification: Any) -> dict[str, Any]:
         "verdict": "pass" if record.get("passed") else "fail",
         "worst_op": record.get("worst_op"),
         "worst_op_onnx": op_types(list(worst.get("onnx_ops", []))) if worst else None,
-        "worst_ratio": as_float(comparison.get("tolerance_ratio")),
+        "worst_ratio": ratio(worst) if worst else None,
         "worst_op_max_abs": as_float(comparison.get("max_abs")),
         "max_abs": max((e for e in errors if e is not None), default=None),
         "scope": worst.get("scope") or None,
@@ -79,8 +79,15 @@ def headline(verification: Any) -> dict[str, Any]:
 
 def _output_lines(record: Mapping[str, Any]) -> list[str]:
     lines = []
-    for output in record.get("outputs", []):
-        if output.get("passed"):
+    verdicts = list(record.get("output_verdicts") or [])
+    for index, output in enumerate(record.get("outputs", [])):
+        verdict = verdicts[index] if index < len(verdicts) and verdicts[index] else None
+        if verdict is not None and verdict.get("passed") and output.get("passed") is not False or (
+                verdict is None and output.get("passed")):
+            continue
+        if verdict is not None and verdict.get("rule") == "truth" and output.get("passed") is not False:
+            lines.append(f"  output {output.get('name')!r} ({verdict.get('dtype')}): against the fp64 truth "
+                         f"{verdict.get('reason')}")
             continue
         if output.get("shape_match") is False:
             lines.append(f"  output {output.get('name')!r}: shape {output.get('shape_actual')} != "
@@ -91,6 +98,7 @@ def _output_lines(record: Mapping[str, Any]) -> list[str]:
             f"  output {output.get('name')!r}: max abs {fmt(output.get('max_abs'))}, "
             f"{fraction:.1%} of elements outside atol {fmt(output.get('atol'))} + "
             f"rtol {fmt(output.get('rtol'))}*|expected|"
+            + (f" ({verdict.get('dtype')})" if verdict else "")
             + (f"; {output['note']}" if output.get("note") else "")
         )
     if not record.get("outputs"):
@@ -104,16 +112,18 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 
 def _op_rows(ops: list[Mapping[str, Any]]) -> list[str]:
-    header = ["op", "ratio", "FX node", "ONNX ops", "isolated", "accumulated", "tolerance (atol+rtol*|e|)",
-              "attribution", "scope", "source"]
+    header = ["op", "ratio", "FX node", "ONNX ops", "dtype", "rule", "e_backend", "e_torch", "isolated",
+              "accumulated", "tolerance (atol+rtol*|e|)", "attribution", "scope", "source"]
     rows = [header]
     for op in ops:
+        verdict = op.get("verdict") or {}
         rows.append([
             {True: "ok", False: "FAIL"}.get(op.get("passed"), "?"),
             fmt(_ratio(op)) + ("" if op.get("isolated") else " (acc)"), str(op.get("fx_node")),
-            op_types(list(op.get("onnx_ops", []))), _max_abs(op.get("isolated")), _max_abs(op.get("accumulated")),
-            _tolerance(op), op.get("attribution") or "-", _clip(op.get("scope") or "-", SCOPE_WIDTH),
-            op.get("source") or "-",
+            op_types(list(op.get("onnx_ops", []))), op.get("dtype") or "-", verdict.get("rule") or "-",
+            fmt(verdict.get("e_backend")), fmt(verdict.get("e_torch")), _max_abs(op.get("isolated")),
+            _max_abs(op.get("accumulated")), _tolerance(op), op.get("attribution") or "-",
+            _clip(op.get("scope") or "-", SCOPE_WIDTH), op.get("source") or "-",
         ])
     return _table(rows)
 
@@ -168,9 +178,11 @@ def failure_message(verification: Any, *, reproducer: str | None = None, reprodu
         where = f"{len(failing)} of {len(ops)} op(s) outside their own tolerance" if failing else (
             f"none of {len(ops)} op(s) is outside its own tolerance: the error builds up across ops")
         shown = ranked[:rows]
-        lines.append(f"  {where}; worst {len(shown)} by ratio = max abs error / tolerance "
-                     f"({record.get('op_reference') or 'torch'} as reference):")
+        lines.append(f"  {where}; worst {len(shown)} by ratio = error / what the op's verdict allowed "
+                     f"({record.get('op_reference') or 'torch'} as reference; rule truth: e_backend <= factor x "
+                     "max(e_torch, floor) against the fp64 truth):")
         lines += _op_rows(shown)
+    lines += [f"  {text}" for text in numeric_findings(record)]
     lines += _unmeasured_lines(unmeasured)
     notes = list(record.get("notes", []))
     for note in notes[:NOTES_SHOWN]:

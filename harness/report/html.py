@@ -12,7 +12,7 @@ from harness.report.document import as_float
 from harness.report.markdown import headline
 from harness.report.plots import error_along_graph, headroom_by_kind
 from harness.report.summary import (
-    failing_ops, fmt, max_output_error, measured, op_kinds, op_types, ratio, verdict_counts, worst_ops,
+    failing_ops, fmt, max_output_error, measured, numeric_findings, op_kinds, op_types, ratio, verdict_counts, worst_ops,
 )
 
 OPS_PER_CASE = 15
@@ -84,6 +84,7 @@ def _case_view(case: Mapping[str, Any]) -> dict[str, Any]:
         "plot": _plot(case), "max_output_error": max_output_error(case),
         "failing": [_op_row(case["name"], op, reproducers) for op in failing_ops(case)],
         "worst": [_op_row(case["name"], op, reproducers) for op in ranked[:OPS_PER_CASE]],
+        "findings": numeric_findings(case.get("verification") or {}),
     }
 
 

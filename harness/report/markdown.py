@@ -12,7 +12,8 @@ from typing import Any
 
 from harness.report import diff as diffs
 from harness.report.summary import (
-    failing_ops, fmt, max_output_error, op_kinds, op_text, op_types, verdict_counts, worst_op, worst_ops,
+    failing_ops, fmt, max_output_error, numeric_findings, op_kinds, op_text, op_types, verdict_counts, worst_op,
+    worst_ops,
 )
 
 OP_KIND_ROWS = 20
@@ -75,6 +76,7 @@ def _problems(document: Mapping[str, Any]) -> list[str]:
             notes = case["verification"]["notes"]
             if notes and not case["verification"]["outputs"]:
                 what += f"; {notes[0][:NOTE_CHARS]}"
+            what += "".join(f"; {text}" for text in numeric_findings(case["verification"]))
         lines.append(f"| {case['name']} | {case['status']} | {_cell(what)} |")
     return lines + [""]
 
@@ -83,15 +85,23 @@ def _worst(document: Mapping[str, Any]) -> list[str]:
     ranked = worst_ops(document)
     if not ranked:
         return []
-    lines = ["## Ten worst ops", "", "| # | case | op | ONNX | error | x tolerance | attribution | scope | source |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["## Ten worst ops", "",
+             "Ratio: the error over what the op's verdict allowed (> 1 fails). Rule `truth`: e_backend <= factor x "
+             "max(e_torch, floor), both against the fp64 truth; `override`/`tolerance`: the row (atol+rtol) decided.",
+             "", "| # | case | op | ONNX | dtype | error | x allowed | rule | e_backend | e_torch | ratio | tolerance "
+             "| attribution | scope | source |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for index, item in enumerate(ranked, 1):
         op = item.op
         kind = "isolated" if op.get("isolated") else "accumulated"
         comparison = op.get(kind) or {}
+        verdict = op.get("verdict") or {}
+        tolerance = verdict.get("tolerance") or op.get("tolerance") or {}
         lines.append(
             f"| {index} | {item.case} | `{op['fx_node']}` {op['aten']} | {op_types(op['onnx_ops'])} | "
-            f"{fmt(comparison.get('max_abs'))} ({kind}) | {fmt(item.ratio)} | {op.get('attribution') or '-'} | "
+            f"{op.get('dtype') or '-'} | {fmt(comparison.get('max_abs'))} ({kind}) | {fmt(item.ratio)} | "
+            f"{verdict.get('rule') or '-'} | {fmt(verdict.get('e_backend'))} | {fmt(verdict.get('e_torch'))} | "
+            f"{fmt(verdict.get('ratio'))} | {fmt(tolerance.get('atol'))}+{fmt(tolerance.get('rtol'))}*\\|e\\| "
+            f"({op.get('dtype') or '*'}) | {op.get('attribution') or '-'} | "
             f"{_cell(op.get('scope') or '-')} | {_cell(op.get('source') or '-')} |")
     return lines + [""]
 

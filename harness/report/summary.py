@@ -43,7 +43,12 @@ def measured(op: Mapping[str, Any]) -> tuple[str, dict[str, Any] | None]:
 
 
 def ratio(op: Mapping[str, Any]) -> float:
-    """The op's error relative to its tolerance (isolated; accumulated when not isolated)."""
+    """The op's error relative to what its verdict allowed (the verdict's score); for a row
+    without a verdict, relative to its tolerance (isolated; accumulated when not isolated)."""
+    verdict = op.get("verdict") or {}
+    score = as_float(verdict.get("score"))
+    if score is not None and not math.isnan(score):
+        return score
     _, comparison = measured(op)
     value = as_float(comparison.get("tolerance_ratio")) if comparison else None
     return 0.0 if value is None or math.isnan(value) else value
@@ -132,12 +137,41 @@ def op_types(onnx_ops: list[str]) -> str:
 
 
 def op_text(op: Mapping[str, Any]) -> str:
-    """`conv2d_3 [Conv] isolated max_abs=1e-05 (0.3x tol) at Scope file.py:12`."""
+    """`conv2d_3 [Conv] isolated max_abs=1e-05 (0.3x tol) at Scope file.py:12`; with a verdict
+    `... float16 truth: e_backend 4e-04 vs e_torch 4e-04 (0.2x allowed) at ...`."""
     kind, comparison = measured(op)
     comparison = comparison or {}
     where = f"{op.get('scope') or '-'} {op.get('source') or ''}".rstrip()
     return (f"{op['fx_node']} [{op_types(op.get('onnx_ops', []))}] {kind} max_abs={fmt(comparison.get('max_abs'))} "
-            f"({fmt(comparison.get('tolerance_ratio'))}x tol) at {where}")
+            f"({verdict_text(op.get('verdict')) or fmt(comparison.get('tolerance_ratio')) + 'x tol'}) at {where}")
+
+
+def numeric_findings(record: Mapping[str, Any]) -> list[str]:
+    """`first non-finite value at relu_3 (Net/ReLU[act] net.py:12)`, `overflows float16 at
+    conv2d_7 (...)`: where a verification's values leave the dtype's range."""
+    found = []
+    first = record.get("first_nonfinite")
+    if first:
+        where = " ".join(part for part in (first.get("scope"), first.get("source")) if part)
+        found.append(f"first non-finite disagreement at {first['fx_node']}" + (f" ({where})" if where else "")
+                     + f", {first.get('elements')} element(s) against {first.get('against')}")
+    for flag in record.get("overflows", [])[:3]:
+        where = " ".join(part for part in (flag.get("scope"), flag.get("source")) if part)
+        found.append(f"overflows {flag['dtype']} at {flag['fx_node']}" + (f" ({where})" if where else "")
+                     + f": fp64 truth reaches {fmt(flag.get('truth_max'))}")
+    return found
+
+
+def verdict_text(verdict: Mapping[str, Any] | None) -> str:
+    """`float16 truth: e_backend 4e-04 vs e_torch 4e-04, 0.2x allowed`, `float32 override: 0.3x
+    tol`: the rule that decided, its dtype and numbers ('' without a verdict)."""
+    if not verdict:
+        return ""
+    head = f"{verdict.get('dtype') or '?'} {verdict.get('rule')}"
+    if verdict.get("e_backend") is not None and verdict.get("rule") == "truth":
+        return (f"{head}: e_backend {fmt(verdict.get('e_backend'))} vs e_torch {fmt(verdict.get('e_torch'))}, "
+                f"{fmt(verdict.get('score'))}x allowed")
+    return f"{head}: {fmt(verdict.get('score'))}x tol"
 
 
 def worst_op(case: Mapping[str, Any]) -> dict[str, Any] | None:
