@@ -100,9 +100,9 @@ class Verification:
         found = []
         for op in self.ops:
             limit = overflow_limit(op.dtype)
-            if limit is not None and op.torch_truth is not None and op.torch_truth.scale > limit:
+            if limit is not None and op.truth_scale is not None and op.truth_scale > limit:
                 found.append({"fx_node": op.fx_node, "dtype": op.dtype, "scope": op.scope, "source": op.source,
-                              "truth_max": op.torch_truth.scale, "limit": limit})
+                              "truth_max": op.truth_scale, "limit": limit})
         return found
 
     @property

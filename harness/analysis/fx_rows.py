@@ -25,7 +25,7 @@ from harness.analysis.isolated import isolate
 from harness.analysis.rows import OpAnalysis, OpArtifacts, OpRecord, judge, worst_comparison as _worst
 from harness.analysis.strictness import harness_error
 from harness.analysis.truth import OpCallFailed, Replayer, no_truth_reason, reduction_length
-from harness.metrics.arrays import as_array
+from harness.metrics.arrays import as_array, largest_finite
 from harness.metrics.comparison import Comparison, compare, dtype_name
 from harness.metrics.noise import NoiseModel, attribute, dtype_key, load_noise_model
 from harness.metrics.tolerances import Tolerance, ToleranceTable
@@ -290,7 +290,9 @@ def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: 
                                             rtol=tolerance.rtol, name=name, check_dtype=False))
         dtype = dtype_key(torch_value.dtype) if isinstance(torch_value, torch.Tensor) else dtype_name(torch_array.dtype)
         pairs[name] = TruthPair(backend_side[-1] if name in isolated else None, torch_side[-1], length, dtype)
-        note = overflow_note(dtype, torch_side[-1])
+        scale = largest_finite(expected_array)
+        record.truth_scale = max(record.truth_scale or 0.0, scale)
+        note = overflow_note(dtype, scale)
         if note:
             record.notes.append(note)
     if not torch_side:

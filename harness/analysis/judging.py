@@ -56,10 +56,11 @@ def _no_truth(record: OpRecord, pair: TruthPair | None) -> str:
     return (reasons[0] if reasons else "no fp64 truth for this output") + "; judged by the dtype's default row"
 
 
-def overflow_note(dtype: str, torch_truth: Comparison) -> str:
-    """A note when the fp64 truth of a value lies beyond the largest finite value of `dtype`."""
+def overflow_note(dtype: str, truth_scale: float) -> str:
+    """A note when the fp64 truth of a value (its largest finite magnitude `truth_scale`) lies
+    beyond the largest finite value of `dtype`."""
     limit = overflow_limit(dtype)
-    if limit is None or torch_truth.scale <= limit:
+    if limit is None or truth_scale <= limit:
         return ""
-    return (f"overflows {dtype}: the fp64 truth reaches {torch_truth.scale:.4g}, beyond {dtype}'s largest "
+    return (f"overflows {dtype}: the fp64 truth reaches {truth_scale:.4g}, beyond {dtype}'s largest "
             f"finite value {limit:.4g}")

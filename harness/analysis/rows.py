@@ -84,6 +84,7 @@ class OpRecord:
     passed: bool | None = None
     not_isolable: str = ""  # why the op has no isolated error ("" when it has one)
     noise_bound: float | None = None  # normalised fp noise bound used for attribution
+    truth_scale: float | None = None  # largest finite |value| of the fp64 truth (overflow checks)
     reduction_length: int | None = None
     notes: list[str] = field(default_factory=list)
     region: list[RegionMember] = field(default_factory=list)
@@ -137,7 +138,7 @@ class OpRecord:
             "onnx_ops": self.onnx_ops, "scope": self.scope, "source": self.source,
             "attribution": self.attribution, "tolerance": self.tolerance, "passed": self.passed,
             "not_isolable": self.not_isolable, "noise_bound": self.noise_bound,
-            "reduction_length": self.reduction_length, "notes": list(self.notes),
+            "reduction_length": self.reduction_length, "truth_scale": self.truth_scale, "notes": list(self.notes),
             "region": [member.to_dict() for member in self.region], "dtype": self.dtype,
             "verdict": self.verdict.to_dict() if self.verdict is not None else None,
             "computed_by": self.computed_by, "check": self.check,

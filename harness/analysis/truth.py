@@ -117,15 +117,16 @@ def no_truth_reason(node: torch.fx.Node) -> str:
 
 
 def _inference_only(node: torch.fx.Node) -> bool:
-    """Whether a seeded op runs without randomness here: its `train` argument is False (an RNN
-    or dropout in eval mode draws nothing)."""
+    """Whether a seeded op draws no random numbers here: its `train` argument is False (an RNN or
+    dropout in eval mode), or its `dropout_p` is 0 (attention without dropout)."""
     schema = getattr(node.target, "_schema", None)
     if schema is None:
         return False
     for index, argument in enumerate(schema.arguments):
-        if argument.name == "train":
-            value = node.kwargs.get("train", node.args[index] if index < len(node.args) else argument.default_value)
-            return value is False
+        if argument.name in ("train", "dropout_p"):
+            default = argument.default_value if argument.has_default_value() else None
+            value = node.kwargs.get(argument.name, node.args[index] if index < len(node.args) else default)
+            return value is False if argument.name == "train" else value == 0
     return False
 
 

@@ -38,3 +38,13 @@ def flatten_outputs(outputs: Any) -> list[Any]:
     if isinstance(outputs, Mapping):
         return [leaf for item in outputs.values() for leaf in flatten_outputs(item)]
     return [outputs]
+
+
+def largest_finite(array: np.ndarray) -> float:
+    """The largest finite magnitude in a numeric array (0 when it has none)."""
+    if array.size == 0 or array.dtype.kind not in "biufc":
+        return 0.0
+    magnitude = np.abs(array)
+    if array.dtype.kind in "fc":
+        magnitude = magnitude[np.isfinite(magnitude)]
+    return float(magnitude.max()) if magnitude.size else 0.0

@@ -164,7 +164,8 @@ def compact_op(row: Mapping[str, Any], cpu_placed: Sequence[str] = ()) -> dict[s
         "onnx_ops": list(row.get("onnx_ops", [])), "scope": row.get("scope", ""), "source": row.get("source", ""),
         "attribution": row.get("attribution", ""), "passed": row.get("passed"),
         "not_isolable": row.get("not_isolable", ""), "noise_bound": number(row.get("noise_bound")),
-        "reduction_length": row.get("reduction_length"), "tolerance": tolerance,
+        "reduction_length": row.get("reduction_length"), "truth_scale": number(row.get("truth_scale")),
+        "tolerance": tolerance,
         "cpu_placed_nodes": [n for n in row.get("onnx_nodes", []) if n in set(cpu_placed)],
         "notes": list(row.get("notes", [])),
     }
