@@ -1,0 +1,175 @@
+"""The verdict rule: e_backend <= factor * max(e_torch, floor) against the fp64 truth, the
+tolerance rows as override and cap, per-dtype lookup, and whole models in float16."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+
+import harness
+from harness.metrics import tolerances
+from harness.metrics.comparison import compare
+from harness.metrics.noise import NoiseModel, attribute, load_noise_model, rounding_unit, unit_roundoff
+from harness.metrics.tolerances import OUTPUT, Tolerance
+from harness.metrics.verdict import (
+    OVERRIDE, TOLERANCE, TRUTH, VerdictRule, by_row, by_truth, check_consistent, load_rule,
+)
+
+RULE = load_rule(load_noise_model())
+FP16_ROW = tolerances.load().lookup("*", "cpu", "float16")
+
+
+def _against_truth(error: float, scale: float = 1.0, name: str = "y"):
+    """A comparison with the truth whose normalised error is `error` (truth: `scale` * ones)."""
+    truth = np.full(64, scale, dtype=np.float64)
+    value = truth.copy()
+    value[3] += error * scale
+    return compare(value, truth, atol=0.0, rtol=0.0, name=name, check_dtype=False)
+
+
+def _against_torch(ratio: float):
+    """A comparison with torch under the float16 default row at `ratio` of it."""
+    torch_value = np.ones(8, dtype=np.float32)
+    allowed = FP16_ROW.atol + FP16_ROW.rtol
+    return compare(torch_value + np.float32(ratio * allowed), torch_value, atol=FP16_ROW.atol, rtol=FP16_ROW.rtol)
+
+
+def test_rounding_unit_is_the_final_rounding_or_the_float32_accumulation_in_half_types():
+    assert unit_roundoff("float16") == 2.0**-11 and unit_roundoff(torch.bfloat16) == 2.0**-8
+    assert unit_roundoff(np.float32) == 2.0**-24 and unit_roundoff("int64") == 0.0
+    assert rounding_unit("float16", 4608) == 2.0**-11  # u32 * sqrt(4608) = 4e-6, far below u16
+    assert rounding_unit("float16", 2**40) == pytest.approx(2.0**-24 * 2**20)
+    assert rounding_unit("float32", 400) == pytest.approx(20 * 2.0**-24)  # unchanged for fp32
+
+
+@pytest.mark.parametrize("e_backend, e_torch, dtype, K, passed, why", [
+    (4e-4, 4e-4, "float16", 2304, True, "as good as torch"),
+    (8e-4, 4e-4, "float16", 1, True, "twice torch's error is still under the floor (8 units)"),
+    (3.0e-3, 1e-4, "float16", 1, True, "under factor x floor = 2 x 4 x u16 = 3.9e-3"),
+    (4.5e-3, 1e-4, "float16", 1, False, "over factor x floor"),
+    (3e-2, 2e-2, "float16", 1, True, "torch itself is 2e-2 off: factor x e_torch"),
+    (5e-2, 2e-2, "float16", 1, False, "worse than factor x e_torch"),
+    (4e-7, 3e-7, "float32", 1, True, "within the float32 floor"),
+    (1e-5, 3e-7, "float32", 4608, True, "float32 with K: floor 4 x u32 x sqrt(4608) = 1.6e-5, x 2 > 1e-5"),
+    (4e-5, 3e-7, "float32", 4608, False, "over 2 x floor"),
+    (math.inf, 1e-4, "float16", 1, False, "NaN/Inf where the truth is finite"),
+])
+def test_the_rule_against_the_truth(e_backend, e_torch, dtype, K, passed, why):
+    backend = _against_truth(e_backend) if math.isfinite(e_backend) else compare(
+        np.array([np.inf, 1.0]), np.array([1.0, 1.0]), atol=0.0, rtol=0.0, check_dtype=False)
+    torch_side = _against_truth(e_torch) if math.isfinite(e_backend) else compare(
+        np.array([1.0 + e_torch, 1.0]), np.array([1.0, 1.0]), atol=0.0, rtol=0.0, check_dtype=False)
+    verdict = by_truth(backend, torch_side, None, dtype=dtype, reduction_length=K, rule=RULE, row=FP16_ROW)
+    assert verdict.passed is passed, (why, verdict.reason)
+    assert verdict.rule == TRUTH and verdict.decided_by == "rule"
+    assert verdict.allowed == pytest.approx(RULE.factor * max(verdict.e_torch, RULE.floor(dtype, K)))
+    assert (verdict.score <= 1) is passed
+    if math.isfinite(e_backend):
+        assert verdict.ratio == pytest.approx(e_backend / e_torch, rel=1e-6)
+
+
+def test_the_cap_bounds_the_rule_by_the_dtypes_default_row_times_its_cap_factor():
+    backend, torch_side = _against_truth(0.2), _against_truth(0.15)  # torch itself far off: the rule allows 0.3
+    inside = by_truth(backend, torch_side, _against_torch(0.9 * RULE.cap_factor("float16")), dtype="float16",
+                      reduction_length=1, rule=RULE, row=FP16_ROW)
+    outside = by_truth(backend, torch_side, _against_torch(1.1 * RULE.cap_factor("float16")), dtype="float16",
+                       reduction_length=1, rule=RULE, row=FP16_ROW)
+    assert inside.passed and inside.tolerance_ratio == pytest.approx(0.9, rel=1e-3)
+    assert not outside.passed and outside.decided_by == "cap" and "cap" in outside.reason
+    assert outside.tolerance["atol"] == FP16_ROW.atol * RULE.cap_factor("float16")
+    assert RULE.cap_factor("float32") == 1  # float32 is never looser than its row
+
+
+def test_a_row_for_the_op_overrides_and_values_without_truth_fall_back_to_the_dtype_row():
+    against_torch = _against_torch(2.0)
+    row = Tolerance("aten.conv2d.default", "cpu", FP16_ROW.atol, FP16_ROW.rtol, "hand-written", "float16")
+    override = by_row(against_torch, dtype="float16", row=row, rule=OVERRIDE, reason="row",
+                      backend=_against_truth(1e-4), torch_side=_against_truth(1e-4))
+    fallback = by_row(against_torch, dtype="float16", row=FP16_ROW, rule=TOLERANCE, reason="no fp64 truth")
+    assert not override.passed and override.decided_by == OVERRIDE and override.ratio == pytest.approx(1.0)
+    assert not fallback.passed and fallback.decided_by == TOLERANCE and fallback.e_backend is None
+    assert override.to_dict()["tolerance"]["source"] == "hand-written"
+
+
+@pytest.mark.parametrize("dtype, K", [("float16", 1), ("float16", 4608), ("float32", 1), ("float32", 4608),
+                                      ("bfloat16", 64)])
+def test_an_op_attributed_to_noise_never_fails_the_rule_and_a_failure_is_the_backends(dtype, K):
+    model = load_noise_model()
+    noise = model.bound(dtype, K)
+    for e_backend in np.geomspace(noise / 100, noise * 100, 25):
+        for e_torch in np.geomspace(noise / 100, noise * 100, 25):
+            backend, torch_side = _against_truth(float(e_backend)), _against_truth(float(e_torch))
+            verdict = by_truth(backend, torch_side, None, dtype=dtype, reduction_length=K, rule=RULE, row=FP16_ROW)
+            attribution = attribute(backend, torch_side, noise, model)
+            if attribution in ("both-noise", "torch"):
+                assert verdict.passed, (attribution, verdict.reason)
+            if not verdict.passed:
+                assert attribution in ("backend", "both"), (attribution, verdict.reason)
+
+
+def test_constants_that_would_fail_noise_are_refused():
+    with pytest.raises(ValueError, match="both-noise"):
+        check_consistent(VerdictRule(2.0, 1.0, {"*": 1.0}), NoiseModel(4, 10))
+    check_consistent(RULE, load_noise_model())
+    assert RULE.sources["factor"] and RULE.sources["floor_ulps"] and RULE.sources["cap_factors"]
+
+
+def test_tolerance_rows_are_looked_up_by_dtype_and_start_from_torch_testing():
+    table = tolerances.load()
+    assert (table.lookup("*", "cpu", "float16").rtol, table.lookup("*", "cpu", "bfloat16").rtol) == (1e-3, 1.6e-2)
+    assert "torch.testing" in table.lookup("*", "cpu", "float16").source
+    assert table.lookup("aten.conv2d.default", "cpu", "float32") == table.lookup("*", "cpu", "float32")
+    assert (table.lookup(OUTPUT, "cpu", "float32").atol, table.lookup(OUTPUT, "cpu", "float32").rtol) == (1e-4, 1e-3)
+    assert table.lookup(OUTPUT, "cuda", "float16").dtype == "float16"
+
+
+# --- whole models in float16, judged with the defaults ---------------------------------------------
+
+
+def test_resnet18_in_float16_passes_with_defaults_and_records_both_errors():
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18().half().eval()
+    x = torch.randn(1, 3, 64, 64).half()
+
+    verification = harness.verify(model, (x,))
+
+    assert verification.passed, harness.report.failure.failure_message(verification)
+    (output,) = verification.output_verdicts
+    assert output.rule == TRUTH and output.dtype == "float16" and output.passed
+    assert output.e_torch > 0 and output.e_backend is not None and output.ratio is not None
+    row = tolerances.load().lookup(OUTPUT, "cpu", "float16")  # the output's cap: the float16 output row
+    assert verification.outputs[0].atol == row.atol and verification.outputs[0].rtol == row.rtol
+    convs = [op for op in verification.ops if op.aten == "aten.conv2d.default"]
+    assert convs and all(op.dtype == "float16" and op.tolerance["dtype"] == "float16" for op in convs)
+    assert all(op.verdict.rule == TRUTH and op.passed for op in convs)
+    assert all(op.passed for op in verification.ops if op.attribution == "both-noise")
+    record = verification.to_dict()
+    assert record["output_verdicts"][0]["rule"] == TRUTH and record["ops"][0]["verdict"]["dtype"] == "float16"
+
+
+def test_a_transformer_encoder_in_float16_passes_with_defaults():
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.0, batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).half().eval()
+    x = torch.randn(2, 6, 32).half()
+
+    verification = harness.verify(model, (x,))
+
+    assert verification.passed, harness.report.failure.failure_message(verification)
+    attention = [op for op in verification.ops if "scaled_dot_product_attention" in op.aten]
+    assert attention and all(op.verdict.rule == TRUTH and op.passed for op in attention)
+
+
+def test_given_output_tolerances_override_the_rule():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Tanh()).half().eval()
+    x = torch.randn(4, 16).half()
+    tight = harness.verify(model, (x,), output_atol=1e-9, output_rtol=0.0, per_op=False)
+    default = harness.verify(model, (x,), per_op=False)
+    assert tight.output_verdicts[0].rule == OVERRIDE and tight.output_verdicts[0].e_torch is not None
+    assert default.output_verdicts[0].rule == TRUTH and default.passed
+    assert tight.passed is tight.outputs[0].passed
