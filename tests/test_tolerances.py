@@ -167,3 +167,14 @@ def test_tolerances_doc_is_generated_from_the_shipped_table():
     for row in tolerances.load().rows:
         assert row.source in generated
     assert generator.OUTPUT.read_text() == generated, "docs/TOLERANCES.md is stale: run python tools/gen_tolerances_doc.py"
+
+
+def test_calibrate_learns_per_dtype_floored_at_that_dtypes_default():
+    shipped = tolerances.load()
+    reports = [("r.json", _report("cpu", [_op("aten.add.Tensor", 1e-5, dtype="float16"),
+                                          _op("aten.add.Tensor", 1e-7, dtype="float32")]))]
+    result = calibrate(shipped, reports)
+    half = result.table.lookup("aten.add.Tensor", "cpu", "float16")
+    assert (half.dtype, half.atol, half.rtol) == ("float16", pytest.approx(4e-5), shipped.lookup("*", "cpu", "float16").rtol)
+    assert result.table.lookup("aten.add.Tensor", "cpu", "float32") == shipped.lookup("*", "cpu", "float32")
+    assert [(c.dtype, c.before) for c in result.changes] == [("float16", shipped.lookup("*", "cpu", "float16").atol)]
