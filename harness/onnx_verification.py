@@ -17,11 +17,10 @@ import onnx
 
 from harness import runtime
 from harness.metrics.arrays import as_array, contiguous
-from harness.outputs import judge_outputs
 from harness.metrics.tolerances import ToleranceTable
 from harness.records import Verification
 from harness.runtime.model_files import load_model_file
-from harness.verification import new_verification, run_production, tolerance_table
+from harness.verification import judge_outputs, new_verification, run_production, tolerance_table
 
 
 def verify_onnx(

@@ -173,3 +173,32 @@ def test_given_output_tolerances_override_the_rule():
     assert tight.output_verdicts[0].rule == OVERRIDE and tight.output_verdicts[0].e_torch is not None
     assert default.output_verdicts[0].rule == TRUTH and default.passed
     assert tight.passed is tight.outputs[0].passed
+
+
+# --- reports -----------------------------------------------------------------------------------
+
+
+def test_reports_show_the_verdict_and_dtype_beside_every_tolerance():
+    from harness.report import html, markdown
+    from harness.report.document import case_from_verification, finish, new_document
+    from harness.report.failure import failure_message
+    from harness.report.schema import validate
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 4)).half().eval()
+    verification = harness.verify(model, (torch.randn(3, 8).half(),))
+    doc = new_document(source="roundtrip run", device="cpu", exporter="roundtrip", seed=0, command="roundtrip run")
+    doc["cases"] = [{**case_from_verification(verification, name="mlp"), "position": 0}]
+    finish(doc)
+    validate(doc)
+
+    record = doc["cases"][0]["verification"]
+    op = next(op for op in record["ops"] if op["aten"] == "aten.linear.default")
+    assert op["dtype"] == "float16" and op["verdict"]["rule"] == TRUTH and op["verdict"]["dtype"] == "float16"
+    assert {"e_backend", "e_torch", "ratio", "allowed", "score"} <= set(op["verdict"])
+    assert record["output_verdicts"][0]["rule"] == TRUTH and record["verdict_rule"]["factor"] == RULE.factor
+    text = markdown.render(doc)
+    assert "| float16 |" in text and "| truth |" in text and "e_backend" in text
+    page = html.render(doc)
+    assert "e_backend (fp64 truth)" in page and ">float16<" in page
+    assert "float16" in failure_message(verification) and "e_backend" in failure_message(verification)

@@ -26,7 +26,8 @@ The tolerance table stays, in two roles:
   atol/rtol given to `harness.verify`.
 - **cap**: the dtype's default row (`*`), times the dtype's `cap_factor`, bounds how loose the
   rule may get: the comparison against torch must be inside it as well. float32's cap factor is
-  1, so a float32 verdict is never looser than the table alone made it.
+  1, so a float32 verdict is never looser than the table alone made it. A model output's cap is
+  the table's `output` row for its dtype, as it stands.
 
 Values without a truth (random ops, overloads without a float64 kernel, integer and boolean
 outputs, ONNX-level rows against onnx's reference) are judged by the dtype's default row
@@ -136,15 +137,16 @@ def _ratio(numerator: float, denominator: float) -> float:
 
 
 def by_truth(backend: Comparison, torch_side: Comparison, against_torch: Comparison | None, *, dtype: str,
-             reduction_length: int, rule: VerdictRule, row: Tolerance) -> Verdict:
+             reduction_length: int, rule: VerdictRule, row: Tolerance, cap_factor: float | None = None) -> Verdict:
     """The rule for one value with a truth: `backend` and `torch_side` compared with the fp64
     truth; `against_torch` (the backend against torch under `row`, the dtype's default) must
-    also be inside the cap, `row` times the dtype's cap factor."""
+    also be inside the cap, `row` times `cap_factor` (default: the dtype's; a model output's
+    row is its cap as it stands, factor 1)."""
     e_backend, e_torch = truth_error(backend), truth_error(torch_side)
     floor = rule.floor(dtype, reduction_length)
     allowed = rule.factor * max(e_torch, floor)
     rule_passed = e_backend <= allowed
-    cap_factor = rule.cap_factor(dtype)
+    cap_factor = rule.cap_factor(dtype) if cap_factor is None else cap_factor
     cap = {"atol": row.atol * cap_factor, "rtol": row.rtol * cap_factor,
            "source": f"cap: {cap_factor:g}x the {row.dtype} default row" if cap_factor != 1 else "cap: the default row"}
     cap_ratio, cap_passed = None, True
