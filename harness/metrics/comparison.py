@@ -60,10 +60,11 @@ class Comparison:
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: _json_number(v) for k, v in asdict(self).items()}
+        return {k: json_number(v) for k, v in asdict(self).items()}
 
 
-def _json_number(value: Any) -> Any:
+def json_number(value: Any) -> Any:
+    """A float for JSON: infinities and NaN as the strings 'inf', '-inf', 'nan'."""
     if isinstance(value, float) and not math.isfinite(value):
         return "inf" if value > 0 else ("-inf" if value < 0 else "nan")
     return value

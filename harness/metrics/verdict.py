@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import resources
 from typing import Any
 
-from harness.metrics.comparison import Comparison
+from harness.metrics.comparison import Comparison, json_number
 from harness.metrics.noise import NoiseModel, rounding_unit, truth_error
 from harness.metrics.tolerances import Tolerance
 
@@ -121,13 +121,7 @@ class Verdict:
     reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {key: _json_number(value) for key, value in asdict(self).items()}
-
-
-def _json_number(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return "inf" if value > 0 else ("-inf" if value < 0 else "nan")
-    return value
+        return {key: json_number(value) for key, value in asdict(self).items()}
 
 
 def _ratio(numerator: float, denominator: float) -> float:
