@@ -33,7 +33,7 @@ import torch.utils._pytree as pytree
 
 from exporter.external_data import EXTERNAL_MIN_BYTES, PROTOBUF_LIMIT, is_in_memory, stub
 from harness import runtime
-from harness.dtypes import cast_for_dtype, run_dtype, value_dtypes
+from harness.runtime.dtypes import cast_for_dtype, run_dtype, value_dtypes
 from harness.analysis.torch_values import flat_user_inputs, output_values, record_values
 from harness.exporters import EXPORTERS, ExportedForVerification, export_for_verification
 from harness.metrics.arrays import as_array, flatten_outputs
@@ -128,7 +128,7 @@ def verify(
     verify it on `device` ("cpu", "cuda[:n]" or "reference").
 
     `dtype` ("float16", torch.bfloat16, ...) verifies a copy of the module with its floating
-    parameters, buffers and inputs cast to it (harness.dtypes); `model` is left as it is.
+    parameters, buffers and inputs cast to it (harness.runtime.dtypes); `model` is left as it is.
 
     `args` and `kwargs` may hold any inputs torch.export accepts (tensors, Python scalars,
     dicts, lists, tuples, nested); the ONNX model's inputs are their tensor leaves, flattened.
