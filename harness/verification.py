@@ -307,7 +307,7 @@ def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, pr
             onnx_model=loaded, source_model=source, program=exported.program, groups=groups,
             values=values, feeds=feeds, device=spec.kind, table=table, run=run,
             initializer=initializer, production=production, environment=verification.environment,
-            strict=strict, weights=shared,
+            strict=strict, weights=shared, fallback=reference_fallback(spec, shared),
         )
         verification.add_analysis(fx_rows.analyse(analysis))
         return
@@ -319,6 +319,12 @@ def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, pr
         loaded, source, feeds, spec.kind, table, run, initializer, production=production,
         environment=verification.environment, strict=strict,
     ))
+
+
+def reference_fallback(spec: runtime.DeviceSpec, shared: runtime.SharedWeights | None) -> runtime.ModelRunner | None:
+    """The runner of the subgraphs onnxruntime has no kernel for (bfloat16 ops on the CPU):
+    onnx's ReferenceEvaluator, with ml_dtypes for bfloat16; none when verifying on it."""
+    return None if spec.kind == "reference" else runtime.model_runner(runtime.DeviceSpec.parse("reference"), False, shared)
 
 
 def _mutation_notes(program: torch.export.ExportedProgram) -> list[str]:

@@ -132,3 +132,26 @@ def test_value_dtypes_of_a_plain_program():
     program = torch.export.export(torch.nn.Linear(2, 2), (torch.randn(1, 2),))
     assert value_dtypes(program) == ["float32"]
     assert value_dtypes(None) == []
+
+
+def test_ops_onnxruntime_has_no_kernel_for_are_computed_by_onnx_reference(monkeypatch):
+    """A graph ONNX allows but onnxruntime's CPU provider cannot run (bfloat16 Gemm and Relu,
+    left unwrapped here): the backend refuses the model, which stays a finding, and each such
+    op's row is computed by onnx's ReferenceEvaluator and says so."""
+    import functools
+
+    import exporter.exporting
+    from exporter.legalize_dtypes import legalize_dtypes
+
+    monkeypatch.setattr(exporter.exporting, "legalize_dtypes", functools.partial(legalize_dtypes, onnxruntime_cpu=False))
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval().to(torch.bfloat16)
+    verification = harness.verify(module, (torch.randn(2, 8, dtype=torch.bfloat16),))
+
+    assert not verification.passed
+    assert any("NOT_IMPLEMENTED" in note for note in verification.notes)
+    rows = {op.fx_node: op for op in verification.ops}
+    for name in ("linear", "relu"):
+        assert rows[name].computed_by == "onnx.reference", rows[name].not_isolable
+        assert rows[name].isolated is not None and rows[name].isolated.shape_match
+        assert rows[name].isolated.normalized < 1e-2  # bfloat16 rounding, not a wrong value
