@@ -64,6 +64,8 @@ def legalize_dtypes(model: onnx.ModelProto, *, onnxruntime_cpu: bool = True) -> 
     """Wrap, in place, every node of `model`'s main graph whose float16/bfloat16 values ONNX
     does not define at the model's opset, or (with `onnxruntime_cpu`) onnxruntime's CPU
     provider has no kernel for. Returns what was wrapped, in graph order."""
+    if not _may_hold_low_precision(model):
+        return []
     opsets = {entry.domain or "": entry.version for entry in model.opset_import}
     types = _value_types(model)
     wrapped: list[Wrapped] = []
@@ -227,6 +229,21 @@ class _NameSource:
             name, count = f"{wanted}_{count}", count + 1
         taken.add(name)
         return name
+
+
+def _may_hold_low_precision(model: onnx.ModelProto) -> bool:
+    """Whether any value of the main graph can be float16/bfloat16: one is declared so, or a
+    node makes one (a Cast or a constant); a float32 model skips type inference."""
+    graph = model.graph
+    declared = [t.data_type for t in graph.initializer]
+    declared += [i.type.tensor_type.elem_type for i in (*graph.input, *graph.output, *graph.value_info)]
+    if any(t in LOW_PRECISION for t in declared):
+        return True
+    return any(
+        (a.type == onnx.AttributeProto.INT and a.name in ("to", "dtype") and a.i in LOW_PRECISION)
+        or (a.type == onnx.AttributeProto.TENSOR and a.t.data_type in LOW_PRECISION)
+        for node in graph.node for a in node.attribute
+    )
 
 
 def _has_subgraph(node: onnx.NodeProto) -> bool:
