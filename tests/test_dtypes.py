@@ -155,3 +155,23 @@ def test_ops_onnxruntime_has_no_kernel_for_are_computed_by_onnx_reference(monkey
         assert rows[name].computed_by == "onnx.reference", rows[name].not_isolable
         assert rows[name].isolated is not None and rows[name].isolated.shape_match
         assert rows[name].isolated.normalized < 1e-2  # bfloat16 rounding, not a wrong value
+
+
+def test_verify_onnx_on_a_bfloat16_file_keeps_its_inputs_bfloat16():
+    """The inputs reach onnxruntime and onnx's ReferenceEvaluator as bfloat16 (a float32 feed
+    would make the reference skip the rounding of x*x); outputs compare as float32."""
+    from exporter.legalize_dtypes import legalize_dtypes
+
+    graph = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["y"], name="square")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    legalize_dtypes(model)
+    x = np.array([1.0078125, 3.0, 0.333984375], np.float32).astype(BF16)
+    squared = (x.astype(np.float32) ** 2).astype(BF16).astype(np.float32)
+    for expected in (None, [squared.astype(BF16)]):
+        verification = harness.verify_onnx(model, [x], expected)
+        assert verification.passed, verification.notes
+        (output,) = verification.outputs
+        assert (output.dtype_actual, output.dtype_expected, output.max_abs) == ("float32", "float32", 0.0)
+    assert squared[0] != np.float32(1.0078125) ** 2  # the case needs bfloat16 rounding to pass
