@@ -49,8 +49,10 @@ def to_ortvalue(array: np.ndarray) -> Any:
     onnx_type = ONNX_TYPE_OF_ML_DTYPE.get(array.dtype)
     if onnx_type is None:
         return ort.OrtValue.ortvalue_from_numpy(array)
+    if not array.flags.c_contiguous:
+        array = np.ascontiguousarray(array).reshape(array.shape)
     bits = array.view(np.uint16 if array.dtype.itemsize == 2 else np.uint8)
-    return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bits, onnx_type)
+    return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bits, onnx_type)  # keeps `bits` alive
 
 
 def from_ortvalue(value: Any) -> np.ndarray:
