@@ -23,6 +23,7 @@ from exporter import symbolics  # noqa: F401  (registers the built-in symbolics)
 from exporter.external_data import Written, exceeds_protobuf_limit, weight_bytes, with_weights, write_model
 from exporter.fileio import write_bytes_atomic
 from exporter.folding import FOLDED_VALUES_KEY, fold
+from exporter.legalize_dtypes import legalize_dtypes
 from exporter.printer import format_model
 from exporter.registry import Dispatcher, check_opset
 from exporter.serialize import to_model
@@ -227,6 +228,7 @@ def convert_program(
             metadata[FOLDED_VALUES_KEY] = json.dumps(folded.fx_values)
     skeleton = to_model(conversion.graph, graph_name=graph_name, producer_version=__version__,
                         metadata=metadata, weights_inline=False)
+    legalize_dtypes(skeleton)  # Casts around ops ONNX or onnxruntime cannot run in float16/bfloat16
     return ExportResult(
         skeleton=skeleton,
         weights=dict(conversion.graph.initializers),

@@ -126,9 +126,9 @@ def _inline(model: onnx.ModelProto, loaded: onnx.ModelProto, shared: runtime.Sha
 
 def _feeds(inputs: Any, names: list[str]) -> dict[str, np.ndarray]:
     if isinstance(inputs, Mapping):
-        return {k: contiguous(as_array(v)) for k, v in inputs.items()}
+        return {k: contiguous(v) for k, v in inputs.items()}  # a bfloat16 array stays one
     if not isinstance(inputs, (tuple, list)):
         inputs = (inputs,)
     if len(inputs) != len(names):
         raise ValueError(f"the model takes {len(names)} input(s) {names}, got {len(inputs)}")
-    return {n: contiguous(as_array(v)) for n, v in zip(names, inputs)}
+    return {n: contiguous(v) for n, v in zip(names, inputs)}

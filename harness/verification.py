@@ -36,6 +36,7 @@ import torch.utils._pytree as pytree
 
 from exporter.external_data import EXTERNAL_MIN_BYTES, PROTOBUF_LIMIT, is_in_memory, stub
 from harness import runtime
+from harness.runtime.dtypes import cast_for_dtype, run_dtype, value_dtypes
 from harness.analysis.torch_values import flat_user_inputs, output_values, record_values
 from harness.exporters import EXPORTERS, ExportedForVerification, export_for_verification
 from harness.metrics.arrays import as_array, flatten_outputs
@@ -128,9 +129,13 @@ def verify(
     tf32: bool = False,
     model_name: str | None = None,
     strict: bool | None = None,
+    dtype: str | torch.dtype | None = None,
 ) -> Verification:
     """Export `model` on `args` and `kwargs` (or take `onnx_model`, made by `exporter`) and
     verify it on `device` ("cpu", "cuda[:n]" or "reference").
+
+    `dtype` ("float16", torch.bfloat16, ...) verifies a copy of the module with its floating
+    parameters, buffers and inputs cast to it (harness.runtime.dtypes); `model` is left as it is.
 
     `args` and `kwargs` may hold any inputs torch.export accepts (tensors, Python scalars,
     dicts, lists, tuples, nested); the ONNX model's inputs are their tensor leaves, flattened.
@@ -146,6 +151,8 @@ def verify(
         raise ValueError(f"exporter={exporter!r}; choose one of {EXPORTERS}")
     args = args if isinstance(args, tuple) else (args,)
     training = training_mode_note(model)
+    if dtype is not None:
+        model, args, kwargs = cast_for_dtype(model, args, kwargs, dtype)
     spec = runtime.DeviceSpec.parse(device)
     if spec.kind == "cuda":  # fail before exporting: the reason is the answer
         runtime.require_cuda()
@@ -213,7 +220,9 @@ def verify_exported(
 
     with runtime.device_context(spec, tf32=tf32) as environment:
         verification.environment = {**environment, **runtime.versions(), "torch_seed": torch.initial_seed(),
-                                    "onnxruntime_session": runtime.harness_session_options()}
+                                    "onnxruntime_session": runtime.harness_session_options(),
+                                    "dtype": run_dtype(module, (args, kwargs)),
+                                    "value_dtypes": value_dtypes(exported.program)}
         started = time.perf_counter()
         torch_args, torch_kwargs = pytree.tree_map_only(
             torch.Tensor, lambda t: t.to(spec.torch_device), (tuple(args), dict(kwargs or {})))
@@ -379,7 +388,7 @@ def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, pr
             onnx_model=loaded, source_model=source, program=exported.program, groups=groups,
             values=values, feeds=feeds, device=spec.kind, table=table, run=run,
             initializer=initializer, production=production, environment=verification.environment,
-            strict=strict, weights=shared,
+            strict=strict, weights=shared, fallback=reference_fallback(spec, shared),
         )
         verification.add_analysis(fx_rows.analyse(analysis))
         return
@@ -391,6 +400,12 @@ def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, pr
         loaded, source, feeds, spec.kind, table, run, initializer, production=production,
         environment=verification.environment, strict=strict,
     ))
+
+
+def reference_fallback(spec: runtime.DeviceSpec, shared: runtime.SharedWeights | None) -> runtime.ModelRunner | None:
+    """The runner of the subgraphs onnxruntime has no kernel for (bfloat16 ops on the CPU):
+    onnx's ReferenceEvaluator, with ml_dtypes for bfloat16; none when verifying on it."""
+    return None if spec.kind == "reference" else runtime.model_runner(runtime.DeviceSpec.parse("reference"), False, shared)
 
 
 def _mutation_notes(program: torch.export.ExportedProgram) -> list[str]:

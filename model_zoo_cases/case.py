@@ -119,10 +119,12 @@ class ModelCase:
         # dynamic_axes is a dict, so the generated hash would fail; names are unique.
         return hash((self.name, self.family, self.tier))
 
-    def build(self, seed: int = 0) -> nn.Module:
-        """Build a fresh module: seed, `build_fn`, calibrate, `.eval()`.
+    def build(self, seed: int = 0, dtype: torch.dtype | None = None) -> nn.Module:
+        """Build a fresh module: seed, `build_fn`, calibrate, `.eval()`, then cast to `dtype`.
 
-        Deterministic for a seed. The global RNG state is left as it was.
+        Deterministic for a seed. The global RNG state is left as it was. Calibration (batch
+        norm statistics, weight rescaling) always runs in float32, on float32 inputs; the
+        calibrated module is then cast, as a user casts a trained model (`.half()`).
         """
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
@@ -140,30 +142,37 @@ class ModelCase:
             if self.calibrate:
                 calibration.calibrate_batchnorm(module, make_batch, self.calibration_steps)
         module.eval()
-        logger.debug("built %s (seed=%d)", self.name, seed)
+        if dtype is not None:
+            module.to(dtype)  # floating parameters and buffers only
+        logger.debug("built %s (seed=%d, dtype=%s)", self.name, seed, dtype or "float32")
         return module
 
-    def module(self, seed: int = 0) -> nn.Module:
-        """The module for `seed`, from a small LRU cache keyed by (name, seed).
+    def module(self, seed: int = 0, dtype: torch.dtype | None = None) -> nn.Module:
+        """The module for `seed` in `dtype` (None: float32), from a small LRU cache keyed by
+        (name, seed, dtype).
 
         The returned module is shared: treat it as read-only (use `build` for a
         copy you may change).
         """
-        return _MODULE_CACHE.get(self, seed)
+        return _MODULE_CACHE.get(self, seed, dtype)
 
-    def inputs(self, seed: int = 0, batch: int | None = None) -> tuple[torch.Tensor, ...]:
-        """Example args drawn from a `torch.Generator` seeded with `seed`."""
+    def inputs(self, seed: int = 0, batch: int | None = None, dtype: torch.dtype | None = None
+               ) -> tuple[torch.Tensor, ...]:
+        """Example args drawn from a `torch.Generator` seeded with `seed`; with `dtype`, the
+        floating ones are drawn in float32 and then cast (the same values, rounded), token ids
+        and other integer inputs stay as they are."""
         generator = torch.Generator().manual_seed(seed)
-        return tuple(self.input_fn(generator, self.traced_batch if batch is None else batch))
+        args = tuple(self.input_fn(generator, self.traced_batch if batch is None else batch))
+        return args if dtype is None else tuple(a.to(dtype) if a.is_floating_point() else a for a in args)
 
-    def other_inputs(self, seed: int = 1) -> tuple[torch.Tensor, ...]:
+    def other_inputs(self, seed: int = 1, dtype: torch.dtype | None = None) -> tuple[torch.Tensor, ...]:
         """Args at `other_batch`, with every other dynamic axis (e.g. sequence) cut to about half.
 
         Verifying at these sizes exercises each dynamic axis at a size it was not traced at.
         """
         lengths: dict[str, int] = {}
         args = []
-        for name, arg in zip(self.input_names, self.inputs(seed, self.other_batch)):
+        for name, arg in zip(self.input_names, self.inputs(seed, self.other_batch, dtype)):
             for dim, axis in self.dynamic_axes.get(name, {}).items():
                 if axis != "batch":
                     length = lengths.setdefault(axis, max(2, arg.shape[dim] // 2))
@@ -198,7 +207,7 @@ class ModelCase:
 
 
 class _ModuleCache:
-    """LRU of built modules keyed by (case name, seed).
+    """LRU of built modules keyed by (case name, seed, dtype).
 
     Full-tier models weigh up to ~0.6 GB each, so the cache stays small. An
     entry is reused only if it was built by the same `build_fn`, so an ad-hoc
@@ -207,19 +216,18 @@ class _ModuleCache:
 
     def __init__(self, maxsize: int) -> None:
         self.maxsize = maxsize
-        self._entries: collections.OrderedDict[tuple[str, int], tuple[Callable[[], nn.Module], nn.Module]] = (
-            collections.OrderedDict()
-        )
+        self._entries: collections.OrderedDict[
+            tuple[str, int, torch.dtype | None], tuple[Callable[[], nn.Module], nn.Module]] = collections.OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, case: ModelCase, seed: int) -> nn.Module:
-        key = (case.name, seed)
+    def get(self, case: ModelCase, seed: int, dtype: torch.dtype | None = None) -> nn.Module:
+        key = (case.name, seed, dtype)
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None and entry[0] is case.build_fn:
                 self._entries.move_to_end(key)
                 return entry[1]
-        module = case.build(seed)
+        module = case.build(seed, dtype)
         with self._lock:
             self._entries[key] = (case.build_fn, module)
             self._entries.move_to_end(key)

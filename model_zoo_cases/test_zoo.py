@@ -6,8 +6,9 @@ One test per case and input size, on the run's device, exporter and opset (`--ro
 `--roundtrip-exporter`, `--roundtrip-opset`): `<case>-batch<traced>` exports the case's module
 at its traced batch and verifies it per op; `<case>-batch<other>` verifies that ONNX model at
 the case's other batch, every other dynamic axis about halved. The cases are those of
-`--roundtrip-tier` (smoke: one small case per family; full: all) or `--roundtrip-cases`. Each
-case is judged by its own output tolerance; a failure prints the per-op table, and the run's
+`--roundtrip-tier` (smoke: one small case per family; full: all) or `--roundtrip-cases`; with
+`--roundtrip-dtype float16|bfloat16` each case casts itself (ModelCase.module and inputs: calibrated
+in float32, then cast). Each case is judged by its own output tolerance; a failure prints the per-op table, and the run's
 report (`--roundtrip-report-dir`) holds every case.
 """
 
@@ -65,23 +66,35 @@ def verify_options(case: model_zoo_cases.ModelCase, batch: int) -> dict[str, Any
 
 
 @functools.lru_cache(maxsize=2)
-def traced_export(case_name: str, exporter: str, opset: int | None) -> Any:
-    """The case's ONNX model exported at its traced batch (kept for its other-size test when
-    both run on one process)."""
+def traced_export(case_name: str, exporter: str, opset: int | None, dtype: Any = None) -> Any:
+    """The case's ONNX model exported at its traced batch in `dtype` (kept for its other-size
+    test when both run on one process)."""
     from harness.exporters import export_for_verification
 
     case = model_zoo_cases.get(case_name)
     options = verify_options(case, case.traced_batch)
-    return export_for_verification(exporter, case.module(SEED), case.inputs(SEED), opset_version=opset,
-                                   dynamic_axes=options["dynamic_axes"], input_names=options["input_names"]).model
+    return export_for_verification(exporter, case.module(SEED, dtype), case.inputs(SEED, dtype=dtype),
+                                   opset_version=opset, dynamic_axes=options["dynamic_axes"],
+                                   input_names=options["input_names"]).model
+
+
+def case_dtype(settings: dict[str, Any]) -> Any:
+    """The torch dtype the run's settings ask for (None: float32, as the cases are built)."""
+    if settings["dtype"] is None:
+        return None
+    from harness.runtime.dtypes import parse_dtype
+
+    return parse_dtype(settings["dtype"])
 
 
 def test_zoo_case(zoo_case: model_zoo_cases.ModelCase, zoo_size: str, roundtrip: Any) -> None:
-    module = zoo_case.module(SEED)
-    if zoo_size == "traced":
-        roundtrip.verify(module, zoo_case.inputs(SEED), **verify_options(zoo_case, zoo_case.traced_batch))
-        return
     settings = roundtrip.settings()
-    onnx_model = traced_export(zoo_case.name, settings["exporter"], settings["opset"])
-    roundtrip.verify(module, zoo_case.other_inputs(OTHER_SEED), onnx_model=onnx_model,
+    dtype = case_dtype(settings)
+    module = zoo_case.module(SEED, dtype)  # the case casts itself: no second copy in verify
+    if zoo_size == "traced":
+        roundtrip.verify(module, zoo_case.inputs(SEED, dtype=dtype), dtype=None,
+                         **verify_options(zoo_case, zoo_case.traced_batch))
+        return
+    onnx_model = traced_export(zoo_case.name, settings["exporter"], settings["opset"], dtype)
+    roundtrip.verify(module, zoo_case.other_inputs(OTHER_SEED, dtype), onnx_model=onnx_model, dtype=None,
                      **verify_options(zoo_case, zoo_case.other_batch))

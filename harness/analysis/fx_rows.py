@@ -58,6 +58,7 @@ class FxAnalysis:
     environment: dict[str, Any] = field(default_factory=dict)
     strict: bool | None = None  # raise the harness's own errors (None: ROUNDTRIP_STRICT decides)
     weights: Any = None  # runtime.SharedWeights holding the arrays of source_model's in-memory stubs
+    fallback: ModelRunner | None = None  # runs a subgraph the backend has no kernel for (onnx.reference)
 
 
 def analyse(analysis: FxAnalysis) -> OpAnalysis:
@@ -177,7 +178,7 @@ def _isolated(records: dict[str, OpRecord], analysis: FxAnalysis) -> dict[str, d
         for fx, group in analysis.groups.items()
     ]
     result = isolate(analysis.onnx_model, subgraphs, torch_lookup(analysis), analysis.run, analysis.initializer,
-                     strict=analysis.strict)
+                     strict=analysis.strict, fallback=analysis.fallback)
     isolated_by_name: dict[str, dict[str, Comparison]] = {}
     for fx, group in analysis.groups.items():
         record = records[fx]
@@ -188,6 +189,7 @@ def _isolated(records: dict[str, OpRecord], analysis: FxAnalysis) -> dict[str, d
             record.not_isolable = result.not_isolable[fx]
             record.passed = False if fx in result.backend_failed else None
             continue
+        record.computed_by = result.computed_by.get(fx, record.computed_by)
         if fx in result.borrowed:
             record.notes.append(
                 f"its isolated subgraph also computes {len(result.borrowed[fx])} node(s) of other ops whose "

@@ -29,7 +29,7 @@ import onnx
 from harness.analysis.strictness import harness_error
 from harness.onnxgraph.isolation import IsolationModel, Subgraph, build
 from harness.onnxgraph.values import external_inputs, topological
-from harness.runtime.errors import first_line
+from harness.runtime.errors import first_line, missing_kernel
 from harness.runtime.runner import ModelRunner
 
 logger = logging.getLogger(__name__)
@@ -49,6 +49,7 @@ class IsolationResult:
     borrowed: dict[str, list[str]] = field(default_factory=dict)  # key -> nodes of other ops computed in it
     subgraphs: dict[str, Subgraph] = field(default_factory=dict)  # key -> the subgraph as run
     runs: int = 0  # backend runs made (1 unless a batch had to be split)
+    computed_by: dict[str, str] = field(default_factory=dict)  # key -> "onnx.reference" where the fallback ran it
 
 
 def prepare_inputs(
@@ -118,13 +119,16 @@ def isolate(
     run: ModelRunner,
     initializer: Callable[[onnx.TensorProto], onnx.TensorProto] = lambda t: t,
     strict: bool | None = None,
+    fallback: ModelRunner | None = None,
 ) -> IsolationResult:
-    """Run every isolable subgraph in one batched model (splitting it only on failure)."""
+    """Run every isolable subgraph in one batched model (splitting it only on failure). A
+    subgraph the backend has no kernel for (runtime.errors.missing_kernel) runs on `fallback`
+    (onnx's ReferenceEvaluator), and `computed_by` says so."""
     ready, inputs, reasons, borrowed = prepare_inputs(subgraphs, source, lookup)
     result = IsolationResult(inputs=inputs, not_isolable=dict(reasons), borrowed=borrowed,
                              subgraphs={s.key: s for s in ready})
     if ready:
-        _run_batch(source, ready, inputs, run, initializer, result, strict)
+        _run_batch(source, ready, inputs, run, initializer, result, strict, fallback)
     return result
 
 
@@ -134,7 +138,8 @@ left are reported with the last failure (a backend that fails everything would o
 twice as many runs as there are ops)."""
 
 
-def _run_batch(source, subgraphs, inputs, run, initializer, result: IsolationResult, strict: bool | None) -> None:
+def _run_batch(source, subgraphs, inputs, run, initializer, result: IsolationResult, strict: bool | None,
+               fallback: ModelRunner | None = None) -> None:
     built = _build(source, subgraphs, inputs, initializer, result, strict)
     if built is None:
         return
@@ -142,22 +147,40 @@ def _run_batch(source, subgraphs, inputs, run, initializer, result: IsolationRes
         result.runs += 1
         values = run(built.model, built.feeds)
     except Exception as error:  # onnxruntime raises several types; all mean "cannot run this batch"
+        reason = first_line(error)
+        if len(subgraphs) == 1 and fallback is not None and missing_kernel(error):
+            reason = _on_reference(built, fallback, subgraphs[0].key, result, reason)
+            if not reason:
+                return
         if len(subgraphs) == 1 or result.runs >= MAX_RUNS:
             alone = "alone" if len(subgraphs) == 1 else f"(in a batch of {len(subgraphs)}; gave up splitting)"
             for subgraph in subgraphs:
-                result.not_isolable[subgraph.key] = (
-                    f"the backend cannot run its subgraph {alone}: {first_line(error)}"
-                )
+                result.not_isolable[subgraph.key] = f"the backend cannot run its subgraph {alone}: {reason}"
                 result.backend_failed.add(subgraph.key)
                 result.inputs.pop(subgraph.key, None)
             return
         logger.info("isolation batch of %d failed (%s); splitting", len(subgraphs), first_line(error))
         half = len(subgraphs) // 2
-        _run_batch(source, subgraphs[:half], inputs, run, initializer, result, strict)
-        _run_batch(source, subgraphs[half:], inputs, run, initializer, result, strict)
+        _run_batch(source, subgraphs[:half], inputs, run, initializer, result, strict, fallback)
+        _run_batch(source, subgraphs[half:], inputs, run, initializer, result, strict, fallback)
         return
     for key, names in built.outputs.items():
         result.outputs[key] = [values[name] for name in names]
+
+
+def _on_reference(built: IsolationModel, fallback: ModelRunner, key: str, result: IsolationResult,
+                  reason: str) -> str:
+    """Run a subgraph the backend has no kernel for on `fallback`; '' when it ran, else the
+    backend's reason with the fallback's."""
+    try:
+        values = fallback(built.model, built.feeds)
+    except Exception as error:  # onnx's ReferenceEvaluator raises whatever its op raises
+        return f"{reason}; onnx.reference could not run it either: {first_line(error)}"
+    logger.info("no backend kernel for %s (%s): computed by onnx.reference", key, reason)
+    result.computed_by[key] = "onnx.reference"
+    for output_key, names in built.outputs.items():
+        result.outputs[output_key] = [values[name] for name in names]
+    return ""
 
 
 def _build(source, subgraphs, inputs, initializer, result: IsolationResult, strict: bool | None) -> IsolationModel | None:

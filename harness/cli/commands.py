@@ -73,6 +73,8 @@ def _check_run_options(options: argparse.Namespace) -> dict[str, Any] | None:
             raise UsageError(f"--device cuda: CUDA cannot be used here: {reason}")
     if options.tolerances:
         _load_table(options.tolerances, "--tolerances")
+    if options.dtype and any(t.endswith(".onnx") for t in getattr(options, "targets", ())):
+        raise UsageError(f"--dtype {options.dtype}: an ONNX file's dtype is fixed by the file; export it in that dtype")
     return load_report(options.baseline) if options.baseline else None
 
 
@@ -134,11 +136,13 @@ def _run_tasks(tasks: list[Task], options: argparse.Namespace, command: str, *, 
     document = new_document(source=source, device=options.device, exporter=options.exporter, seed=options.seed,
                             command=command, tolerances=options.tolerances, opset=options.opset, shard=shard_text)
     document["jobs"] = jobs
+    document["dtype"] = options.dtype  # None: each model as built (its record's environment names it)
     report = _Report(document, out, baseline, options.baseline or "")
     report.write()
     worker_options = {
         "device": options.device, "exporter": options.exporter, "seed": options.seed, "per_op": not options.no_per_op,
         "tolerances": os.path.abspath(options.tolerances) if options.tolerances else None, "opset": options.opset,
+        "dtype": options.dtype,
         "threads": max(1, (os.cpu_count() or 1) // min(jobs, max(len(tasks), 1))),
     }
     progress = make_progress()

@@ -49,6 +49,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", default=None, metavar="PATH",
                         help="a report (directory or parity.json) to diff against; regressions fail the run")
     parser.add_argument("--tolerances", default=None, metavar="PATH", help="per-op tolerance table (default: shipped)")
+    parser.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default=None,
+                        help="cast each model and its float inputs to this dtype before exporting "
+                             "(default: as built; zoo cases are float32)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the CLI does")
 
 

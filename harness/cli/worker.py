@@ -66,6 +66,20 @@ def _verify(built: Built, exported: Any, options: dict[str, Any], name: str) -> 
     return verification, other
 
 
+def in_dtype(built: Built, dtype: str | None) -> Built:
+    """`built` with its module and inputs cast to `dtype` (None: as built). A zoo case is
+    calibrated in float32 and then cast, as `ModelCase.module(seed, dtype)` does."""
+    if dtype is None or built.module is None:
+        return built
+    from dataclasses import replace
+
+    from harness.runtime.dtypes import cast_for_dtype, cast_inputs
+
+    module, args, _ = cast_for_dtype(built.module, built.args, None, dtype)
+    other = None if built.other_args is None else cast_inputs(built.other_args, dtype)
+    return replace(built, module=module, args=args, other_args=other)
+
+
 def _reproducers(verification: Any, case_dir: str, report_dir: str) -> dict[str, str]:
     """Reproducers of the failing ops (worst first), as {fx_node: path relative to the report}."""
     from harness.reproducer import write_reproducer
@@ -101,7 +115,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
     phase = "build"
     try:
-        built = build(task["origin"], options["seed"])
+        built = in_dtype(build(task["origin"], options["seed"]), options.get("dtype"))
         if built.onnx_path is not None:
             from harness.onnx_verification import verify_onnx
 

@@ -9,7 +9,8 @@ import numpy as np
 
 
 def as_array(value: Any) -> np.ndarray:
-    """numpy view of a tensor, array or Python scalar (bfloat16 becomes float32, SymInt int64)."""
+    """numpy view of a tensor, array or Python scalar (bfloat16 becomes float32, SymInt int64;
+    so do ml_dtypes' bfloat16 and float8 arrays, as onnxruntime and onnx.reference return them)."""
     if hasattr(value, "detach"):
         tensor = value.detach().cpu()
         if str(tensor.dtype) == "torch.bfloat16":
@@ -19,13 +20,19 @@ def as_array(value: Any) -> np.ndarray:
         return np.asarray(value)
     if isinstance(value, int) or type(value).__name__ == "SymInt":
         return np.asarray(int(value), dtype=np.int64)
-    return np.asarray(value)
+    array = np.asarray(value)
+    return array.astype(np.float32) if _ml_float(array.dtype) else array
+
+
+def _ml_float(dtype: np.dtype) -> bool:
+    """Whether `dtype` is one of ml_dtypes' float types (bfloat16, the float8 formats)."""
+    return dtype.type.__module__ == "ml_dtypes" and "float" in dtype.name
 
 
 def contiguous(value: Any) -> np.ndarray:
     """A C-contiguous numpy array of `value`, 0-d kept 0-d (np.ascontiguousarray would make it
-    1-d); copies only when needed."""
-    array = as_array(value)
+    1-d); copies only when needed. A numpy array keeps its dtype (a bfloat16 feed stays one)."""
+    array = value if isinstance(value, np.ndarray) else as_array(value)  # feeds keep bfloat16 arrays
     return array if array.flags.c_contiguous else np.ascontiguousarray(array).reshape(array.shape)
 
 

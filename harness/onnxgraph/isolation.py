@@ -57,8 +57,10 @@ def build(
     of the graph inputs (a single-subgraph reproducer reads better that way).
     """
     initializers = {t.name: t for t in source.graph.initializer}
+    declared = _bit_cast_types(source)
     used_initializers: dict[str, onnx.TensorProto] = {}
     feeds: dict[str, np.ndarray] = {}
+    feed_types: dict[str, int] = {}
     nodes: list[onnx.NodeProto] = []
     outputs: dict[str, list[str]] = {}
     taken: set[str] = set(initializers)
@@ -71,6 +73,8 @@ def build(
                 continue
             feed_name = f"{INPUT_PREFIX}{name}" if rename_inputs else name
             feeds[feed_name] = contiguous(inputs[subgraph.key][name])
+            if name in declared:
+                feed_types[feed_name] = declared[name]
             mapping[name] = feed_name
         taken.update(feeds)
         for node in subgraph.nodes:
@@ -87,7 +91,7 @@ def build(
     graph = helper.make_graph(
         nodes,
         f"{source.graph.name}_isolated",
-        [_input_info(name, array) for name, array in feeds.items()],
+        [_input_info(name, array, feed_types.get(name)) for name, array in feeds.items()],
         [onnx.ValueInfoProto(name=name) for names in outputs.values() for name in names],
         initializer=[initializer(t) for t in used_initializers.values()],
     )
@@ -96,8 +100,28 @@ def build(
     return IsolationModel(model, feeds, outputs, {s.key: dict(inputs[s.key]) for s in subgraphs})
 
 
-def _input_info(name: str, array: np.ndarray) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(array.dtype), list(array.shape))
+def _input_info(name: str, array: np.ndarray, declared: int | None = None) -> onnx.ValueInfoProto:
+    elem_type = declared if declared is not None else helper.np_dtype_to_tensor_dtype(array.dtype)
+    return helper.make_tensor_value_info(name, elem_type, list(array.shape))
+
+
+def _bit_cast_types(source: onnx.ModelProto) -> dict[str, int]:
+    """Values the source declares bfloat16 or float8: the harness holds their values as
+    float32 arrays, so the isolation model declares the source's type (the backend converts
+    the arrays back exactly, runtime.ortvalues.fed_as)."""
+    graph = source.graph
+    return {
+        info.name: info.type.tensor_type.elem_type for info in (*graph.input, *graph.value_info, *graph.output)
+        if info.type.tensor_type.elem_type and _numpy_lacks(info.type.tensor_type.elem_type)
+    }
+
+
+def _numpy_lacks(elem_type: int) -> bool:
+    """Whether numpy has no dtype of its own for an ONNX element type (ml_dtypes stands in)."""
+    try:
+        return helper.tensor_dtype_to_np_dtype(elem_type).kind == "V"
+    except (KeyError, ValueError):
+        return False
 
 
 def _renamed(node: onnx.NodeProto, mapping: Mapping[str, str]) -> onnx.NodeProto:

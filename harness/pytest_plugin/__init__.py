@@ -3,7 +3,8 @@
 Loaded into every pytest run of an environment that has this package (entry point `roundtrip`;
 `-p no:roundtrip` turns it off), so it stays out of the way until used: its options are
 prefixed (`--roundtrip-device cpu|cuda|auto`, `--roundtrip-exporter`, `--roundtrip-opset`,
-`--roundtrip-tier`, `--roundtrip-cases`, `--roundtrip-report-dir`, `--roundtrip-tolerances`;
+`--roundtrip-tier`, `--roundtrip-cases`, `--roundtrip-report-dir`, `--roundtrip-tolerances`,
+`--roundtrip-dtype`;
 each also an ini key, `roundtrip_device = cuda`), and torch and onnxruntime are imported only
 when a roundtrip fixture, marker or zoo test runs, or when CUDA is asked for.
 
@@ -32,7 +33,7 @@ pytest_plugins = [
 ]
 
 MARKERS = (
-    "roundtrip(atol=None, rtol=None, exporter=None, opset=None, device=None, tolerances=None): "
+    "roundtrip(atol=None, rtol=None, exporter=None, opset=None, device=None, tolerances=None, dtype=None): "
     "this test's settings for the roundtrip fixture",
     "cuda: needs a CUDA GPU usable by torch and onnxruntime; skipped, with the reason, unless the run "
     "verifies on CUDA (--roundtrip-device cuda, or auto on a machine with a usable GPU)",

@@ -7,9 +7,10 @@
     def test_onnx_file(roundtrip):
         roundtrip.verify_onnx("model.onnx", [x], expected=[y])
 
-A verification runs on the session's device, exporter, opset and tolerance table, overridden per
-test by `@pytest.mark.roundtrip(atol=, rtol=, exporter=, opset=, device=, tolerances=)` and per
-call by the same keywords. Each one is recorded in the run's report; a failing one raises
+A verification runs on the session's device, exporter, opset, tolerance table and dtype,
+overridden per test by `@pytest.mark.roundtrip(atol=, rtol=, exporter=, opset=, device=,
+tolerances=, dtype=)` and per call by the same keywords (`dtype="float16"` verifies a cast copy
+of the module; an ONNX file keeps its own dtype). Each one is recorded in the run's report; a failing one raises
 harness.testing.RoundtripAssertionError with the per-op table and a reproducer's folder.
 """
 
@@ -24,10 +25,11 @@ from typing import Any
 import pytest
 
 from harness.pytest_plugin.device import device_for, session_device
+from harness.pytest_plugin.options import DTYPES
 from harness.pytest_plugin.records import record
 from harness.pytest_plugin.state import RunState, run_state
 
-SETTINGS = ("atol", "rtol", "exporter", "opset", "device", "tolerances")
+SETTINGS = ("atol", "rtol", "exporter", "opset", "device", "tolerances", "dtype")
 """What the marker and each call may override."""
 REPORT_FIELDS = ("name", "family", "origin", "sizes")
 """Call keywords that describe the report's case rather than the verification."""
@@ -68,10 +70,13 @@ class Roundtrip:
         marker's, then the call's. `device` is resolved ("cpu" or "cuda:k")."""
         session = self._state.settings
         merged: dict[str, Any] = {"atol": None, "rtol": None, "exporter": session.exporter,
-                                  "opset": session.opset, "device": None, "tolerances": session.tolerances}
+                                  "opset": session.opset, "device": None, "tolerances": session.tolerances,
+                                  "dtype": session.dtype}
         merged.update(self._marker)
         merged.update({k: v for k, v in overrides.items() if k in SETTINGS})
         merged["device"] = device_for(self._state, merged["device"])
+        if merged["dtype"] is not None and str(merged["dtype"]).removeprefix("torch.") not in DTYPES:
+            pytest.fail(f"roundtrip dtype={merged['dtype']!r}: choose one of {', '.join(DTYPES)}", pytrace=False)
         return merged
 
     @property
@@ -84,14 +89,15 @@ class Roundtrip:
         and returns it, or raises RoundtripAssertionError (an AssertionError) with the per-op table.
 
         Keywords: atol/rtol (the outputs' tolerance), exporter, opset, device, tolerances (per-op
-        table), name/family/origin/sizes (the report's case); the rest go to harness.verify
+        table), dtype (float16 | bfloat16 | float32: verify a cast copy), name/family/origin/sizes
+        (the report's case); the rest go to harness.verify
         (dynamic_axes, input_names, onnx_model, allowed_mismatch, per_op, tf32, model_name)."""
         __tracebackhide__ = True
         from harness.verification import verify
 
         settings, fields, rest = self._split(options)
         call = _verify_keywords(settings)
-        call.update(exporter=settings["exporter"], opset_version=settings["opset"])
+        call.update(exporter=settings["exporter"], opset_version=settings["opset"], dtype=settings["dtype"])
         return self._check(lambda: verify(model, args, **call, **rest), fields)
 
     def verify_onnx(self, model_or_path: Any, inputs: Any, expected: Any = None, **options: Any) -> Any:

@@ -23,6 +23,8 @@ DEVICES = ("cpu", "cuda", "auto")
 EXPORTERS = ("roundtrip", "torch.onnx", "torchscript")
 """harness.exporters.EXPORTERS, spelt out here so that parsing the options imports no torch
 (tests/test_plugin_options.py keeps the two equal)."""
+DTYPES = ("float32", "float16", "bfloat16")
+"""harness.runtime.dtypes.DTYPES' names, spelt out here for the same reason."""
 TIER_ENVIRONMENT = "ROUNDTRIP_TIER"
 
 
@@ -62,6 +64,8 @@ OPTIONS = (
                "folder)", kind="path", metavar="DIR"),
     OptionSpec("tolerances", "per-op tolerance table (JSON) to judge ops by (default: the shipped table)",
                kind="path", metavar="PATH"),
+    OptionSpec("dtype", "verify a copy of each model, and its float inputs, cast to this dtype (zoo cases are "
+               "calibrated in float32, then cast); default: as built", None, DTYPES),
 )
 
 
@@ -76,6 +80,7 @@ class Settings:
     cases: str | None = None
     report_dir: str | None = None
     tolerances: str | None = None
+    dtype: str | None = None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

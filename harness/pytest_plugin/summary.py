@@ -24,6 +24,7 @@ def header_lines(config: pytest.Config) -> list[str]:
         f"roundtrip: device={device} exporter={settings.exporter} opset={settings.opset or 'default'} "
         f"tolerances={settings.tolerances or 'shipped'} zoo tier={settings.tier} cases={settings.cases or 'all'} "
         f"report={settings.report_dir or 'none (--roundtrip-report-dir)'}"
+        + (f" dtype={settings.dtype}" if settings.dtype else "")  # models as built unless asked
     ]
     if settings.device == "cuda":  # torch is loaded already: the start-up check imported it
         import torch

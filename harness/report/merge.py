@@ -1,6 +1,6 @@
 """Merge shard reports into one: `roundtrip merge DIR... --out DIR`.
 
-Shards of one run share the library versions, the device, the exporter and the seed; a merge
+Shards of one run share the library versions, the device, the exporter, the dtype and the seed; a merge
 refuses reports that differ in any of them (a comparison across them would mislead) unless
 asked to allow it, and always refuses a case that appears twice (overlapping shards).
 """
@@ -16,7 +16,7 @@ from harness.report.document import SCHEMA_VERSION, now
 from harness.report.files import ReportError
 
 LIBRARIES = ("torch", "onnx", "onnxruntime", "onnxscript", "numpy", "roundtrip")
-MUST_AGREE = ("device", "exporter", "seed", "opset", "tolerances", "tf32")
+MUST_AGREE = ("device", "exporter", "seed", "opset", "tolerances", "tf32", "dtype")
 
 
 def _mixed(reports: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
@@ -62,7 +62,7 @@ def merge(reports: Sequence[tuple[str, dict[str, Any]]], *, allow_mixed: bool = 
     documents = [d for _, d in reports]
     first = documents[0]
     finished = [d["finished"] for d in documents if d["finished"]]
-    merged = {key: first.get(key) for key in ("device", "exporter", "seed", "opset", "tolerances", "tf32",
+    merged = {key: first.get(key) for key in ("device", "exporter", "seed", "opset", "tolerances", "tf32", "dtype",
                                               "versions", "providers")}
     merged.update(
         schema_version=SCHEMA_VERSION, source="merge", status=_status(documents), command=command, shard=None,

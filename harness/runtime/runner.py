@@ -18,6 +18,7 @@ import onnx
 from harness.runtime.devices import DeviceSpec
 from harness.runtime.errors import ModelLoadError, first_line
 from harness.runtime.memory import release_freed_memory
+from harness.runtime.ortvalues import widened
 from harness.runtime.placement import cpu_placed_nodes, node_placement
 from harness.runtime.sessions import harness_session_options, prepare
 from harness.runtime.shared_weights import SharedWeights
@@ -53,7 +54,7 @@ def run_production(model: onnx.ModelProto, spec: DeviceSpec, feeds: dict[str, np
     run = ProductionRun(None, providers=list(rep.providers))
     try:
         try:
-            run.outputs = rep.run(feeds)
+            run.outputs = [widened(output) for output in rep.run(feeds)]  # bfloat16 compared as float32
         except Exception as error:  # onnxruntime raises its own Fail/RuntimeException types
             run.notes.append(f"the backend failed to run the model: {first_line(error)}")
             return run
@@ -75,7 +76,7 @@ def model_runner(spec: DeviceSpec, tf32: bool, shared: SharedWeights | None) -> 
     def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         rep = prepare(model, spec.backend_device, tf32=tf32, shared_weights=shared, **_session_options(spec))
         try:
-            return dict(zip(rep.output_names, rep.run(feeds)))
+            return dict(zip(rep.output_names, (widened(output) for output in rep.run(feeds))))
         finally:
             del rep  # the session goes before torch or the next session runs
             release_freed_memory()

@@ -20,6 +20,7 @@ from harness.metrics.arrays import contiguous
 from harness.runtime.devices import DeviceSpec, require_cuda
 from harness.runtime.errors import BackendUnavailableError, ModelLoadError
 from harness.runtime.model_files import load_model_file
+from harness.runtime.ortvalues import fed_as, from_ortvalue, needs_ortvalues, to_ortvalue
 from harness.runtime.shared_weights import SharedWeights
 
 
@@ -33,13 +34,28 @@ class BackendRep:
     input_names: list[str]
     output_names: list[str]
     providers: list[str] = field(default_factory=list)
+    value_types: dict[str, str] = field(default_factory=dict)  # graph input/output -> "tensor(bfloat16)"
 
     def run(self, inputs: Any) -> list[np.ndarray]:
-        """Run on one array, a tuple/list of arrays (in input order), or a {name: array} dict."""
-        feeds = self._feeds(inputs)
+        """Run on one array, a tuple/list of arrays (in input order), or a {name: array} dict.
+        bfloat16 and float8 values travel as ml_dtypes arrays (runtime.ortvalues); a float32
+        array fed to a bfloat16 input is taken when bfloat16 holds its values exactly."""
+        feeds = {name: fed_as(v, self.value_types.get(name), name) for name, v in self._feeds(inputs).items()}
         if self.device.kind == "reference":
             return [np.asarray(o) for o in self.session.run(None, feeds)]
+        if needs_ortvalues(feeds, list(self.value_types.values())):
+            return self._run_ortvalues(feeds)
         return self.session.run(None, feeds)
+
+    def _run_ortvalues(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """The run with inputs and outputs as OrtValues, the outputs bound to the CPU."""
+        binding = self.session.io_binding()
+        for name, array in feeds.items():
+            binding.bind_ortvalue_input(name, to_ortvalue(array))
+        for name in self.output_names:
+            binding.bind_output(name, "cpu")
+        self.session.run_with_iobinding(binding)
+        return [from_ortvalue(value) for value in binding.get_outputs()]
 
     def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
         if isinstance(inputs, Mapping):
@@ -76,8 +92,16 @@ def prepare(model: onnx.ModelProto | str | os.PathLike, device: str = "CPU", **o
             evaluator = ReferenceEvaluator(model)
         except Exception as error:
             raise ModelLoadError(f"onnx's ReferenceEvaluator could not load the model: {error}") from error
-        return BackendRep(model, spec, evaluator, inputs, outputs, ["reference"])
+        return BackendRep(model, spec, evaluator, inputs, outputs, ["reference"], declared_types(model))
     return _prepare_onnxruntime(model, spec, inputs, outputs, **options)
+
+
+def declared_types(model: onnx.ModelProto) -> dict[str, str]:
+    """The graph's inputs and outputs with their tensor types as onnxruntime spells them."""
+    return {
+        value.name: f"tensor({onnx.TensorProto.DataType.Name(value.type.tensor_type.elem_type).lower()})"
+        for value in (*model.graph.input, *model.graph.output) if value.type.HasField("tensor_type")
+    }
 
 
 def real_inputs(model: onnx.ModelProto) -> list[str]:
@@ -209,4 +233,5 @@ def _prepare_onnxruntime(model, spec: DeviceSpec, inputs, outputs, *, tf32: bool
             f"CUDA was requested but onnxruntime loaded only {active}: the CUDA provider failed to "
             "initialise (check the CUDA 13 / cuDNN libraries that onnxruntime-gpu 1.31 needs)"
         )
-    return BackendRep(model, spec, session, inputs, outputs, list(active))
+    types = {arg.name: arg.type for arg in (*session.get_inputs(), *session.get_outputs())}  # inferred too
+    return BackendRep(model, spec, session, inputs, outputs, list(active), types)

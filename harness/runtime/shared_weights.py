@@ -136,11 +136,11 @@ class SharedWeights:
 
     def ortvalues(self, names: list[str]) -> dict[str, Any]:
         """onnxruntime OrtValues over the arrays (no copy), kept alive as long as this object."""
-        import onnxruntime as ort
+        from harness.runtime.ortvalues import to_ortvalue  # bfloat16 weights included
 
         for name in names:
             if name not in self._ortvalues:
-                self._ortvalues[name] = ort.OrtValue.ortvalue_from_numpy(self.arrays[name])
+                self._ortvalues[name] = to_ortvalue(self.arrays[name])
         return {name: self._ortvalues[name] for name in names}
 
     def session_file(self, model: onnx.ModelProto) -> str:
