@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from exporter.symbolics import (  # noqa: F401
-    attention, conv, elementwise, indexing, nn, pooling, reduction, resize, rnn, shape, statistics, unary_math,
+    attention, bitwise, conv, elementwise, indexing, nn, pooling, reduction, resize, rnn, shape, sorting,
+    statistics, unary_math,
 )
