@@ -39,6 +39,7 @@ from op_table.table import ATEN_KEY, all_cases, build_sample  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "OPERATORS.md"
 OPINFO_RESULTS = ROOT / "docs" / "opinfo.json"  # recorded by tools/opinfo_sweep.py
+TORCHLIB_GAP = ROOT / "docs" / "torchlib_gap.json"  # measured by tools/torchlib_gap.py
 OPINFO_DTYPES = (("float32", "f32"), ("float16", "f16"), ("bfloat16", "bf16"), ("int64", "i64"))
 
 
@@ -157,9 +158,42 @@ def _opinfo_cell(per_dtype: dict[str, list[int]] | None) -> str:
                      for name, short in OPINFO_DTYPES if name in per_dtype)
 
 
+def load_torchlib_gap(path: Path = TORCHLIB_GAP) -> dict[str, Any]:
+    """The recorded comparison with onnxscript's torch_lib ({} if none is recorded)."""
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _torchlib_cell(target: str, torchlib: set[str]) -> str:
+    if not target.startswith("aten."):
+        return "-"
+    return "yes" if target in torchlib else "no"
+
+
+def render_torchlib_gap(gap: dict[str, Any]) -> list[str]:
+    """The section listing every overload torch_lib translates and we do not, with its reason."""
+    if not gap:
+        return []
+    counts = ", ".join(f"{category} {count}" for category, count in gap["gap_by_category"].items())
+    lines = [
+        "", "## Compared with onnxscript's torch_lib", "",
+        f"Measured by `python tools/torchlib_gap.py` (`docs/torchlib_gap.json`) against onnxscript",
+        f"{gap['onnxscript']}'s torch_lib on torch {gap['torch']}: torch_lib registers {gap['torchlib_overloads']}",
+        f"ATen overloads, this registry {gap['our_overloads']}; {gap['both']} are in both, {len(gap['ours_only'])}",
+        f"only here. {gap['gap_count']} of torch_lib's are not registered here: {counts}.",
+        "'decomposed at capture' overloads reach the registry as the ATen ops torch.export's",
+        "decomposition rewrites them into; 'assigned' ones belong to other parts of the exporter.",
+        "", "| torch_lib overload not registered here | Category | Reason |", "|---|---|---|",
+    ]
+    lines += [f"| `{item['target']}` | {item['category']} | {item['reason'].partition(': ')[2] or item['reason']} |"
+              for item in gap["gap"]]
+    return lines
+
+
 def render(cases: Sequence[OpCase], collected: dict[int, dict[str, set[str]]],
-           opinfo: dict[str, dict[str, list[int]]] | None = None) -> str:
+           opinfo: dict[str, dict[str, list[int]]] | None = None, gap: dict[str, Any] | None = None) -> str:
     opinfo = opinfo or {}
+    gap = gap or {}
+    torchlib = set(gap.get("torchlib", ()))
     seed_names = seed_names_by_target()
     lines = [
         "# Operators",
@@ -177,9 +211,10 @@ def render(cases: Sequence[OpCase], collected: dict[int, dict[str, set[str]]],
         "through the kernel form, a Python number taken from the sample's other operand where the",
         "form takes a Scalar. 'no samples' where no OpInfo entry reaches the overload (the `_operator`",
         "rows are SymInt arithmetic on dynamic sizes; tests/test_opinfo.py says why for the others).",
+        "torch_lib: whether onnxscript's torch_lib registers the overload too (see the section at the end).",
         "",
-        "| ATen overload | Seed operator | ONNX ops | Opsets | OpInfo samples | Limits |",
-        "|---|---|---|---|---|---|",
+        "| ATen overload | Seed operator | ONNX ops | Opsets | OpInfo samples | torch_lib | Limits |",
+        "|---|---|---|---|---|---|---|",
     ]
     for target in BUILTINS.targets():
         ranges = opset_ranges(target)
@@ -187,6 +222,7 @@ def render(cases: Sequence[OpCase], collected: dict[int, dict[str, set[str]]],
         lines.append(
             f"| `{target}` | {', '.join(seed_names.get(target, [])) or '-'} | {_ops_cell(target, ranges, collected)} "
             f"| {', '.join(_range_text(*r) for r in ranges)} | {_opinfo_cell(opinfo.get(target))} "
+            f"| {_torchlib_cell(target, torchlib)} "
             f"| {' '.join(limits) or '-'} |"
         )
     lines += ["", "## The seed's operator list", "", "| Seed operator (as the seed lists it) | ATen overloads today |", "|---|---|"]
@@ -198,6 +234,7 @@ def render(cases: Sequence[OpCase], collected: dict[int, dict[str, set[str]]],
     for case in sorted((c for c in cases if c.xfail or c.refused), key=lambda c: c.name):
         status, reason = ("xfail", case.xfail) if case.xfail else ("refused", case.refused)
         lines.append(f"| `{case.name}` | {', '.join(f'`{t}`' for t in case.targets)} | {status} | {reason} |")
+    lines += render_torchlib_gap(gap)
     return "\n".join(lines) + "\n"
 
 
@@ -205,7 +242,7 @@ def generate() -> str:
     """The text of docs/OPERATORS.md for the current registry and table."""
     cases = all_cases()
     opsets = sorted({entry.since_opset for t in BUILTINS.targets() for entry in BUILTINS.entries(t)})
-    return render(cases, collect_onnx_ops(exportable_rows(cases), opsets), load_opinfo_summary())
+    return render(cases, collect_onnx_ops(exportable_rows(cases), opsets), load_opinfo_summary(), load_torchlib_gap())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

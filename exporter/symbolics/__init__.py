@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from exporter.symbolics import (  # noqa: F401
-    attention, conv, elementwise, indexing, nn, pooling, reduction, resize, rnn, shape,
+    attention, bitwise, conv, creation, elementwise, indexing, nn, pooling, reduction, resize, resize_kernels, rnn, scatter, shape,
+    sorting, statistics, unary_math,
 )

@@ -1,0 +1,129 @@
+"""Variance and the cumulative reductions ONNX has no single op for (cumprod, logcumsumexp).
+
+The variance divides by max(N - correction, 0) as torch does, N read from the input's shape at
+run time, so a dynamic axis stays dynamic. The cumulative forms build an N x N lower-triangular
+mask over the scanned axis (N at run time) and reduce each row of it: exact, at O(N^2) memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from exporter.dtypes import onnx_type
+from exporter.graph import Graph, Value
+from exporter.registry import symbolic
+from exporter.symbolics._helpers import cast_to, normalize_dim, rank_of, reduce
+
+
+def _dims(self: Value, dim: int | Sequence[int] | None) -> list[int]:
+    rank = rank_of(self)
+    if dim is None or (not isinstance(dim, int) and len(dim) == 0):
+        return list(range(rank))
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    return sorted({normalize_dim(d, rank) for d in dims})
+
+
+def _count(g: Graph, self: Value, dims: list[int], dtype: torch.dtype) -> Value:
+    """The number of elements reduced over `dims`, as a 0-d value of `dtype`."""
+    sizes = g.op("Gather", g.op("Shape", self), g.constant(dims, torch.int64), axis_i=0)
+    return g.op("Cast", reduce(g, "ReduceProd", sizes, [0], False), to_i=onnx_type(dtype))
+
+
+def _variance(g: Graph, self: Value, dim, correction, keepdim: bool) -> tuple[Value, Value]:
+    """(variance, mean) over `dim`, both with `keepdim`'s shape."""
+    dtype = g.ctx.output_dtype
+    self = cast_to(g, self, dtype)
+    correction = 1 if correction is None else correction
+    if rank_of(self) == 0:  # one element: deviation 0, over max(1 - correction, 0)
+        divisor = g.constant(max(1 - correction, 0), dtype)
+        return g.op("Div", g.op("Sub", self, self), divisor), g.op("Identity", self)
+    dims = _dims(self, dim)
+    mean = reduce(g, "ReduceMean", self, dims, True)
+    deviation = g.op("Sub", self, mean)
+    squares = reduce(g, "ReduceSum", g.op("Mul", deviation, deviation), dims, keepdim)
+    count = _count(g, self, dims, dtype)
+    divisor = g.op("Max", g.op("Sub", count, g.constant(correction, dtype)), g.constant(0, dtype))
+    if not keepdim:
+        mean = g.op("Squeeze", mean, g.constant(dims, torch.int64))
+    return g.op("Div", squares, divisor), mean
+
+
+@symbolic("aten::var.correction")
+def var(g: Graph, self: Value, dim=None, *, correction=None, keepdim=False) -> Value:
+    """var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor
+
+    Two passes (mean, then squared deviations), as torch's kernel, not E[x^2] - E[x]^2.
+    """
+    return _variance(g, self, dim, correction, keepdim)[0]
+
+
+@symbolic("aten::var_mean.correction")
+def var_mean(g: Graph, self: Value, dim=None, *, correction=None, keepdim=False) -> tuple[Value, Value]:
+    """var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
+    return _variance(g, self, dim, correction, keepdim)
+
+
+def _lower_triangle_rows(g: Graph, self: Value, dim: int, fill) -> tuple[Value, list[int] | None]:
+    """`self` with `dim` moved last and repeated into an N x N matrix whose row i holds
+    elements 0..i of the scan and `fill` after; also the permutation to undo (None: none)."""
+    rank = rank_of(self)
+    perm = None
+    if dim != rank - 1:
+        perm = [d for d in range(rank) if d != dim] + [dim]
+        self = g.op("Transpose", self, perm_i=perm)
+    length = g.op("Shape", self, start_i=rank - 1, end_i=rank)
+    positions = g.op("Range", g.constant(0, torch.int64), g.op("Squeeze", length, g.constant([0], torch.int64)),
+                     g.constant(1, torch.int64))
+    # mask[i, j] = j <= i
+    mask = g.op("LessOrEqual", g.op("Unsqueeze", positions, g.constant([0], torch.int64)),
+                g.op("Unsqueeze", positions, g.constant([1], torch.int64)))
+    rows = g.op("Unsqueeze", self, g.constant([rank - 1], torch.int64))  # [..., 1, N]
+    return g.op("Where", mask, rows, fill), perm
+
+
+def _restore(g: Graph, value: Value, perm: list[int] | None) -> Value:
+    if perm is None:
+        return value
+    inverse = [perm.index(d) for d in range(len(perm))]
+    return g.op("Transpose", value, perm_i=inverse)
+
+
+@symbolic("aten::cumprod")
+def cumprod(g: Graph, self: Value, dim: int, *, dtype=None) -> Value:
+    """cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
+
+    Exact (no log/exp): ReduceProd over each row of the lower-triangular matrix of the scan.
+
+    Limits: memory grows with the square of the scanned axis's length.
+    """
+    out_dtype = g.ctx.output_dtype
+    self = cast_to(g, self, out_dtype)
+    if rank_of(self) == 0:
+        return g.op("Identity", self)
+    rank = rank_of(self)
+    rows, perm = _lower_triangle_rows(g, self, normalize_dim(dim, rank), g.constant(1, out_dtype))
+    return _restore(g, reduce(g, "ReduceProd", rows, [rank], False), perm)
+
+
+@symbolic("aten::logcumsumexp")
+def logcumsumexp(g: Graph, self: Value, dim: int) -> Value:
+    """logcumsumexp(Tensor self, int dim) -> Tensor
+
+    ReduceLogSumExp over each row of the lower-triangular matrix of the scan (-inf past i).
+
+    Limits: memory grows with the square of the scanned axis's length.
+    """
+    out_dtype = g.ctx.output_dtype
+    self = cast_to(g, self, out_dtype)
+    if rank_of(self) == 0:
+        return g.op("Identity", self)
+    rank = rank_of(self)
+    rows, perm = _lower_triangle_rows(g, self, normalize_dim(dim, rank), g.constant(float("-inf"), out_dtype))
+    # subtract each row's max first: exp of the -inf fill is 0, and of the rest at most 1
+    peak = reduce(g, "ReduceMax", rows, [rank], True)
+    peak = g.op("Where", g.op("IsInf", peak), g.constant(0, out_dtype), peak)  # an infinite max
+    shifted = g.op("Exp", g.op("Sub", rows, peak))
+    total = g.op("Add", g.op("Log", reduce(g, "ReduceSum", shifted, [rank], True)), peak)
+    return _restore(g, g.op("Squeeze", total, g.constant([rank], torch.int64)), perm)
