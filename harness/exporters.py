@@ -55,6 +55,7 @@ def export_for_verification(
     opset_version: int | None = None,
     dynamic_axes: Mapping[str, Mapping[int, str]] | None = None,
     input_names: Sequence[str] | None = None,
+    optimize: bool = True,
 ) -> ExportedForVerification:
     """Export `model` on `args` and `kwargs` with `exporter` (or take `onnx_model`, made by
     `exporter`). Every exporter captures the module in eval mode and leaves it in the mode it
@@ -69,11 +70,11 @@ def export_for_verification(
     if exporter == "roundtrip":
         import exporter as roundtrip_exporter
 
-        if given is None:
-            ours = roundtrip_exporter.export_program(model, args, **options)
+        if given is None:  # optimize=False: one node per op (roundtrip run --no-optimize)
+            ours = roundtrip_exporter.export_program(model, args, **options, optimize=optimize)
             return ExportedForVerification(ours.skeleton, ours.program, exporter, weights=ours.weights)
         try:
-            again = roundtrip_exporter.export_program(model, args, **options)
+            again = roundtrip_exporter.export_program(model, args, **options, optimize=optimize)
             program = again.program
         except roundtrip_exporter.ExportError as error:
             return ExportedForVerification(given, None, "given", [

@@ -121,9 +121,11 @@ def verify(
     tf32: bool = False,
     model_name: str | None = None,
     strict: bool | None = None,
+    optimize: bool = True,
 ) -> Verification:
     """Export `model` on `args` and `kwargs` (or take `onnx_model`, made by `exporter`) and
-    verify it on `device` ("cpu", "cuda[:n]" or "reference").
+    verify it on `device` ("cpu", "cuda[:n]" or "reference"). `optimize=False` verifies
+    roundtrip's one-node-per-op graph instead of the optimised one.
 
     `args` and `kwargs` may hold any inputs torch.export accepts (tensors, Python scalars,
     dicts, lists, tuples, nested); the ONNX model's inputs are their tensor leaves, flattened.
@@ -143,7 +145,7 @@ def verify(
     started = time.perf_counter()
     exported = export_for_verification(
         exporter, model, args, kwargs=kwargs, onnx_model=onnx_model, opset_version=opset_version,
-        dynamic_axes=dynamic_axes, input_names=input_names,
+        dynamic_axes=dynamic_axes, input_names=input_names, optimize=optimize,
     )
     export_s = time.perf_counter() - started
     if training:
