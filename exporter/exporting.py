@@ -232,7 +232,10 @@ def convert_program(
     skeleton = to_model(conversion.graph, graph_name=graph_name, producer_version=__version__,
                         metadata=metadata, weights_inline=False)
     weights = dict(conversion.graph.initializers)
-    passes = PASSES if optimize else WEIGHT_FOLDING if do_constant_folding else ()
+    if optimize:
+        passes = PASSES if do_constant_folding else tuple(p for p in PASSES if p.name != "fold_constants")
+    else:
+        passes = WEIGHT_FOLDING if do_constant_folding else ()
     if passes:
         optimized = optimize_model(skeleton, weights, passes)
         skeleton, weights = optimized.skeleton, optimized.weights

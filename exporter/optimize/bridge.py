@@ -33,21 +33,23 @@ def to_ir(skeleton: onnx.ModelProto, weights: Mapping[str, np.ndarray]) -> ir.Mo
 
 
 def from_ir(model: ir.Model) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
-    """The skeleton and the weights of an onnx_ir model: initializers of `EXTERNAL_MIN_BYTES` or
-    more become in-memory stubs, their arrays returned by name (no copy for those that were
-    given as arrays); smaller ones stay inline."""
+    """The skeleton and the weights of an onnx_ir model: every initializer's array by name (no
+    copy for those given as arrays); in the skeleton those of `EXTERNAL_MIN_BYTES` or more are
+    in-memory stubs and smaller ones stay inline, as `exporter.serialize.to_model` writes them."""
     weights: dict[str, np.ndarray] = {}
+    stubbed: dict[str, ir.TensorProtocol] = {}
     for name, value in model.graph.initializers.items():
         tensor = value.const_value
-        if tensor is None or tensor.nbytes < EXTERNAL_MIN_BYTES:
+        if tensor is None:
             continue
-        array = tensor.numpy()
-        weights[name] = array
-        value.const_value = ir.ExternalTensor(IN_MEMORY, offset=None, length=None, dtype=tensor.dtype,
-                                              shape=tensor.shape, name=name)
+        weights[name] = tensor.numpy()
+        if tensor.nbytes >= EXTERNAL_MIN_BYTES:
+            stubbed[name] = tensor
+            value.const_value = ir.ExternalTensor(IN_MEMORY, offset=None, length=None, dtype=tensor.dtype,
+                                                  shape=tensor.shape, name=name)
     try:
         skeleton = ir.serde.serialize_model(model)
     finally:  # the ir model stays usable (tests inspect it)
-        for name, array in weights.items():
-            model.graph.initializers[name].const_value = ir.Tensor(array, name=name)
+        for name, tensor in stubbed.items():
+            model.graph.initializers[name].const_value = tensor
     return skeleton, weights

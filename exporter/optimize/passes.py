@@ -96,11 +96,27 @@ def _is_weight(value: ir.Value | None) -> bool:
     return value is not None and (value.is_initializer() or optimizer.FOLDED_FROM_KEY in value.meta)
 
 
+def _grows(node: ir.Node) -> bool:
+    """Whether folding `node` would store more bytes than its inputs: a Gather that repeats
+    rows, a Cast to a wider type (the other data-movement ops keep or shrink the data)."""
+    if node.op_type == "Gather":
+        data, indices = (v.const_value for v in node.inputs[:2])
+        if data is None or indices is None or not data.shape.dims:
+            return True
+        axis = node.attributes.get_int("axis", 0) % len(data.shape)
+        return indices.size > data.shape[axis]
+    if node.op_type == "Cast":
+        source = node.inputs[0].const_value
+        return source is None or ir.DataType(node.attributes.get_int("to", 1)).itemsize > source.dtype.itemsize
+    return False
+
+
 def _fold_weights_only(node: ir.Node) -> bool:
-    """Data movement reading at least one weight, with every input known: the preprocessing of
-    weights that `optimize=False` still folds."""
+    """Data movement reading at least one weight, every input known, not growing the data and
+    not a graph output: the preprocessing of weights that `optimize=False` still folds."""
     return (not node.domain and node.op_type in DATA_MOVEMENT and any(_is_weight(v) for v in node.inputs)
-            and all(v is None or v.const_value is not None or _is_weight(v) for v in node.inputs))
+            and all(v is None or v.const_value is not None for v in node.inputs)
+            and not any(v.is_graph_output() for v in node.outputs) and not _grows(node))
 
 
 def _fold_weights(model: ir.Model) -> Counter[str]:
