@@ -25,7 +25,9 @@ def to_ir(skeleton: onnx.ModelProto, weights: Mapping[str, np.ndarray]) -> ir.Mo
     if missing:
         raise ValueError(f"initializers {missing[:5]} are held in memory but have no array in `weights`; "
                          "pass the ExportResult's weights with its skeleton")
-    model = ir.serde.deserialize_model(skeleton)
+    own = onnx.ModelProto()
+    own.CopyFrom(skeleton)  # onnx_ir's tensors wrap the protos: renames must not reach the caller's
+    model = ir.serde.deserialize_model(own)
     for name, value in model.graph.initializers.items():
         if name in stubs:
             value.const_value = ir.Tensor(weights[name], name=name)

@@ -1,7 +1,7 @@
 """The optimisation passes, each a small named step over an onnx_ir model.
 
-Every pass is idempotent (a second run changes nothing) and returns what it changed: rewrites
-counted per rule, or the op types it removed and added. Rewrites carry the provenance of the
+Every pass is idempotent (a second run changes nothing) and returns what it changed: the op
+types it removed (`-Op`) and added (`+Op`), and for rewrites the count per rule. Rewrites carry the provenance of the
 nodes they replace (exporter.optimize.rewriting); the passes that only delete nodes (no-op
 removal, unused nodes) leave nothing that stands for them, and the FX values they drop get no
 row of their own in the harness.
@@ -71,7 +71,13 @@ def _rules(*sources: pattern.RewriteRule | pattern.RewriteRuleSet | Sequence[pat
 
 def _rule_pass(name: str, doc: str, *sources) -> Pass:
     rules = _rules(*sources)
-    return Pass(name, doc, lambda model: apply_rules(model, rules))
+
+    def run(model: ir.Model) -> Counter[str]:
+        applied: Counter[str] = Counter()
+        changes = op_delta(model, lambda m: applied.update(apply_rules(m, rules)))
+        return changes + applied
+
+    return Pass(name, doc, run)
 
 
 def _should_fold(node: ir.Node) -> bool | None:

@@ -22,6 +22,7 @@ def apply_rules(model: ir.Model, rules: Sequence[pattern.RewriteRule]) -> Counte
     """Rewrite `model`'s main graph with `rules` until none matches; count rewrites per rule."""
     counts: Counter[str] = Counter()
     graph = model.graph
+    optimizer.basic_constant_propagation(graph)  # rules read Constant nodes' values off their outputs
     changed = True
     while changed:
         changed = False
@@ -57,8 +58,7 @@ def _register(graph: ir.Graph, initializer: ir.Value, matched: Sequence[ir.Node]
         return
     if old is not None:
         if all(user in matched for user, _ in old.uses()) and not old.is_graph_output():
-            graph.initializers.pop(old.name)
-            old.name = f"{old.name}::replaced"  # the matched nodes still read it until they go
+            graph.initializers.pop(old.name)  # the matched nodes still read it until they go
         else:
             base, suffix = initializer.name, 1
             while f"{base}_{suffix}" in graph.initializers:
