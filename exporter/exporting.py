@@ -24,6 +24,7 @@ from exporter.external_data import Written, exceeds_protobuf_limit, weight_bytes
 from exporter.fileio import write_bytes_atomic
 from exporter.optimize import PASSES, WEIGHT_FOLDING, optimize as optimize_model
 from exporter.printer import format_model
+from exporter.provenance import OPTIMIZED_KEY
 from exporter.registry import Dispatcher, check_opset
 from exporter.serialize import to_model
 from exporter.trace import DynamicAxes, capture, capture_record, with_input_names
@@ -229,6 +230,7 @@ def convert_program(
         dim_names=dim_names_for(program, with_input_names(default_names, input_names), dynamic_axes),
     )
     metadata = {"roundtrip.renamed_values": json.dumps(conversion.renamed)} if conversion.renamed else {}
+    metadata[OPTIMIZED_KEY] = "true" if optimize else "false"
     skeleton = to_model(conversion.graph, graph_name=graph_name, producer_version=__version__,
                         metadata=metadata, weights_inline=False)
     weights = dict(conversion.graph.initializers)

@@ -49,7 +49,9 @@ def test_workflow_schedules_cpu_and_gpu_shards_for_both_exporters():
                                 capture_output=True, text=True, env={**os.environ, "SHARDS": "4", "GPU": gpu})
         matrix = json.loads(result.stdout.split("=", 1)[1])["include"]
         assert {m["device"] for m in matrix} == devices and {m["exporter"] for m in matrix} == {"roundtrip", "torch.onnx"}
-        assert len(matrix) == 4 * 2 * len(devices)
+        assert len(matrix) == 4 * 3 * len(devices)  # roundtrip optimised and --no-optimize, torch.onnx
+        assert {(m["exporter"], m["variant"]) for m in matrix} == {
+            ("roundtrip", ""), ("roundtrip", "-no-optimize"), ("torch.onnx", "")}
         assert all("gpu" in json.loads(m["runs-on"]) for m in matrix if m["device"] == "cuda")
 
 
