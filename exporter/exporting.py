@@ -51,7 +51,9 @@ class ExportResult:
     output_names: list[str]
     renamed: dict[str, str] = field(default_factory=dict)
     capture_seconds: float = 0.0
-    convert_seconds: float = 0.0
+    convert_seconds: float = 0.0  # the optimisation stage included
+    optimize_seconds: float = 0.0
+    changes: dict[str, dict[str, int]] = field(default_factory=dict)  # what each optimisation pass changed
     _model: onnx.ModelProto | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -238,8 +240,8 @@ def convert_program(
         passes = PASSES if do_constant_folding else tuple(p for p in PASSES if p.name != "fold_constants")
     else:
         passes = WEIGHT_FOLDING if do_constant_folding else ()
-    if passes:
-        optimized = optimize_model(skeleton, weights, passes)
+    optimized = optimize_model(skeleton, weights, passes) if passes else None
+    if optimized is not None:
         skeleton, weights = optimized.skeleton, optimized.weights
     return ExportResult(
         skeleton=skeleton,
@@ -250,6 +252,8 @@ def convert_program(
         output_names=conversion.output_names,
         renamed=conversion.renamed,
         convert_seconds=time.perf_counter() - started,
+        optimize_seconds=optimized.seconds if optimized else 0.0,
+        changes=optimized.changes if optimized else {},
     )
 
 
