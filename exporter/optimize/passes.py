@@ -20,7 +20,7 @@ from onnxscript.rewriter import pattern
 from onnxscript.rewriter.rules import common as onnxscript_rules
 
 from exporter.optimize.rewriting import apply_rules
-from exporter.optimize.rules import no_op_reshape_rule
+from exporter.optimize.rules import no_op_reshape_rule, static_reshape_shape_rule
 
 FOLD_INPUT_LIMIT = 1 << 24
 """Elements: the largest constant input folded (onnxscript's default, 8192, leaves the
@@ -28,6 +28,10 @@ recurrent layers' weight reordering, which the exporter has always folded, to th
 
 FOLD_OUTPUT_LIMIT = 1 << 24
 """Elements: the largest folded result; larger ones stay computed at run time."""
+
+DEDUP_LIMIT = 1 << 16
+"""Elements: initializers up to this size are compared for duplicates (hashing every weight of
+a large model costs more export time than the rare duplicate weight saves)."""
 
 DATA_MOVEMENT = frozenset({"Transpose", "Gather", "Concat", "Unsqueeze", "Squeeze", "Reshape", "Flatten",
                            "Slice", "Cast"})
@@ -140,7 +144,7 @@ def _remove_identities(model: ir.Model) -> Counter[str]:
 def _constants_to_initializers(model: ir.Model) -> Counter[str]:
     return op_delta(model, lambda m: (
         ir_passes.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(m),
-        ir_passes.DeduplicateInitializersPass(size_limit=1 << 30)(m),
+        ir_passes.DeduplicateInitializersPass(size_limit=DEDUP_LIMIT)(m),
         ir_passes.RemoveUnusedNodesPass()(m),
     ))
 
@@ -153,7 +157,9 @@ PASSES: tuple[Pass, ...] = (
     Pass("fold_constants", "nodes whose inputs are all known at export computed into constants, static "
          "shape sub-graphs (Shape, Size of static shapes and what follows) included", _fold_constants),
     _rule_pass("simplify_shapes", "Reshape of Reshape, Unsqueeze of Unsqueeze, Cast of Cast and "
-               "Slices that cover their input merged", onnxscript_rules.reshape_reshape_rule,
+               "Slices that cover their input merged; a Reshape to a computed shape that is known "
+               "(up to one dynamic dim) reads a constant shape", static_reshape_shape_rule,
+               onnxscript_rules.reshape_reshape_rule,
                onnxscript_rules.unsqueeze_unsqueeze_rule, onnxscript_rules.cast_cast_rule,
                onnxscript_rules.collapse_slice_rule, onnxscript_rules.collapse_slice2_rule),
     _rule_pass("fold_batchnorm", "BatchNormalization folded into the Conv, ConvTranspose or Gemm before "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnxscript.rewriter import pattern
 from onnxscript.rewriter._basics import MatchResult
+from onnxscript.rewriter.rules.common._materialize_reshape_shape import MaterializeReshapeShape
 
 
 def _static(shape: ir.Shape | None) -> tuple[int, ...] | None:
@@ -31,3 +32,19 @@ class NoOpReshape(pattern.RewriteRuleClassBase):
 
 
 no_op_reshape_rule = NoOpReshape.rule()
+
+
+class StaticReshapeShape(MaterializeReshapeShape):
+    """onnxscript's rule: a Reshape whose target shape is computed (Shape, Gather, Concat of a
+    dynamic batch) but whose output shape is known, up to one symbolic dim, reads a constant
+    shape instead (-1 for the symbolic dim). Not where a known dim is 0: ONNX forbids -1 beside
+    0 with allowzero=1."""
+
+    def check(self, context, data: ir.Value, shape: ir.Value) -> MatchResult:
+        output = context.output_values[0]
+        if output.shape is not None and 0 in [d for d in output.shape.dims if isinstance(d, int)]:
+            return MatchResult().fail("a zero-size dim beside -1")
+        return super().check(context, data, shape)
+
+
+static_reshape_shape_rule = StaticReshapeShape.rule()
