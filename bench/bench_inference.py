@@ -58,14 +58,15 @@ class Model:
     dynamic_axes: dict[str, dict[int, str]] = field(default_factory=dict)
 
 
-def models() -> list[Model]:
-    """Every zoo case of the full tier, the transformer blocks and the Hugging Face models."""
+def models(tier: str | None = "full") -> list[Model]:
+    """Every zoo case of `tier` (None: every tier), the transformer blocks and the Hugging Face
+    models."""
     from model_zoo_cases import huggingface
     from op_table.cases_transformer import CASES as BLOCKS
     from op_table.table import build_sample
 
     found = []
-    for case in model_zoo_cases.select(tier="full"):
+    for case in model_zoo_cases.select(tier=tier):
         axes = {k: v for k, v in case.dynamic_axes.items() if k in case.input_names}
         found.append(Model(case.name, "zoo", lambda case=case: (case.module(0), case.inputs(0)),
                            tuple(case.input_names), axes))
@@ -207,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet_onnxruntime()
     torch.manual_seed(0)
     machine = machine_info()
-    everything = models()
+    everything = models("full" if options.all else None)  # a name of another tier may be asked for
     patterns = ["*"] if options.all else options.models.split(",")
     chosen = [m for m in everything if any(fnmatch.fnmatch(m.name, p) for p in patterns)]
     if not chosen:

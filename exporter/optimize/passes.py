@@ -73,12 +73,18 @@ def _rules(*sources: pattern.RewriteRule | pattern.RewriteRuleSet | Sequence[pat
     return rules
 
 
-def _rule_pass(name: str, doc: str, *sources) -> Pass:
+def _rule_pass(name: str, doc: str, *sources, then: Sequence[ir.passes.PassBase] = ()) -> Pass:
+    """A pass of rewrite rules (`then`: onnx_ir passes run after them, in order)."""
     rules = _rules(*sources)
+
+    def step(model: ir.Model, applied: Counter[str]) -> None:
+        applied.update(apply_rules(model, rules))
+        for follow in then:
+            follow(model)
 
     def run(model: ir.Model) -> Counter[str]:
         applied: Counter[str] = Counter()
-        changes = op_delta(model, lambda m: applied.update(apply_rules(m, rules)))
+        changes = op_delta(model, lambda m: step(m, applied))
         return changes + applied
 
     return Pass(name, doc, run)
@@ -145,6 +151,7 @@ def _constants_to_initializers(model: ir.Model) -> Counter[str]:
     return op_delta(model, lambda m: (
         ir_passes.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(m),
         ir_passes.DeduplicateInitializersPass(size_limit=DEDUP_LIMIT)(m),
+        ir_passes.CommonSubexpressionEliminationPass()(m),
         ir_passes.RemoveUnusedNodesPass()(m),
     ))
 
@@ -161,7 +168,8 @@ PASSES: tuple[Pass, ...] = (
                "(up to one dynamic dim) reads a constant shape", static_reshape_shape_rule,
                onnxscript_rules.reshape_reshape_rule,
                onnxscript_rules.unsqueeze_unsqueeze_rule, onnxscript_rules.cast_cast_rule,
-               onnxscript_rules.collapse_slice_rule, onnxscript_rules.collapse_slice2_rule),
+               onnxscript_rules.collapse_slice_rule, onnxscript_rules.collapse_slice2_rule,
+               then=(ir_passes.IdentityEliminationPass(),)),
     _rule_pass("fold_batchnorm", "BatchNormalization folded into the Conv, ConvTranspose or Gemm before "
                "it (weights and bias rescaled at export)", onnxscript_rules.fuse_batchnorm_into_conv_rule,
                onnxscript_rules.fuse_batchnorm_into_conv_transpose_rule,
@@ -172,7 +180,8 @@ PASSES: tuple[Pass, ...] = (
     _rule_pass("fuse_activations", "Add+Clip+Div as HardSigmoid, with the Mul as HardSwish",
                onnxscript_rules.fuse_hardswish_rules()),
     Pass("constants_to_initializers", "Constant nodes become initializers; equal initializers are "
-         "stored once", _constants_to_initializers),
+         "stored once; nodes computing the same op on the same inputs are computed once (last: merging "
+         "shared sub-expressions earlier would stop the fusions above)", _constants_to_initializers),
 )
 """The passes in the order `optimize` runs them."""
 

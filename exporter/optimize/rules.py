@@ -48,3 +48,4 @@ class StaticReshapeShape(MaterializeReshapeShape):
 
 
 static_reshape_shape_rule = StaticReshapeShape.rule()
+
