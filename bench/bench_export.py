@@ -111,15 +111,15 @@ def _breakdown(run: Callable[[], Any], hooks: list[tuple[Any, str, str]]) -> dic
 
 
 def ours_breakdown(case, module, args, path: str) -> dict[str, float]:
-    """capture (torch.export), decompose (rewrites, or run_decompositions), translate, fold,
-    serialise (skeleton), write (the file, straight from the weights), materialise (the
+    """capture (torch.export), decompose (rewrites, or run_decompositions), translate, serialise
+    (skeleton), optimize (exporter.optimize's passes), write (the file, straight from the weights), materialise (the
     returned ModelProto)."""
     return _breakdown(lambda: ours(case, module, args, path), [
         (torch.export, "export", "capture"),
         (functionalize, "rewrite", "decompose"),
         (torch.export.ExportedProgram, "run_decompositions", "decompose"),
         (exporting, "translate", "translate"),
-        (exporting, "fold", "fold"),
+        (exporting, "optimize_model", "optimize"),
         (exporting, "to_model", "serialise"),
         (exporting, "write_model", "write"),
         (exporting, "with_weights", "materialise"),

@@ -22,9 +22,10 @@ import torch
 from exporter import symbolics  # noqa: F401  (registers the built-in symbolics)
 from exporter.external_data import Written, exceeds_protobuf_limit, weight_bytes, with_weights, write_model
 from exporter.fileio import write_bytes_atomic
-from exporter.folding import FOLDED_VALUES_KEY, fold
 from exporter.legalize_dtypes import legalize_dtypes
+from exporter.optimize import PASSES, WEIGHT_FOLDING, optimize as optimize_model
 from exporter.printer import format_model
+from exporter.provenance import OPTIMIZED_KEY
 from exporter.registry import Dispatcher, check_opset
 from exporter.serialize import to_model
 from exporter.trace import DynamicAxes, capture, capture_record, with_input_names
@@ -51,7 +52,9 @@ class ExportResult:
     output_names: list[str]
     renamed: dict[str, str] = field(default_factory=dict)
     capture_seconds: float = 0.0
-    convert_seconds: float = 0.0
+    convert_seconds: float = 0.0  # the optimisation stage included
+    optimize_seconds: float = 0.0
+    changes: dict[str, dict[str, int]] = field(default_factory=dict)  # what each optimisation pass changed
     _model: onnx.ModelProto | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -85,12 +88,16 @@ def export(
     verbose: bool = False,
     custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
     do_constant_folding: bool = True,
+    optimize: bool = True,
     external_data: bool | None = None,
 ) -> onnx.ModelProto:
     """Export `model` run on `args` to ONNX; also write it to `f` when given.
 
-    `do_constant_folding` computes weight-only subgraphs (e.g. the recurrent layers' gate
-    reordering) at export and stores their results as initializers (exporter.folding).
+    `optimize=True` runs the optimisation stage after translation (exporter.optimize: constant
+    folding, BatchNorm folded into Conv, fused HardSwish/HardSigmoid, no-op removal, ...); each
+    fused node lists the FX nodes it stands for (`roundtrip.region`). `optimize=False` keeps one
+    node per op; `do_constant_folding` then still computes weight-only subgraphs (e.g. the
+    recurrent layers' gate reordering) at export and stores their results as initializers.
     `external_data`: with `f` a path, True writes the weights to `<f>.data` beside the model,
     None does so only when the model would pass protobuf's 2 GB limit, False never; the model
     returned then holds external-data references instead of the weights.
@@ -102,7 +109,7 @@ def export(
     result = export_program(
         model, args, kwargs=kwargs, input_names=input_names, output_names=output_names,
         opset_version=opset_version, dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics,
-        do_constant_folding=do_constant_folding,
+        do_constant_folding=do_constant_folding, optimize=optimize,
     )
     model = result.model if f is None else _save_and_return(result, f, external_data)
     if verbose:
@@ -138,6 +145,7 @@ def export_program(
     dynamic_axes: DynamicAxes | None = None,
     custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
     do_constant_folding: bool = True,
+    optimize: bool = True,
 ) -> ExportResult:
     """Like `export`, but return the ExportedProgram and naming alongside the model.
 
@@ -149,7 +157,7 @@ def export_program(
         dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics, opset_version=opset_version,
     )
     captured = time.perf_counter()
-    converted = convert_program(program, do_constant_folding=do_constant_folding)
+    converted = convert_program(program, do_constant_folding=do_constant_folding, optimize=optimize)
     return replace(converted, capture_seconds=captured - started)
 
 
@@ -163,6 +171,7 @@ def convert(
     custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
     graph_name: str | None = None,
     do_constant_folding: bool = True,
+    optimize: bool = True,
 ) -> onnx.ModelProto:
     """Translate a program from `exporter.capture` to ONNX at `opset_version`.
 
@@ -171,7 +180,7 @@ def convert(
     return convert_program(
         program, opset_version=opset_version, input_names=input_names, output_names=output_names,
         dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics, graph_name=graph_name,
-        do_constant_folding=do_constant_folding,
+        do_constant_folding=do_constant_folding, optimize=optimize,
     ).model
 
 
@@ -185,11 +194,13 @@ def convert_program(
     custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
     graph_name: str | None = None,
     do_constant_folding: bool = True,
+    optimize: bool = True,
 ) -> ExportResult:
     """Translate a captured program to ONNX; the program is left as it is, so it may be
     converted again (e.g. at another opset: capture keeps the ops of every opset).
 
-    `do_constant_folding` folds weight-only subgraphs into initializers (exporter.folding).
+    `optimize` runs the optimisation stage (exporter.optimize); without it,
+    `do_constant_folding` still folds weight-only subgraphs into initializers.
 
     Each argument left None takes the value given to `exporter.capture`: the opset (default
     `DEFAULT_OPSET`), the input and output names, `dynamic_axes` (keyed by the input names,
@@ -222,22 +233,31 @@ def convert_program(
         dim_names=dim_names_for(program, with_input_names(default_names, input_names), dynamic_axes),
     )
     metadata = {"roundtrip.renamed_values": json.dumps(conversion.renamed)} if conversion.renamed else {}
-    if do_constant_folding:
-        folded = fold(conversion.graph)
-        if folded.fx_values:
-            metadata[FOLDED_VALUES_KEY] = json.dumps(folded.fx_values)
+    metadata[OPTIMIZED_KEY] = "true" if optimize else "false"
     skeleton = to_model(conversion.graph, graph_name=graph_name, producer_version=__version__,
                         metadata=metadata, weights_inline=False)
-    legalize_dtypes(skeleton)  # Casts around ops ONNX or onnxruntime cannot run in float16/bfloat16
+    weights = dict(conversion.graph.initializers)
+    if optimize:
+        passes = PASSES if do_constant_folding else tuple(p for p in PASSES if p.name != "fold_constants")
+    else:
+        passes = WEIGHT_FOLDING if do_constant_folding else ()
+    optimized = optimize_model(skeleton, weights, passes) if passes else None
+    if optimized is not None:
+        skeleton, weights = optimized.skeleton, optimized.weights
+    # Last, so that what the optimiser fused is legal too: Casts around ops ONNX or onnxruntime
+    # cannot run in float16/bfloat16.
+    legalize_dtypes(skeleton)
     return ExportResult(
         skeleton=skeleton,
-        weights=dict(conversion.graph.initializers),
+        weights=weights,
         program=program,
         opset_version=opset,
         input_names=conversion.user_input_names,
         output_names=conversion.output_names,
         renamed=conversion.renamed,
         convert_seconds=time.perf_counter() - started,
+        optimize_seconds=optimized.seconds if optimized else 0.0,
+        changes=optimized.changes if optimized else {},
     )
 
 

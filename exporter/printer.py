@@ -1,9 +1,14 @@
-"""The seed's human-readable graph listing, each node with its scope."""
+"""The seed's human-readable graph listing, each node with its scope; an optimised node also
+with the region of FX nodes it stands for, and the FX values folded into initializers."""
 
 from __future__ import annotations
 
+import json
+
 import onnx
 from onnx import helper
+
+from exporter.provenance import FOLDED_VALUES_KEY, REGION_KEY
 
 _ELEM_NAMES = {
     onnx.TensorProto.FLOAT: "Float", onnx.TensorProto.DOUBLE: "Double", onnx.TensorProto.FLOAT16: "Half",
@@ -60,6 +65,13 @@ def format_model(model: onnx.ModelProto) -> str:
         suffix = f", scope: {scope}" if scope else ""
         suffix += f"  # {source}" if source else ""
         lines.append(f"  {outputs} = {op}{f'[{attrs}]' if attrs else ''}({inputs}){suffix}")
+        if meta.get(REGION_KEY):  # an optimised node: every FX node it stands for
+            members = json.loads(meta[REGION_KEY])
+            lines.append("      region: " + ", ".join(
+                f"{m['fx_node']} ({m['aten']}, {m['scope']}  # {m['source']})" for m in members))
+    folded = {p.key: p.value for p in model.metadata_props}.get(FOLDED_VALUES_KEY)
+    for name, fx_node in (json.loads(folded) if folded else {}).items():
+        lines.append(f"  # %{name} : folded at export from FX node {fx_node}")
     lines.append("  return (" + ", ".join(f"%{o.name}" for o in graph.output) + ");")
     lines.append("}")
     return "\n".join(lines)

@@ -22,6 +22,10 @@ REGION_KEY = "roundtrip.region"
 # A node the exporter wrapped in Casts because ONNX does not define it for the dtype at the
 # target opset: "bfloat16->float32: <why>".
 CAST_KEY = "roundtrip.cast"
+# Model metadata: JSON {initializer name: FX node} for FX values folded into initializers at export.
+FOLDED_VALUES_KEY = "roundtrip.folded_values"
+# Model metadata: "true" when the optimisation stage ran (export(optimize=True)), else "false".
+OPTIMIZED_KEY = "roundtrip.optimized"
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep

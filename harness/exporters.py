@@ -24,6 +24,7 @@ from typing import Any
 import onnx
 import torch
 
+from exporter.provenance import OPTIMIZED_KEY
 from exporter.trace import eval_mode
 from harness.runtime.model_files import load_model_file
 
@@ -55,6 +56,7 @@ def export_for_verification(
     opset_version: int | None = None,
     dynamic_axes: Mapping[str, Mapping[int, str]] | None = None,
     input_names: Sequence[str] | None = None,
+    optimize: bool = True,
 ) -> ExportedForVerification:
     """Export `model` on `args` and `kwargs` with `exporter` (or take `onnx_model`, made by
     `exporter`). Every exporter captures the module in eval mode and leaves it in the mode it
@@ -69,11 +71,12 @@ def export_for_verification(
     if exporter == "roundtrip":
         import exporter as roundtrip_exporter
 
-        if given is None:
-            ours = roundtrip_exporter.export_program(model, args, **options)
+        if given is None:  # optimize=False: one node per op (roundtrip run --no-optimize)
+            ours = roundtrip_exporter.export_program(model, args, **options, optimize=optimize)
             return ExportedForVerification(ours.skeleton, ours.program, exporter, weights=ours.weights)
-        try:
-            again = roundtrip_exporter.export_program(model, args, **options)
+        try:  # in the form the given model was exported in, so that its weights are the same
+            optimize = {"true": True, "false": False}.get(_metadata(given).get(OPTIMIZED_KEY, ""), optimize)
+            again = roundtrip_exporter.export_program(model, args, **options, optimize=optimize)
             program = again.program
         except roundtrip_exporter.ExportError as error:
             return ExportedForVerification(given, None, "given", [
@@ -97,6 +100,10 @@ def export_for_verification(
         given = torchscript_export(model, args, **options)
         return ExportedForVerification(given, None, exporter)
     return ExportedForVerification(given, None, "given")
+
+
+def _metadata(model: onnx.ModelProto) -> dict[str, str]:
+    return {entry.key: entry.value for entry in model.metadata_props}
 
 
 def torch_onnx_export(model, args, *, kwargs=None, opset_version=None, dynamic_axes=None, input_names=None,

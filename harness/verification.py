@@ -130,9 +130,11 @@ def verify(
     model_name: str | None = None,
     strict: bool | None = None,
     dtype: str | torch.dtype | None = None,
+    optimize: bool = True,
 ) -> Verification:
     """Export `model` on `args` and `kwargs` (or take `onnx_model`, made by `exporter`) and
-    verify it on `device` ("cpu", "cuda[:n]" or "reference").
+    verify it on `device` ("cpu", "cuda[:n]" or "reference"). `optimize=False` verifies
+    roundtrip's one-node-per-op graph instead of the optimised one.
 
     `dtype` ("float16", torch.bfloat16, ...) verifies a copy of the module with its floating
     parameters, buffers and inputs cast to it (harness.runtime.dtypes); `model` is left as it is.
@@ -159,7 +161,7 @@ def verify(
     started = time.perf_counter()
     exported = export_for_verification(
         exporter, model, args, kwargs=kwargs, onnx_model=onnx_model, opset_version=opset_version,
-        dynamic_axes=dynamic_axes, input_names=input_names,
+        dynamic_axes=dynamic_axes, input_names=input_names, optimize=optimize,
     )
     export_s = time.perf_counter() - started
     if training:

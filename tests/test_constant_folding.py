@@ -1,6 +1,7 @@
-"""Constant folding of weight-only subgraphs (exporter.folding, `do_constant_folding=True`).
+"""Constant folding of weight-only subgraphs (`do_constant_folding=True`): exporter.optimize's
+`fold_weights` pass with `optimize=False`, its `fold_constants` pass with `optimize=True`.
 
-Each folder must compute what onnx's ReferenceEvaluator computes for the node; recurrent
+Each folded node must give what onnx's ReferenceEvaluator computes for the node; recurrent
 layers lose their gate-reordering nodes and weights, keep their provenance, and run the same
 numbers; a whole FX node folded away still gets a row that compares its initializer with torch.
 """
@@ -17,9 +18,11 @@ from onnx import numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import exporter
+import exporter.external_data
 import harness
-from exporter.folding import FOLDED_VALUES_KEY, fold
 from exporter.graph import Graph
+from exporter.optimize import FOLDED_VALUES_KEY, PASSES, WEIGHT_FOLDING, optimize
+from exporter.serialize import to_model
 from harness.runtime import prepare
 
 OPSET = 18
@@ -52,21 +55,26 @@ FOLDED = [
 ]
 
 
+def _fold(graph: Graph) -> tuple[onnx.ModelProto, dict[str, int]]:
+    """`graph` through the fold_weights pass: the model (weights inline) and what changed."""
+    done = optimize(to_model(graph, graph_name="g", producer_version="test"), {}, WEIGHT_FOLDING)
+    return exporter.external_data.with_weights(done.skeleton, done.weights), done.changes.get("fold_weights", {})
+
+
 @pytest.mark.parametrize("op_type, constants, attrs", FOLDED, ids=[f"{o}-{i}" for i, (o, _, _) in enumerate(FOLDED)])
-def test_each_folder_computes_what_the_reference_computes(op_type, constants, attrs):
+def test_each_folded_node_computes_what_the_reference_computes(op_type, constants, attrs):
     graph, out = _graph_with(op_type, constants, **attrs)
     reference = _reference_value(graph, out.name)
-    folding = fold(graph)
-    assert folding.folded_nodes == 1 and not any(n.op_type == op_type for n in graph.nodes)
-    assert out.name in graph.initializers and "w" not in graph.initializers  # the weight went with it
-    folded = graph.initializers[out.name]
+    model, changes = _fold(graph)
+    assert changes.get(f"-{op_type}") == 1 and not any(n.op_type == op_type for n in model.graph.node)
+    initializers = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    assert out.name in initializers and "w" not in initializers  # the weight went with it
+    folded = initializers[out.name]
     assert folded.dtype == reference.dtype and folded.shape == reference.shape
     np.testing.assert_array_equal(folded, reference)
 
 
 def _reference_value(graph: Graph, name: str) -> np.ndarray:
-    from exporter.serialize import to_model
-
     model = to_model(graph, graph_name="g", producer_version="test")
     model.graph.output.append(onnx.ValueInfoProto(name=name))
     return ReferenceEvaluator(model).run([name], {})[0]
@@ -75,17 +83,17 @@ def _reference_value(graph: Graph, name: str) -> np.ndarray:
 def test_nothing_folds_that_is_an_output_constants_only_or_grows():
     graph, out = _graph_with("Transpose", [], perm_i=[1, 0])
     graph.outputs.append(out)  # a graph output stays computed
-    assert fold(graph).folded_nodes == 0
+    assert _fold(graph)[1] == {}
 
     graph = Graph(OPSET)
     x = graph.add_input("x", torch.float32, (2,))
     shape = graph.op("Concat", graph.constant([1]), graph.constant([2]), axis_i=0)  # constants only
     y = graph.op("Reshape", x, shape)
     graph.outputs.append(y)
-    assert fold(graph).folded_nodes == 0
+    assert _fold(graph)[1] == {}
 
     graph, _ = _graph_with("Gather", [np.zeros(40, dtype=np.int64)], axis_i=0)  # 40 rows out of 4
-    assert fold(graph).folded_nodes == 0
+    assert _fold(graph)[1] == {}
 
 
 class _Recurrent(torch.nn.Module):

@@ -22,6 +22,7 @@ from onnx import helper, numpy_helper
 import exporter
 import harness
 from harness.analysis.fx_mapping import FX_NODE_KEY, fx_node_name
+from harness.report.failure import failure_message
 
 
 def _randomize_batch_norms(model: torch.nn.Module, seed: int) -> torch.nn.Module:
@@ -69,10 +70,26 @@ class ResidualBlock(torch.nn.Module):
         return torch.relu(y + x)
 
 
+class HardSwishNet(torch.nn.Module):
+    """conv -> bn -> hardswish -> conv -> hardsigmoid: a folded BatchNorm and fused activations."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.conv2 = torch.nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.nn.functional.hardswish(self.bn(self.conv1(x)))
+        return torch.nn.functional.hardsigmoid(self.conv2(x))
+
+
 def _case(name: str):
     torch.manual_seed(0)
     if name == "convnet":
         model, args = ConvNet(), (torch.randn(2, 3, 6, 6, generator=torch.Generator().manual_seed(1)),)
+    elif name == "hardswish":
+        model, args = HardSwishNet(), (torch.randn(2, 3, 6, 6, generator=torch.Generator().manual_seed(1)),)
     else:
         model, args = ResidualBlock(), (torch.randn(2, 8, 6, 6, generator=torch.Generator().manual_seed(1)),)
     return _randomize_batch_norms(model, 2), args
@@ -80,8 +97,19 @@ def _case(name: str):
 
 @pytest.fixture(scope="module")
 def exported() -> dict[str, tuple[torch.nn.Module, tuple, onnx.ModelProto]]:
+    """The one-node-per-op graphs (optimize=False): one ONNX node altered is one FX node's."""
     cases = {}
     for name in ("convnet", "block"):
+        model, args = _case(name)
+        cases[name] = (model, args, exporter.export(model, args, optimize=False))
+    return cases
+
+
+@pytest.fixture(scope="module")
+def optimized() -> dict[str, tuple[torch.nn.Module, tuple, onnx.ModelProto]]:
+    """The optimised graphs (the default): BatchNorm folded into its Conv, fused activations."""
+    cases = {}
+    for name in ("convnet", "hardswish"):
         model, args = _case(name)
         cases[name] = (model, args, exporter.export(model, args))
     return cases
@@ -163,6 +191,51 @@ def test_worst_op_names_the_altered_node(exported, case, alteration):
     assert worst.scope and worst.source  # where to look in the user's code
     others = [op for op in verification.ops if op.fx_node != culprit and op.isolated is not None]
     assert all(op.passed for op in others), _table(verification)
+
+
+# alterations of optimised nodes: the FX nodes each stands for (its region, graph order)
+OPTIMIZED_ALTERATIONS = [
+    ("convnet", "folded batchnorm: weight +0.1%", _nudge_weight("Conv", 0), ["conv2d", "batch_norm"]),
+    ("convnet", "folded batchnorm: pads", _set_attribute("Conv", 0, "pads", [0, 0, 2, 2]), ["conv2d", "batch_norm"]),
+    ("hardswish", "folded batchnorm: weight +0.1%", _nudge_weight("Conv", 0), ["conv2d", "batch_norm"]),
+    ("hardswish", "fused hardswish -> relu", _retype("HardSwish", 0, "Relu"), ["add", "clamp", "clamp", "mul", "div"]),
+    ("hardswish", "fused hardsigmoid: alpha", _set_attribute("HardSigmoid", 0, "alpha", 0.2),
+     ["add", "clamp", "clamp", "div"]),
+]
+
+
+@pytest.mark.parametrize("case, alteration, atens", [(a[0], a[2], a[3]) for a in OPTIMIZED_ALTERATIONS],
+                         ids=[f"{a[0]}: {a[1]}" for a in OPTIMIZED_ALTERATIONS])
+def test_worst_op_names_the_altered_region(optimized, case, alteration, atens):
+    model, args, original = optimized[case]
+    altered = onnx.ModelProto()
+    altered.CopyFrom(original)
+    node = alteration(altered)
+    culprit = fx_node_name(node)
+
+    verification = harness.verify(model, args, onnx_model=altered)
+
+    worst = verification.worst_op
+    assert worst is not None and worst.fx_node == culprit, _table(verification)
+    assert worst.passed is False and worst.isolated is not None and node.name in worst.onnx_nodes
+    assert [m.aten.split(".")[1].removeprefix("_native_") .removesuffix("_legit_no_training") for m in worst.region] \
+        == atens, worst.region
+    assert worst.region[-1].fx_node == culprit and all(m.scope and m.source for m in worst.region)
+    others = [op for op in verification.ops if op.fx_node != culprit and op.isolated is not None]
+    assert all(op.passed for op in others), _table(verification)
+    message = failure_message(verification)
+    assert f"{culprit} (region: {' + '.join(m.fx_node for m in worst.region)})" in message, message
+
+
+def test_optimized_models_pass_every_op_and_absorbed_members_get_no_row(optimized):
+    for model, args, original in optimized.values():
+        verification = harness.verify(model, args, onnx_model=original)
+        assert verification.passed
+        assert all(op.passed for op in verification.ops if op.isolated is not None), _table(verification)
+        regions = [op for op in verification.ops if op.region]
+        assert regions and all(op.onnx_nodes for op in verification.ops if op.isolated is not None)
+        absorbed = {m.fx_node for op in regions for m in op.region[:-1]}
+        assert absorbed and not absorbed & {op.fx_node for op in verification.ops}
 
 
 def test_unaltered_models_pass_every_op(exported):

@@ -49,10 +49,13 @@ def test_workflow_schedules_cpu_and_gpu_shards_for_both_exporters_and_three_dtyp
                                 capture_output=True, text=True, env={**os.environ, "SHARDS": "4", "GPU": gpu})
         matrix = json.loads(result.stdout.split("=", 1)[1])["include"]
         assert {m["device"] for m in matrix} == devices and {m["exporter"] for m in matrix} == {"roundtrip", "torch.onnx"}
-        runs = {(m["exporter"], m["dtype"]) for m in matrix}
-        assert runs == {("roundtrip", "float32"), ("torch.onnx", "float32"), ("roundtrip", "float16"),
-                        ("roundtrip", "bfloat16")}
-        assert len(matrix) == 4 * len(runs) * len(devices)
+        runs = {(m["exporter"], m["args"]) for m in matrix}
+        assert {("roundtrip", ""), ("torch.onnx", ""), ("roundtrip", "--dtype float16"),
+                ("roundtrip", "--dtype bfloat16"), ("roundtrip", "--no-optimize")} <= runs
+        per_device = {d: {(m["exporter"], m["args"]) for m in matrix if m["device"] == d} for d in devices}
+        assert all(len([m for m in matrix if m["device"] == d and (m["exporter"], m["args"]) == run]) == 4
+                   for d in devices for run in per_device[d])
+        assert len({m["name"] for m in matrix}) == len(matrix)  # every shard uploads under its own name
         assert all("gpu" in json.loads(m["runs-on"]) for m in matrix if m["device"] == "cuda")
 
 
@@ -61,13 +64,13 @@ def test_shards_merge_and_diff_as_the_workflow_runs_them(tmp_path):
     steps = _steps()
     shards = tmp_path / "reports" / "shards"
     for shard in range(1, SHARDS + 1):
-        result = _bash(steps["parity"], tmp_path, DEVICE="cpu", EXPORTER="roundtrip", DTYPE="float32", SHARD=str(shard))
+        result = _bash(steps["parity"], tmp_path, DEVICE="cpu", EXPORTER="roundtrip", ARGS="", SHARD=str(shard),
+                       NAME=f"cpu-roundtrip-{shard}")
         assert result.returncode == 0, result.stdout + result.stderr
         # download-artifact puts each artifact in a folder named after it
-        (tmp_path / "reports" / "shards" / f"cpu-roundtrip-float32-{shard}").rename(
-            shards / f"shard-cpu-roundtrip-float32-{shard}")
+        (tmp_path / "reports" / "shards" / f"cpu-roundtrip-{shard}").rename(shards / f"shard-cpu-roundtrip-{shard}")
 
-    documents = [load_report(shards / f"shard-cpu-roundtrip-float32-{k}") for k in range(1, SHARDS + 1)]
+    documents = [load_report(shards / f"shard-cpu-roundtrip-{k}") for k in range(1, SHARDS + 1)]
     names = [[case["name"] for case in d["cases"]] for d in documents]
     selected = [case.name for case in model_zoo_cases.select(pattern=CASES)]
     assert all(names) and sorted(sum(names, [])) == sorted(selected), names  # disjoint and complete
@@ -77,7 +80,7 @@ def test_shards_merge_and_diff_as_the_workflow_runs_them(tmp_path):
     summary = tmp_path / "summary.md"
     result = _bash(steps["merge"], tmp_path, GITHUB_STEP_SUMMARY=str(summary))
     assert result.returncode == 0, result.stdout + result.stderr
-    merged_dir = tmp_path / "reports" / "nightly" / "cpu-roundtrip-float32"
+    merged_dir = tmp_path / "reports" / "nightly" / "cpu-roundtrip"
     merged = load_report(merged_dir)  # validates against the schema
     assert [c["name"] for c in merged["cases"]] == selected  # the unsharded case set, in selection order
     assert all(c["status"] == "pass" and c["verification"]["ops"] for c in merged["cases"])

@@ -97,3 +97,23 @@ def test_results_carry_the_machine_and_side_by_side_runs_interleave(tmp_path):
     written = json.loads(Path(path).read_text())
     assert written["rows"] == [{"case": "x"}] and "load_average_end" in written["machine"]
     assert os.path.basename(path) == "out.json"
+
+
+def test_inference_table_shows_latency_nodes_export_and_targets(results):
+    rows = [{"model": "mobilenet_v3_small", "kind": "zoo", "ours_ms": 9.0, "torch_onnx_ms": 10.0, "latency_ratio": 0.9,
+             "ours_nodes": 122, "torch_onnx_nodes": 122, "ours_export_s": 1.0, "torch_onnx_export_s": 4.0,
+             "ours_optimize_s": 0.2, "verify_ratio": 1.1},
+            {"model": "hf_t5", "kind": "hf", "ours_ms": 5.0, "ours_nodes": 900, "ours_export_s": 2.0,
+             "ours_optimize_s": 0.3, "torch_onnx_error": "RuntimeError: no"},
+            {"model": "broken", "kind": "block", "error": "ExportError: unsupported"}]
+    summary = {"compared": 1, "latency_ratio_geomean": 0.9, "within_latency_target": 1, "nodes_at_most_theirs": 1,
+               "export_speedup_geomean": 4.0, "verify_ratio_geomean": 1.1,
+               "targets": {"latency_each": 1.05, "latency_geomean": 0.95, "export_geomean": 3.0, "verify_ratio": 1.2}}
+    (results / "bench_inference.json").write_text(json.dumps(
+        {"bench": "bench_inference", "machine": MACHINE, "options": {"repeat": 20, "threads": 1}, "rows": rows,
+         "summary": summary}))
+    text = gen_performance_doc.render(str(results))
+    assert "| mobilenet_v3_small | zoo | 9.00 | 10.00 | 0.90 | 122 / 122 | 1.00 / 4.00 | 0.20 | 1.10 |" in text
+    assert "| hf_t5 | hf | 5.00 | failed: RuntimeError: no |" in text and "failed: ExportError: unsupported" in text
+    assert "Latency ratio geomean **0.90** (target 0.95); within 1.05x: 1 of 1" in text
+    assert "export 4.0x faster in geomean (target 3.0x); per-op verification 1.10x" in text

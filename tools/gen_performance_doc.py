@@ -21,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results")
 OUTPUT = os.path.join(ROOT, "docs", "PERFORMANCE.md")
 GIB = 2**30
-BENCHES = ("bench_export", "bench_verify", "bench_floor", "bench_memory")
+BENCHES = ("bench_export", "bench_inference", "bench_verify", "bench_floor", "bench_memory")
 
 
 def load(name: str, folder: str = RESULTS) -> dict[str, Any] | None:
@@ -82,7 +82,7 @@ def export_section(document: dict[str, Any]) -> list[str]:
     for row in rows:
         ours = row.get("ours_phases", {})
         theirs = row.get("torch_onnx_phases", {})
-        convert = sum(ours.get(k, 0.0) for k in ("translate", "fold", "serialise"))
+        convert = sum(ours.get(k, 0.0) for k in ("translate", "fold", "serialise", "optimize"))
         ours_split = (f"{ours.get('capture', 0):.2f} / {ours.get('decompose', 0):.2f} / {convert:.2f} / "
                       f"{ours.get('write', 0):.2f} / {ours.get('materialise', 0):.2f}") if ours else "-"
         theirs_split = (f"{theirs.get('capture', 0):.2f} / {theirs.get('decompose', 0):.2f} / "
@@ -100,10 +100,47 @@ def export_section(document: dict[str, Any]) -> list[str]:
                       f"Targets {'met' if summary.get('met') else 'NOT met'} on this run."]
     lines += ["", "Phases of ours: *capture* is torch.export; *decompose* the local rewrites that replace "
                   "torch's decomposition pass (or that pass, when a graph needs it); *convert* translation, "
-                  "constant folding and the skeleton proto; *write* the file, each weight copied once from the "
+                  "the skeleton proto and the optimisation stage (exporter.optimize); *write* the file, each weight copied once from the "
                   "parameters to it; *materialise* the ModelProto `export` returns (protobuf keeps its own "
                   "copy of every weight). torch.onnx's *rest* is its translation, optimisation and saving.", ""]
     return lines
+
+
+def inference_section(document: dict[str, Any]) -> list[str]:
+    summary, options = document.get("summary", {}), document.get("options", {})
+    threads = options.get("threads") or "onnxruntime's default"
+    lines = _heading(
+        "Inference: our export vs torch.onnx's, onnxruntime CPU",
+        "`exporter.export_program` (optimize=True) and `torch.onnx.export(..., dynamo=True)` (its own optimize "
+        f"default) of the same module, each run in an onnxruntime CPU session (intra-op threads: {threads}), "
+        f"warmed up, then interleaved, median of {options.get('repeat')} runs each. Ratio = ours / torch.onnx "
+        "(below 1: ours is faster). Export times are one call each; *optimise* is our optimisation stage's "
+        "share of ours. *verify* is `harness.verify` per op, optimised over one node per op.",
+        document, ["model", "kind", "ours (ms)", "torch.onnx (ms)", "ratio", "nodes ours / torch.onnx",
+                   "export ours / torch.onnx (s)", "optimise (s)", "verify ratio"], 7)
+    for row in document["rows"]:
+        if "error" in row:
+            lines.append(f"| {row['model']} | {row['kind']} | failed: {_plain_text(row['error'])[:120]} |"
+                         " - | - | - | - | - | - |")
+            continue
+        theirs = _fmt(row.get("torch_onnx_ms")) if "torch_onnx_ms" in row else (
+            f"failed: {_plain_text(row.get('torch_onnx_error', ''))[:80]}")
+        lines.append(
+            f"| {row['model']} | {row['kind']} | {row['ours_ms']:.2f} | {theirs} | {_fmt(row.get('latency_ratio'))} | "
+            f"{row['ours_nodes']} / {row.get('torch_onnx_nodes', '-')} | "
+            f"{row['ours_export_s']:.2f} / {_fmt(row.get('torch_onnx_export_s'))} | {row['ours_optimize_s']:.2f} | "
+            f"{_fmt(row.get('verify_ratio'))} |")
+    if summary.get("compared"):
+        targets = summary.get("targets", {})
+        verify = (f"; per-op verification {summary['verify_ratio_geomean']:.2f}x the one-node-per-op time "
+                  f"(target {targets.get('verify_ratio')}x)") if "verify_ratio_geomean" in summary else ""
+        lines += ["", f"Latency ratio geomean **{summary['latency_ratio_geomean']:.2f}** (target "
+                      f"{targets.get('latency_geomean')}); within {targets.get('latency_each')}x: "
+                      f"{summary['within_latency_target']} of {summary['compared']}; node count at most torch.onnx's: "
+                      f"{summary['nodes_at_most_theirs']} of {summary['compared']}; export "
+                      f"{summary['export_speedup_geomean']:.1f}x faster in geomean (target {targets.get('export_geomean')}x)"
+                      f"{verify}."]
+    return lines + [""]
 
 
 def verify_section(document: dict[str, Any]) -> list[str]:
@@ -167,7 +204,7 @@ def memory_section(document: dict[str, Any]) -> list[str]:
     return lines
 
 
-SECTIONS = {"bench_export": export_section, "bench_verify": verify_section, "bench_floor": floor_section,
+SECTIONS = {"bench_export": export_section, "bench_inference": inference_section, "bench_verify": verify_section, "bench_floor": floor_section,
             "bench_memory": memory_section}
 
 COMMANDS = """## Reproducing
@@ -175,6 +212,7 @@ COMMANDS = """## Reproducing
 ```sh
 tox -e bench                                        # every benchmark below, then this page
 python bench/bench_export.py --tier full --repeat 3  # the 31 zoo cases (long: run it on a quiet machine)
+python bench/bench_inference.py --all --verify       # every zoo case, block and HF model (quiet machine)
 python bench/bench_verify.py                         # ResNet-18 and DenseNet-121
 python bench/bench_floor.py --tier full
 python bench/bench_memory.py --cases vgg16

@@ -28,9 +28,9 @@ import torch.fx
 
 from torch.export.graph_signature import InputKind
 
-from exporter.folding import FOLDED_VALUES_KEY
-from exporter.provenance import scope_of, source_of
+from exporter.provenance import FOLDED_VALUES_KEY, REGION_KEY, scope_of, source_of
 from exporter.serialize import renamed_values
+from harness.analysis.rows import RegionMember
 from harness.onnxgraph.values import producer_chain
 
 FX_NODE_KEY = "roundtrip.fx_node"
@@ -127,7 +127,22 @@ def map_model(
         meta = _metadata(group.nodes[0]) if group.nodes else {}
         group.scope = meta.get("roundtrip.scope") or scope_of(fx_node, root_name or model.graph.name)
         group.source = meta.get("roundtrip.source") or source_of(fx_node)
-    return groups
+        group.region = region_of(group.nodes)
+    absorbed = {m.fx_node for g in groups.values() for m in g.region[:-1]}
+    return {fx: g for fx, g in groups.items() if not (fx in absorbed and not g.nodes and not g.outputs)}
+
+
+def region_of(nodes: list[onnx.NodeProto]) -> list[RegionMember]:
+    """The FX nodes an optimised group stands for (`roundtrip.region` of its nodes, in graph
+    order, each once); empty when it stands for its own FX node only. A node mapped to FX node
+    n is the region's last member, so n's group carries the whole region."""
+    members: dict[str, RegionMember] = {}
+    for node in nodes:
+        text = _metadata(node).get(REGION_KEY)
+        for entry in json.loads(text) if text else ():
+            members.setdefault(entry["fx_node"], RegionMember(
+                entry["fx_node"], entry.get("aten", ""), entry.get("scope", ""), entry.get("source", "")))
+    return list(members.values()) if len(members) > 1 else []
 
 
 def folded_values(model: onnx.ModelProto) -> dict[str, str]:

@@ -248,7 +248,7 @@ def _truth(records: dict[str, OpRecord], analysis: FxAnalysis,
     for node in nodes:
         record = records[node.name]
         group = analysis.groups[node.name]
-        reason = no_truth_reason(node)
+        reason = no_truth_reason(node) or _region_reason(group)
         if reason or not group.outputs:
             if reason:
                 record.notes.append(f"no fp64 truth: {reason}")
@@ -262,6 +262,15 @@ def _truth(records: dict[str, OpRecord], analysis: FxAnalysis,
         except Exception as error:  # the replay's or the comparison's own code: a harness bug
             record.notes.append(harness_error(error, f"computing the fp64 truth of {node.name}", analysis.strict))
     return found
+
+
+def _region_reason(group: NodeGroup) -> str:
+    """Why a region (several FX nodes fused into one ONNX node) has no fp64 truth: the truth
+    replays its last member alone, on torch's input, while the backend computes every member."""
+    if not group.region:
+        return ""
+    return (f"a region of {len(group.region)} FX nodes ({', '.join(m.fx_node for m in group.region)}); "
+            "the fp64 truth of its last member alone would charge the others' rounding to the backend")
 
 
 def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: Any, args: list[Any],

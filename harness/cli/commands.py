@@ -141,6 +141,7 @@ def _run_tasks(tasks: list[Task], options: argparse.Namespace, command: str, *, 
     report.write()
     worker_options = {
         "device": options.device, "exporter": options.exporter, "seed": options.seed, "per_op": not options.no_per_op,
+        "optimize": not options.no_optimize,
         "tolerances": os.path.abspath(options.tolerances) if options.tolerances else None, "opset": options.opset,
         "dtype": options.dtype,
         "threads": max(1, (os.cpu_count() or 1) // min(jobs, max(len(tasks), 1))),

@@ -42,6 +42,8 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--opset", type=int, default=None, help="ONNX opset to export at (default: the exporter's)")
     parser.add_argument("--seed", type=int, default=0, help="seed for weights and inputs (default 0)")
     parser.add_argument("--no-per-op", action="store_true", help="compare final outputs only")
+    parser.add_argument("--no-optimize", action="store_true",
+                        help="verify roundtrip's one-node-per-op export (export(optimize=False)), not the optimised one")
     parser.add_argument("--out", default=DEFAULT_OUT,
                         help=f"report directory: parity.json, parity.md, index.html (default {DEFAULT_OUT})")
     parser.add_argument("-j", "--jobs", type=int, default=None,

@@ -47,6 +47,7 @@ def _export(built: Built, options: dict[str, Any]) -> Any:
     return export_for_verification(
         options["exporter"], built.module, built.args, opset_version=options.get("opset"),
         dynamic_axes=built.options.get("dynamic_axes"), input_names=built.options.get("input_names"),
+        optimize=options.get("optimize", True),
     )
 
 
@@ -62,7 +63,7 @@ def _verify(built: Built, exported: Any, options: dict[str, Any], name: str) -> 
     if built.other_args is not None:
         other = verify(built.module, built.other_args, per_op=False, onnx_model=verification.onnx_model,
                        exporter="roundtrip", model_name=name, dynamic_axes=built.options.get("dynamic_axes"),
-                       input_names=built.options.get("input_names"), **common)
+                       input_names=built.options.get("input_names"), optimize=options.get("optimize", True), **common)
     return verification, other
 
 

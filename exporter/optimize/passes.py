@@ -1,0 +1,192 @@
+"""The optimisation passes, each a small named step over an onnx_ir model.
+
+Every pass is idempotent (a second run changes nothing) and returns what it changed: the op
+types it removed (`-Op`) and added (`+Op`), and for rewrites the count per rule. Rewrites carry the provenance of the
+nodes they replace (exporter.optimize.rewriting); the passes that only delete nodes (no-op
+removal, unused nodes) leave nothing that stands for them, and the FX values they drop get no
+row of their own in the harness.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import onnx_ir as ir
+import onnx_ir.passes.common as ir_passes
+from onnxscript import optimizer
+from onnxscript.rewriter import pattern
+from onnxscript.rewriter.rules import common as onnxscript_rules
+
+from exporter.optimize.rewriting import apply_rules
+from exporter.optimize.rules import no_op_reshape_rule, static_reshape_shape_rule
+
+FOLD_INPUT_LIMIT = 1 << 24
+"""Elements: the largest constant input folded (onnxscript's default, 8192, leaves the
+recurrent layers' weight reordering, which the exporter has always folded, to the runtime)."""
+
+FOLD_OUTPUT_LIMIT = 1 << 24
+"""Elements: the largest folded result; larger ones stay computed at run time."""
+
+DEDUP_LIMIT = 1 << 16
+"""Elements: initializers up to this size are compared for duplicates (hashing every weight of
+a large model costs more export time than the rare duplicate weight saves)."""
+
+DATA_MOVEMENT = frozenset({"Transpose", "Gather", "Concat", "Unsqueeze", "Squeeze", "Reshape", "Flatten",
+                           "Slice", "Cast"})
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One named step: `run(model)` rewrites it in place and returns the changes it made."""
+
+    name: str
+    doc: str
+    run: Callable[[ir.Model], Counter[str]]
+
+
+def op_delta(model: ir.Model, step: Callable[[ir.Model], object]) -> Counter[str]:
+    """Run `step` and report the change in node counts per op type (`-Op` removed, `+Op` added)."""
+    before = Counter(node.op_type for node in model.graph)
+    step(model)
+    after = Counter(node.op_type for node in model.graph)
+    changes: Counter[str] = Counter()
+    for op in before | after:
+        if after[op] < before[op]:
+            changes[f"-{op}"] = before[op] - after[op]
+        elif after[op] > before[op]:
+            changes[f"+{op}"] = after[op] - before[op]
+    return changes
+
+
+def _rules(*sources: pattern.RewriteRule | pattern.RewriteRuleSet | Sequence[pattern.RewriteRule]
+           ) -> list[pattern.RewriteRule]:
+    rules: list[pattern.RewriteRule] = []
+    for source in sources:
+        if isinstance(source, pattern.RewriteRule):
+            rules.append(source)
+        elif isinstance(source, pattern.RewriteRuleSet):
+            rules.extend(source.rules)
+        else:
+            rules.extend(source)
+    return rules
+
+
+def _rule_pass(name: str, doc: str, *sources, then: Sequence[ir.passes.PassBase] = ()) -> Pass:
+    """A pass of rewrite rules (`then`: onnx_ir passes run after them, in order)."""
+    rules = _rules(*sources)
+
+    def step(model: ir.Model, applied: Counter[str]) -> None:
+        applied.update(apply_rules(model, rules))
+        for follow in then:
+            follow(model)
+
+    def run(model: ir.Model) -> Counter[str]:
+        applied: Counter[str] = Counter()
+        changes = op_delta(model, lambda m: step(m, applied))
+        return changes + applied
+
+    return Pass(name, doc, run)
+
+
+def _should_fold(node: ir.Node) -> bool | None:
+    """Weight preprocessing that moves data without growing it folds at any size; the rest
+    follows onnxscript's limits."""
+    if node.domain or node.op_type not in DATA_MOVEMENT:
+        return None
+    sizes = [v.const_value.size for v in node.inputs if v is not None and v.const_value is not None]
+    return True if sizes and len(sizes) == sum(v is not None for v in node.inputs) else None
+
+
+def _fold_constants(model: ir.Model) -> Counter[str]:
+    return op_delta(model, lambda m: (
+        optimizer.fold_constants_ir(m, onnx_shape_inference=False, input_size_limit=FOLD_INPUT_LIMIT,
+                                    output_size_limit=FOLD_OUTPUT_LIMIT, should_fold=_should_fold),
+        ir_passes.RemoveUnusedNodesPass()(m),
+    ))
+
+
+def _is_weight(value: ir.Value | None) -> bool:
+    """An initializer, or a value already folded from one."""
+    return value is not None and (value.is_initializer() or optimizer.FOLDED_FROM_KEY in value.meta)
+
+
+def _grows(node: ir.Node) -> bool:
+    """Whether folding `node` would store more bytes than its inputs: a Gather that repeats
+    rows, a Cast to a wider type (the other data-movement ops keep or shrink the data)."""
+    if node.op_type == "Gather":
+        data, indices = (v.const_value for v in node.inputs[:2])
+        if data is None or indices is None or not data.shape.dims:
+            return True
+        axis = node.attributes.get_int("axis", 0) % len(data.shape)
+        return indices.size > data.shape[axis]
+    if node.op_type == "Cast":
+        source = node.inputs[0].const_value
+        return source is None or ir.DataType(node.attributes.get_int("to", 1)).itemsize > source.dtype.itemsize
+    return False
+
+
+def _fold_weights_only(node: ir.Node) -> bool:
+    """Data movement reading at least one weight, every input known, not growing the data and
+    not a graph output: the preprocessing of weights that `optimize=False` still folds."""
+    return (not node.domain and node.op_type in DATA_MOVEMENT and any(_is_weight(v) for v in node.inputs)
+            and all(v is None or v.const_value is not None for v in node.inputs)
+            and not any(v.is_graph_output() for v in node.outputs) and not _grows(node))
+
+
+def _fold_weights(model: ir.Model) -> Counter[str]:
+    return op_delta(model, lambda m: (
+        optimizer.fold_constants_ir(m, onnx_shape_inference=False, input_size_limit=FOLD_INPUT_LIMIT,
+                                    output_size_limit=FOLD_OUTPUT_LIMIT, should_fold=_fold_weights_only),
+        ir_passes.RemoveUnusedNodesPass()(m),
+    ))
+
+
+def _remove_identities(model: ir.Model) -> Counter[str]:
+    return op_delta(model, ir_passes.IdentityEliminationPass())
+
+
+def _constants_to_initializers(model: ir.Model) -> Counter[str]:
+    return op_delta(model, lambda m: (
+        ir_passes.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(m),
+        ir_passes.DeduplicateInitializersPass(size_limit=DEDUP_LIMIT)(m),
+        ir_passes.CommonSubexpressionEliminationPass()(m),
+        ir_passes.RemoveUnusedNodesPass()(m),
+    ))
+
+
+PASSES: tuple[Pass, ...] = (
+    _rule_pass("no_op_rewrites", "Cast to its own type, Expand to its own shape, Reshape to its own "
+               "shape, identity Transpose become Identity", onnxscript_rules.no_op_cast_rule,
+               onnxscript_rules.no_op_expand_rule, no_op_reshape_rule, onnxscript_rules.no_op_transpose_rule),
+    Pass("remove_identities", "Identity nodes removed (a graph output keeps its name)", _remove_identities),
+    Pass("fold_constants", "nodes whose inputs are all known at export computed into constants, static "
+         "shape sub-graphs (Shape, Size of static shapes and what follows) included", _fold_constants),
+    _rule_pass("simplify_shapes", "Reshape of Reshape, Unsqueeze of Unsqueeze, Cast of Cast and "
+               "Slices that cover their input merged; a Reshape to a computed shape that is known "
+               "(up to one dynamic dim) reads a constant shape", static_reshape_shape_rule,
+               onnxscript_rules.reshape_reshape_rule,
+               onnxscript_rules.unsqueeze_unsqueeze_rule, onnxscript_rules.cast_cast_rule,
+               onnxscript_rules.collapse_slice_rule, onnxscript_rules.collapse_slice2_rule,
+               then=(ir_passes.IdentityEliminationPass(),)),
+    _rule_pass("fold_batchnorm", "BatchNormalization folded into the Conv, ConvTranspose or Gemm before "
+               "it (weights and bias rescaled at export)", onnxscript_rules.fuse_batchnorm_into_conv_rule,
+               onnxscript_rules.fuse_batchnorm_into_conv_transpose_rule,
+               onnxscript_rules.fuse_batchnorm_into_gemm_rule),
+    _rule_pass("merge_clips", "Clip of Clip (clamp_min then clamp_max) and Clip of Relu as one Clip",
+               onnxscript_rules.successive_clip_rule, onnxscript_rules.successive_clip_relu_rule,
+               onnxscript_rules.successive_relu_clip_rule, onnxscript_rules.successive_relu_rule),
+    _rule_pass("fuse_activations", "Add+Clip+Div as HardSigmoid, with the Mul as HardSwish",
+               onnxscript_rules.fuse_hardswish_rules()),
+    Pass("constants_to_initializers", "Constant nodes become initializers; equal initializers are "
+         "stored once; nodes computing the same op on the same inputs are computed once (last: merging "
+         "shared sub-expressions earlier would stop the fusions above)", _constants_to_initializers),
+)
+"""The passes in the order `optimize` runs them."""
+
+WEIGHT_FOLDING: tuple[Pass, ...] = (
+    Pass("fold_weights", "data movement on weights (the recurrent layers' gate reordering, a "
+         "transposed Linear weight) computed at export; everything else left one node per op", _fold_weights),
+)
+"""What `optimize=False` still runs when constant folding is on."""
