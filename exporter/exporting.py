@@ -145,10 +145,10 @@ def export_program(
     started = time.perf_counter()
     program = capture(
         model, args, kwargs=kwargs, input_names=input_names, output_names=output_names,
-        dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics, opset_version=opset_version,
+        dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics,
     )
     captured = time.perf_counter()
-    converted = convert_program(program, do_constant_folding=do_constant_folding)
+    converted = convert_program(program, opset_version=opset_version, do_constant_folding=do_constant_folding)
     return replace(converted, capture_seconds=captured - started)
 
 
@@ -190,15 +190,15 @@ def convert_program(
 
     `do_constant_folding` folds weight-only subgraphs into initializers (exporter.folding).
 
-    Each argument left None takes the value given to `exporter.capture`: the opset (default
-    `DEFAULT_OPSET`), the input and output names, `dynamic_axes` (keyed by the input names,
+    `opset_version` None is `DEFAULT_OPSET` (exporter.registry, the opset's one owner; capture
+    does not depend on it). Each other argument left None takes the value given to
+    `exporter.capture`: the input and output names, `dynamic_axes` (keyed by the input names,
     which name the dynamic dims), `custom_symbolics`, and `graph_name`, the module's class name,
     which also roots every node's scope. A program from `torch.export.export` itself is
     accepted too: its inputs are then named after its placeholders.
     """
     record = capture_record(program)
     if record is not None:
-        opset_version = record.opset_version if opset_version is None else opset_version
         input_names = record.input_names if input_names is None else input_names
         output_names = record.output_names if output_names is None else output_names
         dynamic_axes = record.dynamic_axes if dynamic_axes is None else dynamic_axes

@@ -34,7 +34,7 @@ from torch.export.graph_signature import OutputKind
 from exporter import functionalize
 from exporter.errors import ExportError, ExportWarning
 from exporter.provenance import _inside_torch, _short_path
-from exporter.registry import CAPTURE_HOOKS, Dispatcher, check_opset
+from exporter.registry import CAPTURE_HOOKS, DEFAULT_OPSET, Dispatcher
 
 DynamicAxes = Mapping[str, Mapping[int, str] | Sequence[int]]
 CAPTURE_KEY = "roundtrip.capture"  # where `capture` keeps its CaptureRecord: graph_module.meta
@@ -176,7 +176,6 @@ class CaptureRecord:
     output_names: tuple[str, ...] | None
     dynamic_axes: dict[str, dict[int, str]] | None
     custom_symbolics: Mapping[Any, Callable[..., Any]] | None
-    opset_version: int
     input_keys: tuple[str, ...] = ()  # the keyword inputs' names, which name their dynamic axes
 
 
@@ -195,7 +194,6 @@ def capture(
     output_names: Sequence[str] | None = None,
     dynamic_axes: DynamicAxes | None = None,
     custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
-    opset_version: int | None = None,
 ) -> torch.export.ExportedProgram:
     """Capture `model` run on `args` (and `kwargs`) once, for `exporter.convert` at one or more opsets.
 
@@ -204,13 +202,12 @@ def capture(
     a name used for an input and an output, more names than inputs or outputs, and dynamic
     axes outside their tensor's rank are ExportErrors. The program keeps every op that has a
     symbolic at any opset (or in `custom_symbolics`), so it may be converted at any supported
-    opset. `opset_version` is checked and recorded as the conversion's default; it does not
-    change what is captured. A module that updates its buffers or inputs gets one ExportWarning:
-    the ONNX model computes its outputs but cannot carry those updates.
+    opset: the opset is the conversion's alone (`exporter.convert(opset_version=...)`). A
+    module that updates its buffers or inputs gets one ExportWarning: the ONNX model computes
+    its outputs but cannot carry those updates.
     """
     if not isinstance(model, torch.nn.Module):
         raise ExportError(f"export() takes a torch.nn.Module, got {type(model).__name__}")
-    opset = check_opset(opset_version)
     args = args if isinstance(args, tuple) else (args,)
     if kwargs is not None and not (isinstance(kwargs, Mapping) and all(isinstance(k, str) for k in kwargs)):
         raise ExportError(f"kwargs must be a dict of keyword arguments for forward(), got {type(kwargs).__name__}")
@@ -227,7 +224,7 @@ def capture(
         )
     parameter_names = [p.name for p in _forward_parameters(model) if p.kind in _POSITIONAL]
     dynamic_shapes = dynamic_shapes_for(args, names, dynamic_axes, output_names or (), kwargs, parameter_names)
-    keep = Dispatcher(opset, custom_symbolics).known_targets()
+    keep = Dispatcher(DEFAULT_OPSET, custom_symbolics).known_targets()  # any opset: known_targets spans all
     program = capture_program(model, args, kwargs, dynamic_shapes, keep)
     _check_outputs(program, output_names, dynamic_axes)
     warn_about_mutations(program, type(model).__name__)
@@ -238,7 +235,6 @@ def capture(
         output_names=None if output_names is None else tuple(output_names),
         dynamic_axes=normalize_dynamic_axes(dynamic_axes) if dynamic_axes else None,
         custom_symbolics=dict(custom_symbolics) if custom_symbolics else None,
-        opset_version=opset,
         input_keys=tuple(kwargs),
     )
     return program

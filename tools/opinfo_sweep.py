@@ -44,10 +44,10 @@ if str(ROOT) not in sys.path:
 
 import exporter  # noqa: E402
 from exporter.fileio import write_text_atomic  # noqa: E402
-from exporter.registry import BUILTINS, normalize_target  # noqa: E402
+from exporter.registry import BUILTINS, DEFAULT_OPSET, normalize_target  # noqa: E402
 
 RESULTS = ROOT / "docs" / "opinfo.json"
-OPSET = 18
+OPSET = DEFAULT_OPSET
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int64)
 MAX_SAMPLES = 12  # per entry and dtype: OpInfo lists up to ~50; the first ones are the varied ones
 # (atol, rtol) per dtype: float32 as the op table; the half types at their precision
