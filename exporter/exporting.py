@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -20,13 +21,15 @@ import onnx
 import torch
 
 from exporter import symbolics  # noqa: F401  (registers the built-in symbolics)
+from exporter.errors import ExportWarning
 from exporter.external_data import Written, exceeds_protobuf_limit, weight_bytes, with_weights, write_model
 from exporter.fileio import write_bytes_atomic
 from exporter.folding import FOLDED_VALUES_KEY, fold
 from exporter.printer import format_model
+from exporter.provenance import DROPPED_CHECKS_KEY, describe_check
 from exporter.registry import Dispatcher, check_opset
 from exporter.serialize import to_model
-from exporter.trace import DynamicAxes, capture, capture_record, with_input_names
+from exporter.trace import RELAXED_GUARDS_KEY, DynamicAxes, capture, capture_record, with_input_names
 from exporter.translate import dim_names_for, translate, user_input_nodes
 
 __version__ = "0.1.0"
@@ -221,6 +224,10 @@ def convert_program(
         dim_names=dim_names_for(program, with_input_names(default_names, input_names), dynamic_axes),
     )
     metadata = {"roundtrip.renamed_values": json.dumps(conversion.renamed)} if conversion.renamed else {}
+    checks = [*program.graph_module.meta.get(RELAXED_GUARDS_KEY, []), *conversion.graph.dropped_checks]
+    if checks:
+        metadata[DROPPED_CHECKS_KEY] = json.dumps(checks)
+        warn_dropped_checks(checks, graph_name)
     if do_constant_folding:
         folded = fold(conversion.graph)
         if folded.fx_values:
@@ -246,6 +253,15 @@ def save(model: onnx.ModelProto, f: str | os.PathLike | IO[bytes]) -> None:
         f.write(model.SerializeToString())
     else:
         write_bytes_atomic(f, model.SerializeToString())
+
+
+def warn_dropped_checks(checks: Sequence[dict[str, str]], model_name: str) -> None:
+    """One ExportWarning listing the runtime checks the ONNX model does not carry."""
+    lines = "\n".join(f"  - {describe_check(check)}" for check in checks)
+    warnings.warn(ExportWarning(
+        f"{model_name}: {len(checks)} runtime check(s) of the captured program are not in the ONNX model "
+        f"(ONNX has no assertion; they are listed in its '{DROPPED_CHECKS_KEY}' metadata):\n{lines}"
+    ), stacklevel=3)
 
 
 def _root_name(program: torch.export.ExportedProgram) -> str:

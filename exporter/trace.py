@@ -346,6 +346,7 @@ def capture_program(
             raise  # a capture hook's refusal, which already says what to do
         except Exception as error:  # torch raises many types; all mean "could not capture"
             raise ExportError(capture_failure_message(type(model).__name__, error)) from error
+        guards = program.graph_module.meta.get(RELAXED_GUARDS_KEY, [])
         if functionalize.rewrite(program, keep_set):
             # run_decompositions would trace the whole graph again (as long as the capture
             # itself) for what a few local rewrites do: in-place ops, eval batch_norm, dropout.
@@ -356,7 +357,9 @@ def capture_program(
                 table.pop(op)
         try:
             with _torch_diagnostics_held():
-                return program.run_decompositions(table)
+                decomposed = program.run_decompositions(table)
+            decomposed.graph_module.meta[RELAXED_GUARDS_KEY] = guards
+            return decomposed
         except Exception as error:
             raise ExportError(
                 f"decomposing the captured graph of {type(model).__name__} failed: "
@@ -382,10 +385,33 @@ def _export_relaxing_unproven_guards(
         relaxed = _relaxed_dims(dynamic_shapes)
         if relaxed is None or not _is_unproven_guard(error):
             raise
-        logger.debug("the named dims' guards could not be proven (%s); capturing with Dim.DYNAMIC",
-                     _first_lines(str(error)))
+        logger.info("the named dims' guards could not be proven (%s); capturing with Dim.DYNAMIC (the "
+                    "conversion warns about each guard the ONNX model does not check)", _first_lines(str(error)))
+        guards = relaxed_guards(error, model)
     with _torch_diagnostics_held():
-        return torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=relaxed, strict=False)
+        program = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=relaxed, strict=False)
+    program.graph_module.meta[RELAXED_GUARDS_KEY] = guards
+    return program
+
+
+RELAXED_GUARDS_KEY = "roundtrip.relaxed_guards"  # graph meta: the guards a Dim.DYNAMIC retry let go
+_SIZE_OF = re.compile(r"L\['(\w+)'\]\.size\(\)\[(\d+)\]")  # torch's spelling of x.shape[0]
+_GENERATED_GUARD = re.compile(r"satisfy the generated guard (?P<guard>.+?)\.?$", re.MULTILINE)
+
+
+def relaxed_guards(error: BaseException, model: torch.nn.Module) -> list[dict[str, str]]:
+    """The guards torch.export named as unprovable in `error`, as dropped checks
+    ({"expression", "fx_node", "source"}): the program captured with Dim.DYNAMIC keeps none of
+    them, so the exported model accepts sizes that break them. Their source is the model's
+    forward (torch does not say which line made each guard)."""
+    forward = type(model).forward
+    try:
+        where = f"{_short_path(inspect.getsourcefile(forward) or '')}:{inspect.getsourcelines(forward)[1]}"
+    except (OSError, TypeError):
+        where = ""
+    source = f"{type(model).__name__}.forward" + (f" at {where}" if where else "")
+    return [{"expression": _SIZE_OF.sub(r"\1.shape[\2]", match["guard"]), "fx_node": "", "source": source}
+            for match in _GENERATED_GUARD.finditer(str(error))]
 
 
 def _is_unproven_guard(error: BaseException) -> bool:
