@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -20,15 +21,16 @@ import onnx
 import torch
 
 from exporter import symbolics  # noqa: F401  (registers the built-in symbolics)
+from exporter.errors import ExportWarning
 from exporter.external_data import Written, exceeds_protobuf_limit, weight_bytes, with_weights, write_model
 from exporter.fileio import write_bytes_atomic
 from exporter.legalize_dtypes import legalize_dtypes
 from exporter.optimize import PASSES, WEIGHT_FOLDING, optimize as optimize_model
 from exporter.printer import format_model
-from exporter.provenance import OPTIMIZED_KEY
+from exporter.provenance import DROPPED_CHECKS_KEY, OPTIMIZED_KEY, describe_check
 from exporter.registry import Dispatcher, check_opset
 from exporter.serialize import to_model
-from exporter.trace import DynamicAxes, capture, capture_record, with_input_names
+from exporter.trace import RELAXED_GUARDS_KEY, DynamicAxes, capture, capture_record, with_input_names
 from exporter.translate import dim_names_for, translate, user_input_nodes
 
 __version__ = "0.1.0"
@@ -154,10 +156,11 @@ def export_program(
     started = time.perf_counter()
     program = capture(
         model, args, kwargs=kwargs, input_names=input_names, output_names=output_names,
-        dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics, opset_version=opset_version,
+        dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics,
     )
     captured = time.perf_counter()
-    converted = convert_program(program, do_constant_folding=do_constant_folding, optimize=optimize)
+    converted = convert_program(program, opset_version=opset_version, do_constant_folding=do_constant_folding,
+                                optimize=optimize)
     return replace(converted, capture_seconds=captured - started)
 
 
@@ -202,15 +205,15 @@ def convert_program(
     `optimize` runs the optimisation stage (exporter.optimize); without it,
     `do_constant_folding` still folds weight-only subgraphs into initializers.
 
-    Each argument left None takes the value given to `exporter.capture`: the opset (default
-    `DEFAULT_OPSET`), the input and output names, `dynamic_axes` (keyed by the input names,
+    `opset_version` None is `DEFAULT_OPSET` (exporter.registry, the opset's one owner; capture
+    does not depend on it). Each other argument left None takes the value given to
+    `exporter.capture`: the input and output names, `dynamic_axes` (keyed by the input names,
     which name the dynamic dims), `custom_symbolics`, and `graph_name`, the module's class name,
     which also roots every node's scope. A program from `torch.export.export` itself is
     accepted too: its inputs are then named after its placeholders.
     """
     record = capture_record(program)
     if record is not None:
-        opset_version = record.opset_version if opset_version is None else opset_version
         input_names = record.input_names if input_names is None else input_names
         output_names = record.output_names if output_names is None else output_names
         dynamic_axes = record.dynamic_axes if dynamic_axes is None else dynamic_axes
@@ -234,6 +237,10 @@ def convert_program(
     )
     metadata = {"roundtrip.renamed_values": json.dumps(conversion.renamed)} if conversion.renamed else {}
     metadata[OPTIMIZED_KEY] = "true" if optimize else "false"
+    checks = [*program.graph_module.meta.get(RELAXED_GUARDS_KEY, []), *conversion.graph.dropped_checks]
+    if checks:
+        metadata[DROPPED_CHECKS_KEY] = json.dumps(checks)
+        warn_dropped_checks(checks, graph_name)
     skeleton = to_model(conversion.graph, graph_name=graph_name, producer_version=__version__,
                         metadata=metadata, weights_inline=False)
     weights = dict(conversion.graph.initializers)
@@ -268,6 +275,15 @@ def save(model: onnx.ModelProto, f: str | os.PathLike | IO[bytes]) -> None:
         f.write(model.SerializeToString())
     else:
         write_bytes_atomic(f, model.SerializeToString())
+
+
+def warn_dropped_checks(checks: Sequence[dict[str, str]], model_name: str) -> None:
+    """One ExportWarning listing the runtime checks the ONNX model does not carry."""
+    lines = "\n".join(f"  - {describe_check(check)}" for check in checks)
+    warnings.warn(ExportWarning(
+        f"{model_name}: {len(checks)} runtime check(s) of the captured program are not in the ONNX model "
+        f"(ONNX has no assertion; they are listed in its '{DROPPED_CHECKS_KEY}' metadata):\n{lines}"
+    ), stacklevel=3)
 
 
 def _root_name(program: torch.export.ExportedProgram) -> str:

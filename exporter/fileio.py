@@ -1,8 +1,10 @@
-"""Atomic file writes: readers see the old file or the new one, never half of either."""
+"""Atomic file writes (readers see the old file or the new one, never half of either), and the
+one sanitiser that turns names into file names."""
 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -65,3 +67,15 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     write_bytes_atomic(path, text.encode())
+
+
+_UNSAFE_IN_FILENAMES = re.compile(r"[^A-Za-z0-9_.-]+")
+MAX_FILENAME_LENGTH = 120  # well under the 255 bytes of common file systems, with room for suffixes
+
+
+def safe_filename(name: str, fallback: str = "unnamed") -> str:
+    """`name` (an op, case or test name) as one path component, the repository's one such
+    sanitiser: each run of characters outside [A-Za-z0-9_.-] becomes "_", leading and trailing
+    dots and underscores go (no "..", no hidden files), at most MAX_FILENAME_LENGTH characters;
+    `fallback` when nothing is left."""
+    return _UNSAFE_IN_FILENAMES.sub("_", name).strip("._")[:MAX_FILENAME_LENGTH] or fallback

@@ -122,6 +122,8 @@ class Graph:
         self.initializer_values: dict[str, Value] = {}
         self.custom_domains: dict[str, int] = {}
         self.provenance: dict[str, str] = {}
+        # runtime checks of the program that ONNX cannot carry: {"expression", "fx_node", "source"}
+        self.dropped_checks: list[dict[str, str]] = []
         self.ctx: Any = None  # the SymbolicContext of the FX node being translated
         self._temp_prefix = "tmp"
         self._counter = itertools.count()

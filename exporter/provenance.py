@@ -7,6 +7,7 @@ import re
 import site
 import sys
 from functools import lru_cache
+from typing import Any
 
 import torch.fx
 
@@ -26,6 +27,9 @@ CAST_KEY = "roundtrip.cast"
 FOLDED_VALUES_KEY = "roundtrip.folded_values"
 # Model metadata: "true" when the optimisation stage ran (export(optimize=True)), else "false".
 OPTIMIZED_KEY = "roundtrip.optimized"
+# Model metadata: JSON list of {"expression", "fx_node", "source"}, one per runtime check of the
+# program (a guard torch.export could not prove for every size) that the ONNX model does not carry.
+DROPPED_CHECKS_KEY = "roundtrip.dropped_checks"
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
@@ -91,3 +95,20 @@ def _site_roots() -> tuple[str, ...]:
     roots = list(site.getsitepackages()) + [site.getusersitepackages()]
     roots += [p for p in sys.path if p.endswith("site-packages")]
     return tuple(sorted({os.path.abspath(r) + os.sep for r in roots}, key=len, reverse=True))
+
+
+def dropped_checks(model: Any) -> list[dict[str, str]]:
+    """The runtime checks an onnx.ModelProto's exporter left out (`DROPPED_CHECKS_KEY`), [] if none."""
+    import json
+
+    for entry in model.metadata_props:
+        if entry.key == DROPPED_CHECKS_KEY:
+            return list(json.loads(entry.value))
+    return []
+
+
+def describe_check(check: dict[str, str]) -> str:
+    """One line for a dropped check: what it requires and the user's line it comes from."""
+    where = f" ({check['source']})" if check.get("source") else ""
+    return (f"runtime check not in the ONNX model: {check['expression']}{where}; torch.export could not "
+            "prove it for every size, and inputs that break it run without an error")

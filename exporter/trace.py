@@ -34,7 +34,7 @@ from torch.export.graph_signature import OutputKind
 from exporter import functionalize
 from exporter.errors import ExportError, ExportWarning
 from exporter.provenance import _inside_torch, _short_path
-from exporter.registry import CAPTURE_HOOKS, Dispatcher, check_opset
+from exporter.registry import CAPTURE_HOOKS, DEFAULT_OPSET, Dispatcher
 
 DynamicAxes = Mapping[str, Mapping[int, str] | Sequence[int]]
 CAPTURE_KEY = "roundtrip.capture"  # where `capture` keeps its CaptureRecord: graph_module.meta
@@ -176,7 +176,6 @@ class CaptureRecord:
     output_names: tuple[str, ...] | None
     dynamic_axes: dict[str, dict[int, str]] | None
     custom_symbolics: Mapping[Any, Callable[..., Any]] | None
-    opset_version: int
     input_keys: tuple[str, ...] = ()  # the keyword inputs' names, which name their dynamic axes
 
 
@@ -195,7 +194,6 @@ def capture(
     output_names: Sequence[str] | None = None,
     dynamic_axes: DynamicAxes | None = None,
     custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
-    opset_version: int | None = None,
 ) -> torch.export.ExportedProgram:
     """Capture `model` run on `args` (and `kwargs`) once, for `exporter.convert` at one or more opsets.
 
@@ -204,13 +202,12 @@ def capture(
     a name used for an input and an output, more names than inputs or outputs, and dynamic
     axes outside their tensor's rank are ExportErrors. The program keeps every op that has a
     symbolic at any opset (or in `custom_symbolics`), so it may be converted at any supported
-    opset. `opset_version` is checked and recorded as the conversion's default; it does not
-    change what is captured. A module that updates its buffers or inputs gets one ExportWarning:
-    the ONNX model computes its outputs but cannot carry those updates.
+    opset: the opset is the conversion's alone (`exporter.convert(opset_version=...)`). A
+    module that updates its buffers or inputs gets one ExportWarning: the ONNX model computes
+    its outputs but cannot carry those updates.
     """
     if not isinstance(model, torch.nn.Module):
         raise ExportError(f"export() takes a torch.nn.Module, got {type(model).__name__}")
-    opset = check_opset(opset_version)
     args = args if isinstance(args, tuple) else (args,)
     if kwargs is not None and not (isinstance(kwargs, Mapping) and all(isinstance(k, str) for k in kwargs)):
         raise ExportError(f"kwargs must be a dict of keyword arguments for forward(), got {type(kwargs).__name__}")
@@ -227,7 +224,7 @@ def capture(
         )
     parameter_names = [p.name for p in _forward_parameters(model) if p.kind in _POSITIONAL]
     dynamic_shapes = dynamic_shapes_for(args, names, dynamic_axes, output_names or (), kwargs, parameter_names)
-    keep = Dispatcher(opset, custom_symbolics).known_targets()
+    keep = Dispatcher(DEFAULT_OPSET, custom_symbolics).known_targets()  # any opset: known_targets spans all
     program = capture_program(model, args, kwargs, dynamic_shapes, keep)
     _check_outputs(program, output_names, dynamic_axes)
     warn_about_mutations(program, type(model).__name__)
@@ -238,7 +235,6 @@ def capture(
         output_names=None if output_names is None else tuple(output_names),
         dynamic_axes=normalize_dynamic_axes(dynamic_axes) if dynamic_axes else None,
         custom_symbolics=dict(custom_symbolics) if custom_symbolics else None,
-        opset_version=opset,
         input_keys=tuple(kwargs),
     )
     return program
@@ -350,6 +346,7 @@ def capture_program(
             raise  # a capture hook's refusal, which already says what to do
         except Exception as error:  # torch raises many types; all mean "could not capture"
             raise ExportError(capture_failure_message(type(model).__name__, error)) from error
+        guards = program.graph_module.meta.get(RELAXED_GUARDS_KEY, [])
         if functionalize.rewrite(program, keep_set):
             # run_decompositions would trace the whole graph again (as long as the capture
             # itself) for what a few local rewrites do: in-place ops, eval batch_norm, dropout.
@@ -360,7 +357,9 @@ def capture_program(
                 table.pop(op)
         try:
             with _torch_diagnostics_held():
-                return program.run_decompositions(table)
+                decomposed = program.run_decompositions(table)
+            decomposed.graph_module.meta[RELAXED_GUARDS_KEY] = guards
+            return decomposed
         except Exception as error:
             raise ExportError(
                 f"decomposing the captured graph of {type(model).__name__} failed: "
@@ -386,10 +385,33 @@ def _export_relaxing_unproven_guards(
         relaxed = _relaxed_dims(dynamic_shapes)
         if relaxed is None or not _is_unproven_guard(error):
             raise
-        logger.debug("the named dims' guards could not be proven (%s); capturing with Dim.DYNAMIC",
-                     _first_lines(str(error)))
+        logger.info("the named dims' guards could not be proven (%s); capturing with Dim.DYNAMIC (the "
+                    "conversion warns about each guard the ONNX model does not check)", _first_lines(str(error)))
+        guards = relaxed_guards(error, model)
     with _torch_diagnostics_held():
-        return torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=relaxed, strict=False)
+        program = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=relaxed, strict=False)
+    program.graph_module.meta[RELAXED_GUARDS_KEY] = guards
+    return program
+
+
+RELAXED_GUARDS_KEY = "roundtrip.relaxed_guards"  # graph meta: the guards a Dim.DYNAMIC retry let go
+_SIZE_OF = re.compile(r"L\['(\w+)'\]\.size\(\)\[(\d+)\]")  # torch's spelling of x.shape[0]
+_GENERATED_GUARD = re.compile(r"satisfy the generated guard (?P<guard>.+?)\.?$", re.MULTILINE)
+
+
+def relaxed_guards(error: BaseException, model: torch.nn.Module) -> list[dict[str, str]]:
+    """The guards torch.export named as unprovable in `error`, as dropped checks
+    ({"expression", "fx_node", "source"}): the program captured with Dim.DYNAMIC keeps none of
+    them, so the exported model accepts sizes that break them. Their source is the model's
+    forward (torch does not say which line made each guard)."""
+    forward = type(model).forward
+    try:
+        where = f"{_short_path(inspect.getsourcefile(forward) or '')}:{inspect.getsourcelines(forward)[1]}"
+    except (OSError, TypeError):
+        where = ""
+    source = f"{type(model).__name__}.forward" + (f" at {where}" if where else "")
+    return [{"expression": _SIZE_OF.sub(r"\1.shape[\2]", match["guard"]), "fx_node": "", "source": source}
+            for match in _GENERATED_GUARD.finditer(str(error))]
 
 
 def _is_unproven_guard(error: BaseException) -> bool:

@@ -25,6 +25,7 @@ import onnx
 import torch
 
 from exporter.provenance import OPTIMIZED_KEY
+from exporter.registry import DEFAULT_OPSET
 from exporter.trace import eval_mode
 from harness.runtime.model_files import load_model_file
 
@@ -130,7 +131,7 @@ def torchscript_export(model, args, *, kwargs=None, opset_version=None, dynamic_
     buffer = io.BytesIO()
     with eval_mode(model):
         torch.onnx.export(
-            model, args, buffer, kwargs=kwargs, dynamo=False, opset_version=opset_version or 18,
+            model, args, buffer, kwargs=kwargs, dynamo=False, opset_version=opset_version or DEFAULT_OPSET,
             dynamic_axes=dict(dynamic_axes) if dynamic_axes else None,
             input_names=list(input_names) if input_names else None,
         )

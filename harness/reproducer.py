@@ -18,13 +18,13 @@ from __future__ import annotations
 import io
 import json
 import os
-import re
 import shutil
 import tempfile
 from typing import Any
 
 import numpy as np
 
+from exporter.fileio import safe_filename
 from harness.onnxgraph.isolation import Subgraph, build
 from harness.records import OpRecord, Verification
 
@@ -76,7 +76,7 @@ def write_reproducer(verification_or_op: Verification | OpRecord, directory: str
     restore = artifacts.weights.restore_tensor if artifacts.weights is not None else (lambda t: t)
     built = build(artifacts.source, [subgraph], {op.name: artifacts.inputs}, restore, rename_inputs=False)
     model = built.model
-    model.graph.name = _safe(op.name)
+    model.graph.name = safe_filename(op.name, "op")
     _type_outputs(model, artifacts.expected)
     for key, value in (("roundtrip.reproducer_of", op.name), ("roundtrip.aten", op.aten)):
         entry = model.metadata_props.add()
@@ -84,8 +84,8 @@ def write_reproducer(verification_or_op: Verification | OpRecord, directory: str
 
     parent = os.fspath(directory)
     os.makedirs(parent, exist_ok=True)
-    final = os.path.join(parent, _safe(op.name))
-    staging = tempfile.mkdtemp(prefix=f".{_safe(op.name)}-", dir=parent)
+    final = os.path.join(parent, safe_filename(op.name, "op"))
+    staging = tempfile.mkdtemp(prefix=f".{safe_filename(op.name, 'op')}-", dir=parent)
     try:
         with open(os.path.join(staging, "model.onnx"), "wb") as handle:
             handle.write(model.SerializeToString())
@@ -131,9 +131,6 @@ def _replace_directory(staging: str, final: str) -> None:
     else:
         os.rename(staging, final)
 
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "op"
 
 
 def _readme(op: OpRecord, artifacts) -> str:

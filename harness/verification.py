@@ -35,6 +35,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from exporter.external_data import EXTERNAL_MIN_BYTES, PROTOBUF_LIMIT, is_in_memory, stub
+from exporter.provenance import describe_check, dropped_checks
 from harness import runtime
 from harness.runtime.dtypes import cast_for_dtype, run_dtype, value_dtypes
 from harness.analysis.torch_values import flat_user_inputs, output_values, record_values
@@ -351,7 +352,8 @@ def new_verification(model: onnx.ModelProto, spec: runtime.DeviceSpec, *, model_
     return Verification(
         model_name=model_name, exporter=exporter,
         device=spec.torch_device if spec.kind != "reference" else "reference",
-        passed=False, checker=run_checker(path if path is not None else model), outputs=[], notes=list(notes),
+        passed=False, checker=run_checker(path if path is not None else model), outputs=[],
+        notes=[*notes, *(describe_check(check) for check in dropped_checks(model))],
         onnx_model=model,
     )
 

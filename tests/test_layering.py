@@ -1,6 +1,8 @@
 """The harness's layers, read from the imports with `ast`: a module imports only from its own
-layer or below, the front ends never import each other, and the exporter never imports the
-harness. A failure names the file, the line and the two layers."""
+layer or below, the front ends never import each other, the exporter never imports the
+harness, and no package module imports the scripts and tests around it (tools/, bench/,
+tests/), which may themselves import any package module. Relative imports are resolved
+first. A failure names the file, the line and the two layers."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("metrics", ("harness.metrics",)),
     ("runtime", ("harness.runtime",)),
     ("onnxgraph", ("harness.onnxgraph",)),
+    # the exporter sits under the analysis, the first layer that reads FX graphs
+    ("exporter", ("exporter",)),
     ("analysis", ("harness.analysis",)),
     ("api", ("harness", "harness.backend", "harness.exporters", "harness.records", "harness.reproducer",
              "harness.verification", "harness.onnx_verification")),
@@ -24,6 +28,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("front end", ("harness.cli", "harness.pytest_plugin")),
 ]
 FRONT_ENDS = ("harness.cli", "harness.pytest_plugin")
+# Exporter modules that lower layers may import, and why (each is a file-format contract).
+EXPORTER_CONTRACTS = {
+    "exporter.external_data": "the in-memory external-data format the shared-weight sessions read",
+}
+# The installed packages, whose modules must not import the scripts and tests around them.
+PACKAGES = ("harness", "exporter", "op_table", "model_zoo_cases")
+OUTSIDE = ("tools", "bench", "tests", "_common")  # bench/_common.py is bench's, imported as _common
+SCRIPTS = ("tools", "bench")
 
 
 def module_name(path: Path) -> str:
@@ -43,18 +55,30 @@ def layer_of(module: str) -> int | None:
     return best
 
 
-def imports(path: Path) -> list[tuple[int, str]]:
-    """(line, imported module) for every import in the file, lazy ones inside functions too."""
+def imports(path: Path, importer: str = "") -> list[tuple[int, str]]:
+    """(line, imported module) for every import in the file, lazy ones inside functions too;
+    relative ones resolved against `importer` (the file's module name)."""
     found: list[tuple[int, str]] = []
+    package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.append((node.lineno, node.module))
-            # `from harness import runtime` imports the subpackage harness.runtime
-            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names
-                      if node.module in ("harness", "exporter")]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)] if package else []
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            if not base:
+                continue
+            found.append((node.lineno, base))
+            # `from harness import runtime` (or `from . import x`) may import a submodule
+            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names
+                      if base in ("harness", "exporter") or node.level]
     return found
+
+
+def _within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
 
 
 def front_end(module: str) -> str | None:
@@ -62,20 +86,32 @@ def front_end(module: str) -> str | None:
 
 
 def violations(root: Path) -> list[str]:
-    """Every upward, cross-front-end or exporter->harness import under `root`."""
+    """Every upward, cross-front-end or exporter->harness import under `root`, every import of
+    tools/, bench/ or tests/ from a package, and every import of tests/ from tools/ or bench/."""
     found: list[str] = []
-    for path in sorted((root / "harness").rglob("*.py")) + sorted((root / "exporter").rglob("*.py")):
-        importer = module_name(path) if root == ROOT else ".".join(
-            path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
-        for line, imported in imports(path):
+    paths = [p for folder in (*PACKAGES, *SCRIPTS) for p in sorted((root / folder).rglob("*.py"))]
+    for path in paths:
+        importer = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        for line, imported in imports(path, importer):
             where = f"{path.relative_to(root)}:{line}"
+            if any(f.startswith(f"{where}:") for f in found):
+                continue  # one finding per line (`from harness import x` reads as two imports)
+            if _within(importer, SCRIPTS):
+                if _within(imported, ("tests",)):
+                    found.append(f"{where}: {importer} imports {imported}; tools/ and bench/ never import tests/")
+                continue
+            if _within(imported, OUTSIDE):
+                found.append(f"{where}: the package module {importer} imports {imported}; "
+                             "packages never import tools/, bench/ or tests/ (move the code into the package)")
+                continue
             if importer.startswith("exporter"):
-                if (imported == "harness" or imported.startswith("harness.")) and not any(
-                        f.startswith(f"{where}:") for f in found):
+                if _within(imported, ("harness",)):
                     found.append(f"{where}: the exporter imports {imported}; exporter/ never imports harness/")
                 continue
             source_layer, target_layer = layer_of(importer), layer_of(imported)
             if source_layer is None or target_layer is None:
+                continue
+            if LAYERS[target_layer][0] == "exporter" and _within(imported, tuple(EXPORTER_CONTRACTS)):
                 continue
             if target_layer > source_layer:
                 found.append(f"{where}: {importer} ({LAYERS[source_layer][0]}) imports {imported} "
@@ -84,6 +120,11 @@ def violations(root: Path) -> list[str]:
             if source_front and target_front and source_front != target_front:
                 found.append(f"{where}: front end {source_front} imports front end {target_front}")
     return found
+
+
+def test_relative_imports_are_resolved():
+    imported = {name for _, name in imports(ROOT / "op_table" / "cases_elementwise.py", "op_table.cases_elementwise")}
+    assert {"op_table._samples", "op_table.schema"} <= imported, imported
 
 
 def test_every_harness_module_has_a_layer():
@@ -106,10 +147,19 @@ def test_harness_top_level_is_small():
     ("harness/onnxgraph/values.py", "import harness.analysis.fx_rows\n", "(onnxgraph) imports harness.analysis"),
     ("harness/cli/main.py", "from harness.pytest_plugin import pytest_addoption\n", "front end harness.cli imports"),
     ("exporter/graph.py", "from harness import verify\n", "exporter/ never imports harness/"),
+    ("exporter/symbolics/nn.py", "from ...harness import records\n", "exporter/ never imports harness/"),
+    ("harness/metrics/comparison.py", "from exporter.graph import Graph\n", "(metrics) imports exporter.graph"),
+    ("harness/runtime/runner.py", "import exporter.trace\n", "(runtime) imports exporter.trace"),
+    ("harness/analysis/fx_rows.py", "from ..cli import main\n", "(analysis) imports harness.cli"),
+    ("harness/verification.py", "import tools.opinfo_sweep\n", "packages never import tools/"),
+    ("op_table/table.py", "from tests.test_ops import CASES\n", "packages never import tools/, bench/ or tests/"),
+    ("exporter/trace.py", "from bench._common import median\n", "packages never import"),
+    ("tools/gen_op_table.py", "from tests import test_ops\n", "tools/ and bench/ never import tests/"),
+    ("bench/bench_export.py", "import tests.test_spine\n", "tools/ and bench/ never import tests/"),
 ])
 def test_a_planted_upward_import_is_caught(tmp_path, planted, line, expected):
     """The check can fail: copy the tree, plant one bad import, and it is reported with its line."""
-    for package in ("harness", "exporter"):
+    for package in (*PACKAGES, *SCRIPTS):
         for path in (ROOT / package).rglob("*.py"):
             target = tmp_path / path.relative_to(ROOT)
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -109,10 +109,35 @@ def test_shards_merge_and_diff_as_the_workflow_runs_them(tmp_path):
     assert op["fx_node"] in (tmp_path / "reports" / "nightly" / "diff" / "diff.md").read_text()
 
 
-def test_tox_nightly_runs_the_full_tier_against_the_baseline():
+def test_tox_nightly_runs_the_nightly_tests_and_the_full_tier_against_the_baseline():
     import configparser
 
     tox = configparser.ConfigParser()
     tox.read(REPO / "tox.ini")
     commands = tox["testenv:nightly"]["commands"]
     assert "roundtrip run --tier full" in commands and "--baseline reports/baseline" in commands
+    assert "pytest -m nightly" in commands
+
+
+def _nightly_ids(command: str) -> set[str]:
+    """The test ids `command` (a pytest command line) selects, collected without running."""
+    script = command.replace("pytest ", f"{sys.executable} -m pytest --collect-only -q -p no:xdist ", 1)
+    script = script.replace(" -n auto", "")
+    result = _bash(script, REPO)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    return {line.strip() for line in result.stdout.splitlines() if "::" in line}
+
+
+@pytest.mark.slow
+def test_workflow_runs_every_nightly_test():
+    """The `tests` job's command selects the whole nightly tier: every OpInfo entry and dtype
+    the sweep recorded, and every other test marked nightly."""
+    command = _steps()["nightly-tests"]
+    assert "-m nightly" in command
+    selected = _nightly_ids(command.split("--junitxml")[0].strip())
+    nightly = _bash(f"{sys.executable} -m pytest --collect-only -q -p no:xdist -m nightly", REPO)
+    assert selected == {line.strip() for line in nightly.stdout.splitlines() if "::" in line}
+    opinfo = {i for i in selected if i.startswith("tests/test_opinfo.py::test_opinfo_samples[")}
+    recorded = json.loads((REPO / "docs" / "opinfo.json").read_text())["entries"]
+    assert len(opinfo) >= sum(len(per_dtype) for per_dtype in recorded.values()) - 13  # CI runs 13 of them
+    assert any(i.startswith("tests/test_transformer_blocks.py") for i in selected)

@@ -12,10 +12,11 @@ torch: same dtype and shape, equal integers and bools, floats within the dtype's
 
     python tools/opinfo_sweep.py                    # every overload, resumable, writes the JSON
     python tools/opinfo_sweep.py --only 'aten.add.*' --max-samples 4
-    python tools/opinfo_sweep.py --write-xfails     # tests/opinfo_xfails.json from the failures
 
-tests/test_opinfo.py runs the same samples live and holds every failure to that table: one
-entry per OpInfo entry, dtype and sample index, with its reason.
+tests/test_opinfo.py runs the same samples live: each entry must run as many samples as
+recorded here, and each failure must be covered by an expectation of
+tests/opinfo_expectations.py (scoped to entry, dtype and a predicate on the sample).
+Samples are generated under a fixed seed (SAMPLE_SEED), so their values repeat across runs.
 """
 
 from __future__ import annotations
@@ -44,11 +45,12 @@ if str(ROOT) not in sys.path:
 
 import exporter  # noqa: E402
 from exporter.fileio import write_text_atomic  # noqa: E402
-from exporter.registry import BUILTINS, normalize_target  # noqa: E402
+from exporter.registry import BUILTINS, DEFAULT_OPSET, normalize_target  # noqa: E402
 
 RESULTS = ROOT / "docs" / "opinfo.json"
-OPSET = 18
+OPSET = DEFAULT_OPSET
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int64)
+SAMPLE_SEED = 0  # OpInfo's sample generators draw from torch's global RNG
 MAX_SAMPLES = 12  # per entry and dtype: OpInfo lists up to ~50; the first ones are the varied ones
 # (atol, rtol) per dtype: float32 as the op table; the half types at their precision
 TOLERANCES = {torch.float32: (1e-5, 1e-4), torch.float16: (1e-3, 1e-2), torch.bfloat16: (1e-2, 2e-2)}
@@ -488,7 +490,9 @@ def samples_of(entry: Any, dtype: torch.dtype, max_samples: int, call: DirectCal
     """The samples the sweep runs: the entry's first `max_samples`; for a kernel form, every
     sample (its adapter skips those that do not fit, so the first ones may all be skipped); for
     a module, every sample (ModuleInfo lists few, and nn.RNN's tanh ones come after its relu ones)."""
-    samples = list(entry.sample_inputs("cpu", dtype, requires_grad=False))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SAMPLE_SEED)
+        samples = list(entry.sample_inputs("cpu", dtype, requires_grad=False))
     return samples if call is not None or isinstance(entry, ModuleEntry) else samples[:max_samples]
 
 
@@ -558,6 +562,17 @@ def load(path: Path = RESULTS) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.exists() else {"entries": {}}
 
 
+def recorded_max_samples(results: dict[str, Any], key: str, dtype: str) -> int:
+    """The sample limit `key` was last swept with. For entries recorded before the limit was
+    kept per entry: one past the last recorded index in `dtype` (samples after it that reach
+    no claimed overload are then not counted)."""
+    limit = results.get("max_samples_of", {}).get(key)
+    if limit is not None:
+        return int(limit)
+    indices = [row[0] for row in results["entries"].get(key, {}).get(dtype, [])]
+    return max(indices) + 1 if indices else results.get("max_samples", MAX_SAMPLES)
+
+
 def sweep(patterns: Sequence[str] | None, max_samples: int, redo: bool, path: Path = RESULTS,
           dtypes: Sequence[torch.dtype] | None = None) -> dict[str, Any]:
     """Run the sweep for the registered overloads matching `patterns`, saving after each entry.
@@ -572,6 +587,7 @@ def sweep(patterns: Sequence[str] | None, max_samples: int, redo: bool, path: Pa
         _, call = resolve(key)
         measured = sweep_entry(entry, claimed, max_samples, call, dtypes)
         results["entries"][key] = {**results["entries"].get(key, {}), **measured}
+        results.setdefault("max_samples_of", {})[key] = max_samples
         results["summary"] = summarize(results)
         write_text_atomic(path, json.dumps(results, indent=1, sort_keys=True) + "\n")
     return results
@@ -583,48 +599,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-samples", type=int, default=MAX_SAMPLES, help="samples per entry and dtype")
     parser.add_argument("--redo", action="store_true", help="run entries already recorded again")
     parser.add_argument("--dtypes", help="only these dtypes (float32,bfloat16,...), run again and merged")
-    parser.add_argument("--write-xfails", action="store_true",
-                        help="only rewrite tests/opinfo_xfails.json from the recorded failures (review the diff)")
     options = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    if options.write_xfails:
-        write_text_atomic(XFAILS, json.dumps(expected_failures(load()), indent=1, sort_keys=True) + "\n")
-        return 0
     patterns = [p.strip() for p in options.only.split(",")] if options.only else None
     dtypes = [getattr(torch, d.strip()) for d in options.dtypes.split(",")] if options.dtypes else None
     sweep(patterns, options.max_samples, options.redo, dtypes=dtypes)
     return 0
 
 
+# -- backend notes --------------------------------------------------------------------------
 
-# -- expected failures ----------------------------------------------------------------------------
-
-XFAILS = ROOT / "tests" / "opinfo_xfails.json"
 _NO_KERNEL = re.compile(r"Could not find an implementation for (\w+)\((\d+)\)")
-_TYPE_REFUSED = re.compile(r"Type '(tensor\(\w+\))' of input parameter \([^)]*\) of operator \((\w+)\)")
-
-
-def explain(reason: str, dtype: str) -> str:
-    """A failure's reason, as the xfail table states it."""
-    missing = _NO_KERNEL.search(reason)
-    if missing:
-        return f"onnxruntime CPU has no {dtype} kernel for {missing.group(1)}-{missing.group(2)}"
-    refused = _TYPE_REFUSED.search(reason)
-    if refused:
-        return (f"ONNX {refused.group(2)} does not take {refused.group(1)} at opset {OPSET} "
-                "(the exporter emits it as is; onnxruntime refuses the graph)")
-    return reason
-
-
-def expected_failures(results: dict[str, Any]) -> dict[str, str]:
-    """"entry|dtype|sample index" -> reason, for every failing sample of the recorded sweep."""
-    table = {}
-    for key, per_dtype in sorted(results.get("entries", {}).items()):
-        for dtype, rows in sorted(per_dtype.items()):
-            for index, _, passed, reason in rows:
-                if not passed:
-                    table[f"{key}|{dtype}|{index}"] = explain(reason, dtype)
-    return table
 
 
 if __name__ == "__main__":

@@ -76,6 +76,11 @@ def expand_list(value: Any, length: int) -> list[int]:
     return value
 
 
+def output_used(g: Graph, index: int) -> bool:
+    """Whether anything reads output `index` of the multi-output node being translated."""
+    return any(user.args[1] == index for user in g.ctx.node.users if len(user.args) > 1)
+
+
 def rank_of(value: Value) -> int:
     if value.rank is None:
         raise ValueError(f"the rank of {value.name} is unknown")

@@ -62,18 +62,24 @@ def _conv_transpose(
     g: Graph, x: Value, weight: Value, bias: Value | None, *, stride, padding, output_padding,
     dilation, groups: int,
 ) -> Value:
+    """ConvTranspose; where an output_padding reaches its axis's stride (torch allows up to
+    max(stride, dilation) - 1, ONNX less than the stride), the full ConvTranspose is cropped by
+    the padding and extended by the output_padding with one Pad, then the bias is added."""
     spatial = _spatial_rank(weight)
     x, added = add_batch_axis(g, x, spatial)
-    pads = expand_list(padding, spatial)
-    y = g.op(
-        "ConvTranspose", x, weight, bias,
-        kernel_shape_i=_kernel_shape(weight),
-        strides_i=expand_list(stride, spatial),
-        pads_i=pads + pads,
-        output_padding_i=expand_list(output_padding, spatial),
-        dilations_i=expand_list(dilation, spatial),
-        group_i=groups,
-    )
+    pads, strides = expand_list(padding, spatial), expand_list(stride, spatial)
+    extra = expand_list(output_padding, spatial)
+    attributes = dict(kernel_shape_i=_kernel_shape(weight), strides_i=strides,
+                      dilations_i=expand_list(dilation, spatial), group_i=groups)
+    if all(o < s for o, s in zip(extra, strides)):
+        y = g.op("ConvTranspose", x, weight, bias, pads_i=pads + pads, output_padding_i=extra, **attributes)
+        return drop_batch_axis(g, y, added)
+    full = g.op("ConvTranspose", x, weight, **attributes)
+    # full size (in-1)*s + d*(k-1) + 1; torch's is that - 2p + output_padding: crop p at the
+    # start, p - output_padding at the end (a negative crop pads zeros, which the bias then lifts)
+    y = g.op("Pad", full, g.constant([0, 0, *(-p for p in pads), 0, 0, *(o - p for p, o in zip(pads, extra))]))
+    if bias is not None:
+        y = g.op("Add", y, g.op("Unsqueeze", bias, g.constant(list(range(1, spatial + 1)))))
     return drop_batch_axis(g, y, added)
 
 

@@ -354,14 +354,18 @@ def threshold(g: Graph, self: Value, threshold, value) -> Value:
 def prelu(g: Graph, self: Value, weight: Value) -> Value:
     """prelu(Tensor self, Tensor weight) -> Tensor
 
-    One shared weight broadcasts as is; a per-channel weight (channels are dim 1) is reshaped
-    to (C, 1, ..., 1) so that ONNX PRelu broadcasts it over the trailing dims.
+    The output has self's shape. One shared weight (shape () or (1,)) becomes a 0-d value,
+    which broadcasts without adding an axis (a (1,) weight would make a 0-d input's output
+    (1,)); a per-channel weight (channels are dim 1) is reshaped to (C, 1, ..., 1) so that
+    ONNX PRelu broadcasts it over the trailing dims.
     """
     rank = rank_of(self)
     count = weight.shape[0] if weight.shape else 1
-    if rank >= 2 and count != 1:
-        shape = g.constant([-1] + [1] * (rank - 2), torch.int64)
-        weight = g.op("Reshape", weight, shape)
+    if count == 1:
+        if weight.rank != 0:
+            weight = g.op("Reshape", weight, g.constant([], torch.int64))
+    elif rank >= 2:
+        weight = g.op("Reshape", weight, g.constant([-1] + [1] * (rank - 2), torch.int64))
     return g.op("PRelu", self, weight)
 
 

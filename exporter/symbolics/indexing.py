@@ -253,8 +253,19 @@ def gather(g: Graph, self: Value, dim: int, index: Value, *, sparse_grad=False) 
     """gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor
 
     ONNX GatherElements; torch allows an index smaller than self in the other dims, which
-    GatherElements reads the same way (output shape = index shape).
+    GatherElements reads the same way (output shape = index shape). torch also accepts an
+    empty index of any rank (its output is empty, of the index's shape), which
+    GatherElements refuses: that case is written as an empty tensor of the index's shape.
     """
     if rank_of(self) == 0:
         return self if rank_of(index) == 0 else g.op("Expand", self, g.op("Shape", index))
+    if rank_of(index) == 0 and rank_of(self) == 1:  # torch reads a 0-d index as a 1-element one
+        one = g.op("GatherElements", self, g.op("Reshape", cast_to(g, index, torch.int64), g.constant([1])), axis_i=0)
+        return g.op("Reshape", one, g.constant([], torch.int64))
+    if rank_of(index) != rank_of(self):
+        if index.shape is None or 0 not in index.shape:
+            raise ValueError(f"gather: index of rank {rank_of(index)} on self of rank {rank_of(self)}; torch "
+                             "accepts other ranks only for an empty index")
+        empty = g.op("ConstantOfShape", g.op("Shape", index))
+        return cast_to(g, empty, self.dtype)
     return g.op("GatherElements", self, cast_to(g, index, torch.int64), axis_i=normalize_dim(dim, rank_of(self)))

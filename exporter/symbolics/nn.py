@@ -14,7 +14,7 @@ import torch
 
 from exporter.graph import Graph, Value
 from exporter.registry import symbolic
-from exporter.symbolics._helpers import cast_to, rank_of
+from exporter.symbolics._helpers import cast_to, output_used, rank_of, reduce, squeeze
 
 
 # -- batch and instance normalisation --------------------------------------------------------
@@ -133,10 +133,36 @@ def group_norm(g: Graph, input: Value, num_groups: int, weight=None, bias=None, 
     return _group_norm(g, input, num_groups, weight, bias, eps)
 
 
+def _group_statistics(g: Graph, x: Value, groups: int, eps: float) -> tuple[Value, Value]:
+    """Each group's mean and 1/sqrt(biased var + eps), [N, G], in x's dtype (computed in
+    float32 for the half types, as torch's kernels do)."""
+    dtype = x.dtype or torch.float32
+    wide = cast_to(g, x, torch.float32) if dtype in (torch.float16, torch.bfloat16) else x
+    batch = g.op("Shape", x, start_i=0, end_i=1)  # explicit, not 0: a zero-size input stays zero-size
+    grouped = g.op("Reshape", wide, g.op("Concat", batch, g.constant([groups, -1]), axis_i=0))
+    mean = reduce(g, "ReduceMean", grouped, [2], keepdims=True)
+    centred = g.op("Sub", grouped, mean)
+    var = reduce(g, "ReduceMean", g.op("Mul", centred, centred), [2], keepdims=False)
+    epsilon = g.constant(torch.tensor(eps, dtype=torch.float32 if wide is not x else dtype))
+    rstd = g.op("Reciprocal", g.op("Sqrt", g.op("Add", var, epsilon)))
+    mean = squeeze(g, mean, [2])
+    if wide is not x:
+        mean, rstd = cast_to(g, mean, dtype), cast_to(g, rstd, dtype)
+    return mean, rstd
+
+
 @symbolic("aten::native_group_norm")
 def native_group_norm(g: Graph, input: Value, weight, bias, N, C, HxW, group: int, eps: float):
-    """native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
-    return _group_norm(g, input, group, weight, bias, eps), None, None
+    """native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)
+
+    The output, and the per-group mean and reciprocal standard deviation ([N, group]) when
+    the graph reads them.
+    """
+    y = _group_norm(g, input, group, weight, bias, eps)
+    if not (output_used(g, 1) or output_used(g, 2)):
+        return y, None, None
+    mean, rstd = _group_statistics(g, input, group, eps)
+    return y, mean, rstd
 
 
 # -- linear algebra -------------------------------------------------------------------------
@@ -159,11 +185,14 @@ def matmul(g: Graph, self: Value, other: Value):
 
 @symbolic("aten::addmv")
 def addmv(g: Graph, self: Value, mat: Value, vec: Value, beta=1, alpha=1):
-    """addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    """addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor
+
+    beta * self + alpha * (mat @ vec) from MatMul, Mul and Add (addmm's form where Gemm fails).
+    """
     product = g.op("MatMul", mat, vec)
     if alpha != 1:
         product = g.op("Mul", product, g.constant(torch.tensor(alpha, dtype=g.ctx.output_dtype)))
-    if beta == 0:  # as in addmm, `self` is ignored
+    if beta == 0:  # torch ignores `self` entirely then (NaN and inf in it do not propagate)
         return product
     if beta != 1:
         self = g.op("Mul", self, g.constant(torch.tensor(beta, dtype=g.ctx.output_dtype)))
@@ -172,7 +201,15 @@ def addmv(g: Graph, self: Value, mat: Value, vec: Value, beta=1, alpha=1):
 
 @symbolic("aten::addmm")
 def addmm(g: Graph, self: Value, mat1: Value, mat2: Value, beta=1, alpha=1):
-    """addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    """addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
+
+    With an empty inner dimension (mat1 [n, 0]) the product is zeros, and onnxruntime's Gemm
+    returns uninitialised memory there: the product is then written as MatMul, which sums
+    no terms to zero, and scaled and added by hand.
+    """
+    inner = mat1.shape[1] if mat1.shape is not None and len(mat1.shape) == 2 else None
+    if inner == 0:
+        return addmv(g, self, mat1, mat2, beta=beta, alpha=alpha)
     if beta == 0:  # torch ignores `self` entirely then (NaN and inf in it do not propagate)
         return g.op("Gemm", mat1, mat2, alpha_f=alpha)
     return g.op("Gemm", mat1, mat2, self, alpha_f=alpha, beta_f=beta)

@@ -22,7 +22,7 @@ import torch
 
 from exporter.graph import Graph, Value
 from exporter.registry import symbolic
-from exporter.symbolics._helpers import expand_list, rank_of, static_ints
+from exporter.symbolics._helpers import expand_list, output_used, rank_of, reduce, static_ints
 from exporter.symbolics.conv import add_batch_axis, drop_batch_axis
 
 
@@ -32,11 +32,6 @@ def _spatial_of(g: Graph) -> int:
     if match is None:
         raise ValueError(f"cannot tell the pooled rank of {g.ctx.target}")
     return int(match.group(1))
-
-
-def _output_used(g: Graph, index: int) -> bool:
-    """Whether anything reads output `index` of the multi-output node being translated."""
-    return any(user.args[1] == index for user in g.ctx.node.users if len(user.args) > 1)
 
 
 def _static_spatial(x: Value, spatial: int) -> list[int | None]:
@@ -168,7 +163,7 @@ def max_pool(g: Graph, self: Value, kernel_size, stride=(), padding=0, dilation=
 def max_pool_with_indices(g: Graph, self: Value, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     """max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
     spatial = _spatial_of(g)
-    if not _output_used(g, 1):
+    if not output_used(g, 1):
         return _max_pool(g, self, spatial, kernel_size, stride, padding, dilation, ceil_mode, indices=False), None
     return _max_pool(g, self, spatial, kernel_size, stride, padding, dilation, ceil_mode, indices=True)
 
@@ -308,17 +303,28 @@ def _adaptive_max_pool(g: Graph, x: Value, spatial: int, output_size, indices: b
 @symbolic("aten::adaptive_max_pool1d", "aten::adaptive_max_pool2d", "aten::adaptive_max_pool3d")
 def adaptive_max_pool(g: Graph, self: Value, output_size):
     """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)"""
-    return _adaptive_max_pool(g, self, _spatial_of(g), output_size, indices=_output_used(g, 1))
+    return _adaptive_max_pool(g, self, _spatial_of(g), output_size, indices=output_used(g, 1))
 
 
 # -- pixel shuffle ----------------------------------------------------------------------------
 
 
-def _restore_leading(g: Graph, y: Value, like: Value) -> Value:
-    """Reshape [B*C, c, h, w] back to like's leading axes: [*lead, C*c, h, w]."""
+def _leading_product(g: Graph, x: Value) -> Value:
+    """[prod(x.shape[:-2])], the axes folded into one ahead of the spatial ones. Written out,
+    not as Reshape's -1: a zero-size spatial axis leaves -1 undefined."""
+    return reduce(g, "ReduceProd", g.op("Shape", x, end_i=rank_of(x) - 2), [0], keepdims=True)
+
+
+def _restore_leading(g: Graph, y: Value, like: Value, channels: Value) -> Value:
+    """Reshape [B*C, c, h, w] back to like's leading axes: [*lead, channels, h, w]."""
     lead = g.op("Shape", like, end_i=rank_of(like) - 3)
     tail = g.op("Shape", y, start_i=2)
-    return g.op("Reshape", y, g.op("Concat", lead, g.constant([-1]), tail, axis_i=0))
+    return g.op("Reshape", y, g.op("Concat", lead, channels, tail, axis_i=0), allowzero_i=1)
+
+
+def _scaled_channels(g: Graph, x: Value, op: str, factor: int) -> Value:
+    """[x.shape[-3] op factor]: the channel count after a pixel (un)shuffle."""
+    return g.op(op, g.op("Shape", x, start_i=-3, end_i=-2), g.constant([factor]))
 
 
 @symbolic("aten::pixel_shuffle")
@@ -327,10 +333,10 @@ def pixel_shuffle(g: Graph, self: Value, upscale_factor: int):
     if rank_of(self) == 4:  # torch's channel order c*r*r + i*r + j is DepthToSpace's CRD mode
         return g.op("DepthToSpace", self, blocksize_i=upscale_factor, mode_s="CRD")
     r2 = upscale_factor * upscale_factor
-    spatial = g.op("Shape", self, start_i=-2)
-    groups = g.op("Reshape", self, g.op("Concat", g.constant([-1, r2]), spatial, axis_i=0))
+    groups = g.op("Reshape", self, g.op("Concat", g.op("Div", _leading_product(g, self), g.constant([r2])),
+                                        g.constant([r2]), g.op("Shape", self, start_i=-2), axis_i=0), allowzero_i=1)
     shuffled = g.op("DepthToSpace", groups, blocksize_i=upscale_factor, mode_s="CRD")
-    return _restore_leading(g, shuffled, self)
+    return _restore_leading(g, shuffled, self, _scaled_channels(g, self, "Div", r2))
 
 
 @symbolic("aten::pixel_unshuffle")
@@ -338,6 +344,7 @@ def pixel_unshuffle(g: Graph, self: Value, downscale_factor: int):
     """pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
     # SpaceToDepth orders channels (i*r + j)*C + c, torch c*r*r + i*r + j: unshuffle each
     # channel on its own ([B*C, 1, H, W]), where the two orders agree.
-    spatial = g.op("Shape", self, start_i=-2)
-    planes = g.op("Reshape", self, g.op("Concat", g.constant([-1, 1]), spatial, axis_i=0))
-    return _restore_leading(g, g.op("SpaceToDepth", planes, blocksize_i=downscale_factor), self)
+    planes_shape = g.op("Concat", _leading_product(g, self), g.constant([1]), g.op("Shape", self, start_i=-2), axis_i=0)
+    planes = g.op("Reshape", self, planes_shape, allowzero_i=1)
+    unshuffled = g.op("SpaceToDepth", planes, blocksize_i=downscale_factor)
+    return _restore_leading(g, unshuffled, self, _scaled_channels(g, self, "Mul", downscale_factor * downscale_factor))

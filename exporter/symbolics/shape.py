@@ -8,10 +8,12 @@ them); `int64_vector` turns a mixed size list into one 1-D int64 Value.
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Callable
 
 import numpy as np
 import torch
+import torch.fx
 
 from exporter.dtypes import to_numpy
 from exporter.graph import Graph, Value
@@ -332,14 +334,47 @@ def sym_floordiv(g: Graph, a, b) -> Value | int:
     return _sym_binary(g, floor_divide, operator.floordiv, a, b)
 
 
+_CHECKED_EXPRESSION = re.compile(r"expression (?P<expression>.+?)(?: on node '[^']*')?$")
+
+
 @symbolic("aten::_assert_scalar")
 @emits_no_nodes
 def assert_scalar(g: Graph, self, assert_msg: str) -> None:
     """_assert_scalar(Scalar self, str assert_msg) -> ()
 
-    A check torch.export proved for every shape it exported: nothing to emit.
+    A runtime check of the program: a guard on dynamic sizes that torch.export could not prove
+    for every size (the capture retries such axes as Dim.DYNAMIC, which turns their guards into
+    these checks). ONNX has no assertion: an op chosen to fail when the check is false would
+    fail only on runtimes that treat its invalid input as an error (ONNX leaves several such
+    cases undefined), and would sit on an output's path. So the check is not emitted; it is
+    recorded (`Graph.dropped_checks`), and the conversion puts it in the model's metadata
+    (`roundtrip.dropped_checks`) and warns, naming the expression and the user's line. A
+    check the conversion can decide (a constant) is dropped silently when true and refused
+    when false.
     """
+    if isinstance(self, bool) or (isinstance(self, Value) and self.const is not None):
+        holds = bool(self if isinstance(self, bool) else self.const)
+        if not holds:
+            raise ValueError(f"the program's runtime check fails for the exported shapes: {assert_msg}")
+        return None
+    match = _CHECKED_EXPRESSION.search(" ".join(str(assert_msg).split()))
+    g.dropped_checks.append({
+        "expression": match["expression"] if match else str(assert_msg),
+        "fx_node": g.ctx.node.name,
+        "source": _check_source(g),
+    })
     return None
+
+
+def _check_source(g: Graph) -> str:
+    """The user's line of a check: the assert's own provenance, else that of the node whose
+    value it checks (the comparison torch.export traced from the user's code)."""
+    from exporter.provenance import SOURCE_KEY, source_of
+
+    if g.provenance.get(SOURCE_KEY):
+        return g.provenance[SOURCE_KEY]
+    checked = g.ctx.node.args[0] if g.ctx.node.args else None
+    return source_of(checked) if isinstance(checked, torch.fx.Node) else ""
 
 
 @symbolic("aten::_assert_tensor_metadata")

@@ -106,7 +106,9 @@ class Scheduler:
                 "PYTHONUNBUFFERED": "1"}
 
     def _launch(self, task: Task, scratch: str, environment: dict[str, str]) -> _Running:
-        stem = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in task.name)
+        from exporter.fileio import safe_filename  # lazily: the exporter package imports torch
+
+        stem = safe_filename(task.name, "case")
         result = os.path.join(scratch, f"{stem}.result.json")
         log = os.path.join(self.report_dir, "logs", f"{stem}.log")
         job = {"task": task.to_dict(), "options": self.options, "report_dir": self.report_dir, "result": result,

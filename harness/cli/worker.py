@@ -18,6 +18,7 @@ import time
 import traceback
 from typing import Any
 
+from exporter.fileio import safe_filename
 from harness.cli.sources import Built, build
 from harness.report.document import case_from_verification, error_case
 from harness.report.files import fix_directory_mode, write_text
@@ -139,15 +140,12 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
             phase == "verify the ONNX file" and isinstance(error, (ValueError, KeyError)))
         message = f"{phase}: {type(error).__name__}: {error}".splitlines()[0][:500]
         return error_case(name, error=message, internal=not refused, seconds=time.perf_counter() - started)
-    case_dir = os.path.join(job["report_dir"], "reproducers", _safe(name))
+    case_dir = os.path.join(job["report_dir"], "reproducers", safe_filename(name, "case"))
     reproducers = _reproducers(verification, case_dir, job["report_dir"])
     return case_from_verification(verification, name=name, other=other, seconds=time.perf_counter() - started,
                                   reproducer=reproducers, family=task.get("family"), sizes=built.sizes,
                                   origin=task["origin"])
 
-
-def _safe(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
 
 
 def main(argv: list[str] | None = None) -> int:

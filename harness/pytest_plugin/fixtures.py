@@ -16,7 +16,6 @@ harness.testing.RoundtripAssertionError with the per-op table and a reproducer's
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,9 +46,6 @@ def marker_settings(item: pytest.Item) -> dict[str, Any]:
         raise TypeError(f"@pytest.mark.roundtrip got unknown keyword(s) {unknown}; it takes {', '.join(SETTINGS)}")
     return dict(marker.kwargs)
 
-
-def _safe(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("._")[:120] or "test"
 
 
 class Roundtrip:
@@ -158,9 +154,11 @@ class Roundtrip:
         return self.record(verification, seconds=seconds, **fields)
 
     def _reproducer_dir(self) -> Path:
+        from exporter.fileio import safe_filename  # lazily: the exporter package imports torch
+
         report_dir = self._state.settings.report_dir
         base = Path(report_dir, "reproducers") if report_dir else self._scratch()
-        return base / _safe(self._item.nodeid) / str(self._count + 1)
+        return base / safe_filename(self._item.nodeid, "test") / str(self._count + 1)
 
 
 def _verify_keywords(settings: dict[str, Any]) -> dict[str, Any]:

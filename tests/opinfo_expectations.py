@@ -1,0 +1,288 @@
+"""What the OpInfo sweep (tests/test_opinfo.py) expects to fail, and why: expectations in code,
+each scoped to OpInfo entries, dtypes and a predicate on the sample, as onnxscript's torch_lib
+tests scope theirs.
+
+An `Expectation` names the results keys it covers (an OpInfo entry, "entry@aten.overload" for a
+kernel form, "module.nn.LSTM" for a module; fnmatch patterns allowed), the dtypes, a predicate
+`when(sample)` (every sample by default) and `error`, a regex the failure must match: a sample
+it covers that fails otherwise is an unexpected failure, not an expected one. `strict` ones
+must fail: a covered sample that passes fails the test, so the expectation is taken off when
+its cause is fixed. Non-strict ones (numerics that depend on the sample's random values) may
+pass. The reason says what would fix it.
+
+`NO_SAMPLES` lists the (entry, dtype) pairs for which no sample reaches a registered overload,
+with the reason; every other recorded pair must run exactly as many samples as the recorded
+sweep (docs/opinfo.json) did.
+
+To add the expectations of a new symbolic module: run `python tools/opinfo_sweep.py --only
+'aten.new_op.*'`, then `pytest tests/test_opinfo.py -m nightly -k new_op`; each unexpected
+failure is printed with its sample; add one Expectation per cause below, grouped by cause.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+Predicate = Callable[[Any], bool]
+
+
+def every_sample(sample: Any) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """Samples expected to fail: results keys (patterns), dtypes, a predicate, the failure's
+    regex and the reason."""
+
+    entries: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    reason: str
+    error: str
+    when: Predicate = every_sample
+    strict: bool = True
+    _pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.reason.strip() or not self.entries or not self.dtypes:
+            raise ValueError(f"an expectation needs entries, dtypes and a reason: {self}")
+        object.__setattr__(self, "_pattern", re.compile(self.error))
+
+    def covers(self, entry_key: str, dtype: str, sample: Any) -> bool:
+        return (dtype in self.dtypes and any(fnmatch.fnmatchcase(entry_key, p) for p in self.entries)
+                and bool(self.when(sample)))
+
+    def explains(self, failure: str) -> bool:
+        return bool(self._pattern.search(failure))
+
+
+# -- predicates on OpInfo samples ------------------------------------------------------------
+
+
+def _sizes(value: Any, rank: int) -> list[Any]:
+    return list(value) if isinstance(value, (tuple, list)) else [value] * rank
+
+
+def adaptive_output_divides_input(sample: Any) -> bool:
+    """An adaptive pool whose every output size divides its input size: exported as a plain
+    MaxPool / AveragePool (windows of equal size), not by gathering windows. (An int size is
+    one axis: OpInfo's 2-d and 3-d samples give tuples.)"""
+    size = sample.args[0] if sample.args else sample.kwargs["output_size"]
+    rank = len(size) if isinstance(size, (tuple, list)) else 1
+    inputs = list(sample.input.shape[-rank:])
+    outputs = [i if o is None else o for o, i in zip(_sizes(size, rank), inputs)]
+    return all(o and i % o == 0 for o, i in zip(outputs, inputs))
+
+
+def adaptive_output_is_one(sample: Any) -> bool:
+    size = sample.args[0] if sample.args else sample.kwargs["output_size"]
+    return all(s == 1 for s in _sizes(size, 1))
+
+
+def adaptive_output_changes_input(sample: Any) -> bool:
+    """A 3-d adaptive pool whose output differs from its input on some axis (None keeps it)."""
+    size = sample.args[0] if sample.args else sample.kwargs["output_size"]
+    inputs = list(sample.input.shape[-3:])
+    return any(o is not None and o != i for o, i in zip(_sizes(size, 3), inputs))
+
+
+def input_is_2d(sample: Any) -> bool:
+    return sample.input.dim() == 2
+
+
+def input_not_empty(sample: Any) -> bool:
+    return sample.input.numel() > 0
+
+
+def input_0d_as_matrix(sample: Any) -> bool:
+    return sample.input.dim() == 0 and not sample.kwargs.get("as_tuple", False)
+
+
+def dropout(sample: Any) -> bool:
+    return sample.kwargs.get("dropout_p", 0.0) > 0
+
+
+def projection(sample: Any) -> bool:
+    return getattr(sample.input, "proj_size", 0) > 0
+
+
+def negative_pad(sample: Any) -> bool:
+    return any(p < 0 for p in sample.args[0])
+
+
+def crops_an_axis_away(sample: Any) -> bool:
+    """A replicate pad whose negative pads leave an axis with no element before padding."""
+    pads, shape = sample.args[0], sample.input.shape
+    return any(shape[-1 - i] + min(pads[2 * i], 0) + min(pads[2 * i + 1], 0) <= 0 for i in range(len(pads) // 2))
+
+
+def batch_statistics_without_running(sample: Any) -> bool:
+    return len(sample.args) > 1 and sample.args[0] is None and sample.kwargs.get("training", False)
+
+
+def empty_1d_inference(sample: Any) -> bool:
+    return sample.input.dim() == 1 and sample.input.numel() == 0 and not sample.kwargs.get("training", False)
+
+
+def empty_batch_norm_legit(sample: Any) -> bool:
+    return sample.input.numel() == 0
+
+
+# -- the expectations, grouped by cause -------------------------------------------------------
+
+CAST_WRAP = ("the exporter emits it as is and onnxruntime refuses the graph; wrap the node in Casts "
+             "(exporter/legalize_dtypes.py) and take this expectation off")
+NO_TYPE = r"does not take tensor\("
+
+
+def no_onnx_type(op: str, dtype: str, entries: tuple[str, ...], when: Predicate = every_sample) -> Expectation:
+    """ONNX `op` does not define `dtype` at the sweep's opset."""
+    return Expectation(entries, (dtype,), f"ONNX {op} does not define {dtype}: {CAST_WRAP}",
+                       rf"(ONNX {op} {NO_TYPE}|Type 'tensor\(\w+\)' of input parameter .* of operator \({op}\))", when)
+
+
+def no_kernel(op: str, dtype: str, entries: tuple[str, ...], when: Predicate = every_sample) -> Expectation:
+    """ONNX defines `op` for `dtype` but onnxruntime's CPU provider has no kernel for it."""
+    return Expectation(entries, (dtype,), f"onnxruntime CPU has no {dtype} kernel for {op}: compute it in "
+                       f"float32/double with Casts around {op} (exact for this dtype), or take it off when "
+                       "onnxruntime gains one", rf"(no {dtype} kernel for {op}|Could not find an implementation for {op})",
+                       when)
+
+
+CONV = ("nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.conv3d", "nn.functional.conv1d@*",
+        "nn.functional.conv2d@*", "nn.functional.conv3d@*")
+CONV_TRANSPOSE = ("nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d", "nn.functional.conv_transpose3d")
+MAX_POOL = ("nn.functional.max_pool1d", "nn.functional.max_pool2d", "nn.functional.max_pool3d")
+ADAPTIVE_MAX_POOL = ("nn.functional.adaptive_max_pool1d", "nn.functional.adaptive_max_pool2d",
+                     "nn.functional.adaptive_max_pool3d")
+AVG_POOL = ("nn.functional.avg_pool1d", "nn.functional.avg_pool2d", "nn.functional.avg_pool3d")
+ADAPTIVE_AVG_POOL_3D = ("nn.functional.adaptive_avg_pool3d", "nn.functional.adaptive_avg_pool3d@*")
+RESIZE = ("nn.functional.interpolate.bicubic", "nn.functional.interpolate.bilinear", "nn.functional.interpolate.linear",
+          "nn.functional.interpolate.trilinear", "nn.functional.upsample_bilinear")
+
+UNDEFINED_TYPES: list[Expectation] = [
+    *(no_onnx_type(op, dtype, CONV) for op, dtype in (("Conv", "bfloat16"), ("Conv", "int64"))),
+    *(no_onnx_type("ConvTranspose", dtype, CONV_TRANSPOSE) for dtype in ("bfloat16", "int64")),
+    no_onnx_type("MaxPool", "bfloat16", MAX_POOL),
+    no_onnx_type("MaxPool", "int64", MAX_POOL[1:]),  # max_pool1d has no int64 samples
+    no_onnx_type("MaxPool", "bfloat16", ADAPTIVE_MAX_POOL, adaptive_output_divides_input),
+    no_onnx_type("AveragePool", "bfloat16", AVG_POOL[:2]),  # avg_pool3d has no bfloat16 samples
+    no_onnx_type("AveragePool", "int64", AVG_POOL),
+    no_onnx_type("GlobalAveragePool", "bfloat16", ("nn.functional.adaptive_avg_pool1d",), adaptive_output_is_one),
+    Expectation(ADAPTIVE_AVG_POOL_3D, ("bfloat16",),
+                f"ONNX AveragePool and GlobalAveragePool do not define bfloat16: {CAST_WRAP} (where the windows "
+                "are gathered instead, onnx.reference's bfloat16 MatMul rounds every partial sum: non-strict there)",
+                r"(AveragePool|GlobalAveragePool) does not take|values differ", adaptive_output_changes_input, strict=False),
+    no_onnx_type("GridSample", "bfloat16", ("grid_sampler_2d", "nn.functional.grid_sample")),
+    no_onnx_type("InstanceNormalization", "bfloat16", ("nn.functional.group_norm", "nn.functional.instance_norm",
+                                                       "native_group_norm")),
+    no_onnx_type("InstanceNormalization", "bfloat16", ("nn.functional.batch_norm",), batch_statistics_without_running),
+    no_onnx_type("Cos", "bfloat16", ("cos",)),
+    no_onnx_type("Sin", "bfloat16", ("sin",)),
+    no_onnx_type("Elu", "bfloat16", ("nn.functional.elu",)),
+]
+
+MISSING_KERNELS: list[Expectation] = [
+    no_kernel("Gemm", "int64", ("addmm", "addmm.decomposed")),
+    no_kernel("Gemm", "int64", ("nn.functional.linear",), input_is_2d),
+    no_kernel("DepthToSpace", "int64", ("nn.functional.pixel_shuffle",), input_not_empty),
+    no_kernel("SpaceToDepth", "int64", ("nn.functional.pixel_unshuffle",), input_not_empty),
+]
+
+# onnxruntime has no bfloat16 kernel for these ops, so the sweep runs them on onnx.reference,
+# whose bfloat16 arithmetic (ml_dtypes) rounds after every elementary step where torch
+# accumulates in float32 and rounds once: errors grow with the reduction length and depend on
+# the random values, hence non-strict. Resize's errors (up to 11 on values ~1) are larger than
+# rounding: onnx.reference's bfloat16 Resize is wrong there (float32 passes on every sample).
+REFERENCE_BFLOAT16: list[Expectation] = [
+    Expectation(("cumsum", "sum"), ("bfloat16",),
+                "onnx.reference rounds every partial sum to bfloat16 (torch accumulates in float32): "
+                "compare against a float32 run of the same graph instead", r"values differ", strict=False),
+    Expectation(("nn.functional.scaled_dot_product_attention",), ("bfloat16",),
+                "onnx.reference's bfloat16 MatMul rounds every partial sum (torch accumulates in float32)",
+                r"values differ", lambda s: not dropout(s), strict=False),
+    Expectation(RESIZE, ("bfloat16",),
+                "onnx.reference's bfloat16 Resize (linear and cubic) computes wrong values on downsampling "
+                "(float32 is exact on the same samples); run bfloat16 Resize on onnxruntime once it has a "
+                "kernel", r"values differ", strict=False),
+    Expectation(("nn.functional.pad.reflect", "nn.functional.pad.replicate", "nn.functional.pad.replicate_negative"),
+                ("bfloat16",), "onnx.reference's Pad rejects negative pads (\"index can't contain negative "
+                "values\"); onnxruntime runs them in the other dtypes", r"index can't contain negative values",
+                negative_pad),
+    Expectation(("nn.functional.batch_norm",), ("bfloat16",),
+                "onnxruntime's BatchNormalization shape inference refuses an empty 1-D input in inference: "
+                "export a 1-D batch norm of an empty tensor as the empty tensor itself",
+                r"BatchNormalization", empty_1d_inference),
+]
+
+# float16 ops onnxruntime computes in float16 arithmetic (torch's CPU kernels in float32):
+# errors of a few float16 ulps of the output's scale, depending on the random values.
+FLOAT16_ARITHMETIC: list[Expectation] = [
+    Expectation(("grid_sampler_2d", "nn.functional.grid_sample"), ("float16",),
+                "onnxruntime's float16 GridSample interpolates in float16 (torch in float32): up to 5e-2 on "
+                "values ~4; a per-op float16 tolerance for GridSample would replace this", r"values differ",
+                strict=False),
+    Expectation(("nn.functional.interpolate.bicubic", "nn.functional.interpolate.trilinear"), ("float16",),
+                "onnxruntime's float16 Resize interpolates in float16 (torch in float32): one float16 ulp "
+                "(8e-3) off on a few elements", r"values differ", strict=False),
+    Expectation(CONV_TRANSPOSE, ("float16",),
+                "onnxruntime's float16 ConvTranspose accumulates in float16 (torch in float32): up to 1.0 on "
+                "outputs ~1e3 (one float16 ulp there)", r"values differ", strict=False),
+]
+
+NOT_EXPORTED: list[Expectation] = [
+    Expectation(("nn.functional.scaled_dot_product_attention",), ("float32", "float16", "bfloat16"),
+                "dropout_p > 0 is random; the exporter refuses it by design (export the model in eval mode, "
+                "where attention dropout is off)", r"dropout_p > 0 is random", dropout),
+    Expectation(("module.nn.LSTM",), ("float32",),
+                "ONNX LSTM has no projection of the hidden state (proj_size > 0); the exporter refuses it "
+                "by design", r"proj_size", projection),
+    Expectation(("_native_batch_norm_legit",), ("float32", "float16", "bfloat16"),
+                "the batch-statistics form returns no batch mean / inverse std (outputs 1 and 2): compute "
+                "them as native_group_norm does (exporter/symbolics/nn.py)",
+                r"output \d \(getitem_\d\) did not produce an ONNX value"),
+    Expectation(("nn.functional.pad.replicate_negative",), ("float32", "float16", "int64"),
+                "onnxruntime's edge Pad refuses an axis that the negative pads crop to nothing, where torch "
+                "still replicates the cropped border: export replication_pad as a Gather of clamped indices",
+                r"Pad.*(invalid mode|zero effective input extent)", crops_an_axis_away),
+    Expectation(("nonzero",), ("float32", "float16", "int64"),
+                "nonzero of a 0-d tensor: torch gives shape (n, 0), the export (n, 1); the data-dependent "
+                "ops' symbolics (nonzero) own the fix", r"shape \(\d+, 1\), torch gives \(\d+, 0\)",
+                input_0d_as_matrix),
+]
+
+EXPECTATIONS: list[Expectation] = [*UNDEFINED_TYPES, *MISSING_KERNELS, *REFERENCE_BFLOAT16, *FLOAT16_ARITHMETIC,
+                                   *NOT_EXPORTED]
+
+# (results key, dtype) pairs of the recorded sweep where no sample reaches a registered
+# overload, and why. The test fails on any other pair that runs no sample: a capture
+# regression must not shrink the sweep silently.
+_CLAMP_ONE = ("OpInfo's samples bound with tensors (aten.clamp_min.Tensor / clamp_max.Tensor); the registered "
+              "Scalar overload runs them through its kernel form, clamp_min@aten.clamp_min.default")
+_AREA = ("mode='area' is adaptive average pooling, captured as aten._adaptive_avg_pool*, not the upsample "
+         "overloads this entry is a candidate for; the nn.functional.adaptive_avg_pool* entries run it")
+_NEAREST_EXACT = ("mode='nearest-exact' is captured as aten._upsample_nearest_exact*d, an overload the registry "
+                  "does not translate (tools/torchlib_gap.py lists it); the upsample_nearest* entries run 'nearest'")
+_UNFOLD = ("nn.functional.unfold is im2col (aten.im2col), not Tensor.unfold (aten.unfold), whose name made it a "
+           "candidate; the registry does not translate im2col")
+_SPLIT = ("split with a list of sizes is captured as aten.split_with_sizes, not aten.split.Tensor; the "
+          "split_with_sizes entry runs it")
+NO_SAMPLES: dict[tuple[str, str], str] = {
+    **{(entry, dtype): _CLAMP_ONE for entry in ("clamp_min", "clamp_max")
+       for dtype in ("float32", "float16", "bfloat16", "int64")},
+    **{("nn.functional.interpolate.area", dtype): _AREA for dtype in ("float32", "float16", "bfloat16")},
+    **{("nn.functional.interpolate.nearest-exact", dtype): _NEAREST_EXACT for dtype in ("float32", "float16", "bfloat16")},
+    **{("nn.functional.unfold", dtype): _UNFOLD for dtype in ("float32", "float16", "bfloat16")},
+    **{("split.list_args", dtype): _SPLIT for dtype in ("float32", "float16", "bfloat16", "int64")},
+}
+
+
+def expectation_for(entry_key: str, dtype: str, sample: Any) -> Expectation | None:
+    """The first expectation that covers the sample, or None."""
+    return next((e for e in EXPECTATIONS if e.covers(entry_key, dtype, sample)), None)
