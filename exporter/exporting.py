@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 import torch
 
-from exporter import symbolics  # noqa: F401  (registers the built-in symbolics)
+from exporter import specialise, symbolics  # noqa: F401  (symbolics: registers the built-ins)
 from exporter.external_data import Written, exceeds_protobuf_limit, weight_bytes, with_weights, write_model
 from exporter.fileio import write_bytes_atomic
 from exporter.folding import FOLDED_VALUES_KEY, fold
@@ -85,6 +85,7 @@ def export(
     custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
     do_constant_folding: bool = True,
     external_data: bool | None = None,
+    strict_dynamic: bool = False,
 ) -> onnx.ModelProto:
     """Export `model` run on `args` to ONNX; also write it to `f` when given.
 
@@ -97,11 +98,14 @@ def export(
     `input_names`/`output_names` name the graph's inputs and outputs, `dynamic_axes` marks
     axes as dynamic (`{"x": {0: "batch"}}`), `custom_symbolics` maps overload names to
     symbolic functions for this call only. `verbose=True` prints the graph with scopes.
+    A dynamic axis the model fixes to one size is exported static with an ExportWarning (the
+    axis, the reason, your line) and listed in the model's `roundtrip.static_axes` metadata;
+    `strict_dynamic=True` raises ExportError instead.
     """
     result = export_program(
         model, args, kwargs=kwargs, input_names=input_names, output_names=output_names,
         opset_version=opset_version, dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics,
-        do_constant_folding=do_constant_folding,
+        do_constant_folding=do_constant_folding, strict_dynamic=strict_dynamic,
     )
     model = result.model if f is None else _save_and_return(result, f, external_data)
     if verbose:
@@ -137,6 +141,7 @@ def export_program(
     dynamic_axes: DynamicAxes | None = None,
     custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
     do_constant_folding: bool = True,
+    strict_dynamic: bool = False,
 ) -> ExportResult:
     """Like `export`, but return the ExportedProgram and naming alongside the model.
 
@@ -146,6 +151,7 @@ def export_program(
     program = capture(
         model, args, kwargs=kwargs, input_names=input_names, output_names=output_names,
         dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics, opset_version=opset_version,
+        strict_dynamic=strict_dynamic,
     )
     captured = time.perf_counter()
     converted = convert_program(program, do_constant_folding=do_constant_folding)
@@ -221,6 +227,7 @@ def convert_program(
         dim_names=dim_names_for(program, with_input_names(default_names, input_names), dynamic_axes),
     )
     metadata = {"roundtrip.renamed_values": json.dumps(conversion.renamed)} if conversion.renamed else {}
+    metadata.update(specialise.metadata_entry(record.static_axes if record is not None else ()))
     if do_constant_folding:
         folded = fold(conversion.graph)
         if folded.fx_values:
