@@ -3,5 +3,5 @@
 from __future__ import annotations
 
 from exporter.symbolics import (  # noqa: F401
-    attention, conv, data_dependent, elementwise, indexing, nn, pooling, random, reduction, resize, rnn, shape,
+    attention, conv, data_dependent, elementwise, fft, indexing, nn, pooling, random, reduction, resize, rnn, shape,
 )
