@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 import torch
 
-from exporter import symbolics  # noqa: F401  (registers the built-in symbolics)
+from exporter import specialise, symbolics  # noqa: F401  (symbolics: registers the built-ins)
 from exporter.errors import ExportWarning
 from exporter.external_data import Written, exceeds_protobuf_limit, weight_bytes, with_weights, write_model
 from exporter.fileio import write_bytes_atomic
@@ -92,6 +92,7 @@ def export(
     do_constant_folding: bool = True,
     optimize: bool = True,
     external_data: bool | None = None,
+    strict_dynamic: bool = False,
 ) -> onnx.ModelProto:
     """Export `model` run on `args` to ONNX; also write it to `f` when given.
 
@@ -107,11 +108,14 @@ def export(
     `input_names`/`output_names` name the graph's inputs and outputs, `dynamic_axes` marks
     axes as dynamic (`{"x": {0: "batch"}}`), `custom_symbolics` maps overload names to
     symbolic functions for this call only. `verbose=True` prints the graph with scopes.
+    A dynamic axis the model fixes to one size is exported static with an ExportWarning (the
+    axis, the reason, your line) and listed in the model's `roundtrip.static_axes` metadata;
+    `strict_dynamic=True` raises ExportError instead.
     """
     result = export_program(
         model, args, kwargs=kwargs, input_names=input_names, output_names=output_names,
         opset_version=opset_version, dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics,
-        do_constant_folding=do_constant_folding, optimize=optimize,
+        do_constant_folding=do_constant_folding, optimize=optimize, strict_dynamic=strict_dynamic,
     )
     model = result.model if f is None else _save_and_return(result, f, external_data)
     if verbose:
@@ -148,6 +152,7 @@ def export_program(
     custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
     do_constant_folding: bool = True,
     optimize: bool = True,
+    strict_dynamic: bool = False,
 ) -> ExportResult:
     """Like `export`, but return the ExportedProgram and naming alongside the model.
 
@@ -156,7 +161,7 @@ def export_program(
     started = time.perf_counter()
     program = capture(
         model, args, kwargs=kwargs, input_names=input_names, output_names=output_names,
-        dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics,
+        dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics, strict_dynamic=strict_dynamic,
     )
     captured = time.perf_counter()
     converted = convert_program(program, opset_version=opset_version, do_constant_folding=do_constant_folding,
@@ -237,6 +242,7 @@ def convert_program(
     )
     metadata = {"roundtrip.renamed_values": json.dumps(conversion.renamed)} if conversion.renamed else {}
     metadata[OPTIMIZED_KEY] = "true" if optimize else "false"
+    metadata.update(specialise.metadata_entry(record.static_axes if record is not None else ()))
     checks = [*program.graph_module.meta.get(RELAXED_GUARDS_KEY, []), *conversion.graph.dropped_checks]
     if checks:
         metadata[DROPPED_CHECKS_KEY] = json.dumps(checks)

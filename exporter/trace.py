@@ -31,7 +31,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export.graph_signature import OutputKind
 
-from exporter import functionalize
+from exporter import functionalize, specialise
 from exporter.errors import ExportError, ExportWarning
 from exporter.provenance import _inside_torch, _short_path
 from exporter.registry import CAPTURE_HOOKS, DEFAULT_OPSET, Dispatcher
@@ -177,6 +177,7 @@ class CaptureRecord:
     dynamic_axes: dict[str, dict[int, str]] | None
     custom_symbolics: Mapping[Any, Callable[..., Any]] | None
     input_keys: tuple[str, ...] = ()  # the keyword inputs' names, which name their dynamic axes
+    static_axes: tuple[specialise.SpecialisedAxis, ...] = ()  # declared dynamic, exported static
 
 
 def capture_record(program: torch.export.ExportedProgram) -> CaptureRecord | None:
@@ -194,6 +195,7 @@ def capture(
     output_names: Sequence[str] | None = None,
     dynamic_axes: DynamicAxes | None = None,
     custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
+    strict_dynamic: bool = False,
 ) -> torch.export.ExportedProgram:
     """Capture `model` run on `args` (and `kwargs`) once, for `exporter.convert` at one or more opsets.
 
@@ -204,7 +206,9 @@ def capture(
     symbolic at any opset (or in `custom_symbolics`), so it may be converted at any supported
     opset: the opset is the conversion's alone (`exporter.convert(opset_version=...)`). A
     module that updates its buffers or inputs gets one ExportWarning: the ONNX model computes
-    its outputs but cannot carry those updates.
+    its outputs but cannot carry those updates. A declared dynamic axis the model fixes to one
+    size is exported static with an ExportWarning saying why and where (exporter.specialise);
+    `strict_dynamic=True` refuses such a capture instead.
     """
     if not isinstance(model, torch.nn.Module):
         raise ExportError(f"export() takes a torch.nn.Module, got {type(model).__name__}")
@@ -225,7 +229,9 @@ def capture(
     parameter_names = [p.name for p in _forward_parameters(model) if p.kind in _POSITIONAL]
     dynamic_shapes = dynamic_shapes_for(args, names, dynamic_axes, output_names or (), kwargs, parameter_names)
     keep = Dispatcher(DEFAULT_OPSET, custom_symbolics).known_targets()  # any opset: known_targets spans all
-    program = capture_program(model, args, kwargs, dynamic_shapes, keep)
+    program = capture_program(model, args, kwargs, dynamic_shapes, keep, strict_dynamic)
+    static_axes = specialise.specialised_axes(program, names + list(kwargs), normalize_dynamic_axes(dynamic_axes))
+    specialise.warn_specialised(static_axes, type(model).__name__)
     _check_outputs(program, output_names, dynamic_axes)
     warn_about_mutations(program, type(model).__name__)
     program.graph_module.meta[CAPTURE_KEY] = CaptureRecord(
@@ -236,6 +242,7 @@ def capture(
         dynamic_axes=normalize_dynamic_axes(dynamic_axes) if dynamic_axes else None,
         custom_symbolics=dict(custom_symbolics) if custom_symbolics else None,
         input_keys=tuple(kwargs),
+        static_axes=tuple(static_axes),
     )
     return program
 
@@ -329,6 +336,7 @@ def capture_program(
     kwargs: dict[str, Any] | None,
     dynamic_shapes: tuple[Any, ...] | dict[str, Any] | None,
     keep: Iterable[str],
+    strict_dynamic: bool = False,
 ) -> torch.export.ExportedProgram:
     """Export `model` and decompose everything except the overloads named in `keep`.
 
@@ -341,7 +349,7 @@ def capture_program(
         dynamic_shapes = (dynamic_shapes,)  # forward(*args): torch.export nests them under `args`
     with CAPTURE_LOCK, eval_mode(model), _capture_hooks(model, keep_set):
         try:
-            program = _export_relaxing_unproven_guards(model, args, kwargs, dynamic_shapes)
+            program = _export_specialising(model, args, kwargs, dynamic_shapes, strict_dynamic)
         except ExportError:
             raise  # a capture hook's refusal, which already says what to do
         except Exception as error:  # torch raises many types; all mean "could not capture"
@@ -359,12 +367,38 @@ def capture_program(
             with _torch_diagnostics_held():
                 decomposed = program.run_decompositions(table)
             decomposed.graph_module.meta[RELAXED_GUARDS_KEY] = guards
+            if specialise.SPECIALISED_META in program.graph_module.meta:
+                decomposed.graph_module.meta[specialise.SPECIALISED_META] = program.graph_module.meta[specialise.SPECIALISED_META]
             return decomposed
         except Exception as error:
             raise ExportError(
                 f"decomposing the captured graph of {type(model).__name__} failed: "
                 f"{type(error).__name__}: {_first_lines(str(error))}"
             ) from error
+
+
+def _export_specialising(
+    model: torch.nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any] | None,
+    dynamic_shapes: tuple[Any, ...] | dict[str, Any] | None,
+    strict_dynamic: bool,
+) -> torch.export.ExportedProgram:
+    """`_export_relaxing_unproven_guards`; where torch refuses because the model fixes a dynamic
+    dim to one size, capture again with the dims as Dim.AUTO (unless `strict_dynamic`), recording
+    where sizes became constants (exporter.specialise)."""
+    try:
+        return _export_relaxing_unproven_guards(model, args, kwargs, dynamic_shapes)
+    except Exception as error:
+        if strict_dynamic or dynamic_shapes is None or not specialise.is_specialisation(error):
+            raise
+        refusal = str(error)
+    logger.debug("a dynamic dim was fixed to one size (%s); capturing with Dim.AUTO", _first_lines(refusal))
+    with specialise.recording_constants() as constants, _torch_diagnostics_held():
+        program = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=specialise.auto_dims(dynamic_shapes),
+                                      strict=False)
+    program.graph_module.meta[specialise.SPECIALISED_META] = specialise.Specialisations(refusal, constants)
+    return program
 
 
 def _export_relaxing_unproven_guards(

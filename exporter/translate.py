@@ -24,7 +24,7 @@ from exporter.dtypes import unsupported_reason
 from exporter.errors import ExportError, SymbolicError, UnsupportedOperator, UnsupportedOperatorError
 from exporter.graph import Dim, Graph, Value
 from exporter.provenance import scope_of, source_of
-from exporter.registry import Dispatcher, normalize_target
+from exporter.registry import MIN_OPSET, Dispatcher, SymbolicEntry, normalize_target
 from exporter.trace import DynamicAxes, check_output_names, normalize_dynamic_axes, user_outputs
 
 # Input kinds whose placeholders hold a tensor the ONNX graph carries as an initializer.
@@ -127,6 +127,8 @@ def translate(
             "roundtrip.scope": scope_of(node, root_name),
             "roundtrip.source": source_of(node),
         }
+        if not isinstance(found, str) and _complex_operands(node) and not getattr(found.fn, "takes_complex", False):
+            found = _complex_form(target)  # complex values are (..., 2) pairs: only some ops read them
         if isinstance(found, str):
             unsupported.append(_unsupported(node, root_name, target, *_capture_construct(node, found)))
             env[node.name] = MISSING
@@ -152,6 +154,22 @@ def translate(
         raise UnsupportedOperatorError(unsupported, opset_version)
     _add_outputs(program, graph, env, conversion, output_names)
     return conversion
+
+
+def _complex_form(target: str) -> SymbolicEntry | str:
+    """The symbolic of `target` for complex operands (symbolics/fft.py), or why there is none."""
+    from exporter.symbolics.fft import COMPLEX_FORMS
+
+    if target in COMPLEX_FORMS:
+        return SymbolicEntry(target, COMPLEX_FORMS[target], MIN_OPSET, "builtin")
+    return ("it reads a complex tensor, which only view_as_real, view_as_complex, the FFTs and "
+            f"{', '.join(sorted(COMPLEX_FORMS))} translate (complex values are real pairs in the graph)")
+
+
+def _complex_operands(node: torch.fx.Node) -> bool:
+    """Whether the node reads a complex tensor."""
+    return any(isinstance(arg.meta.get("val"), torch.Tensor) and arg.meta["val"].dtype.is_complex
+               for arg in node.all_input_nodes)
 
 
 def user_input_nodes(program: torch.export.ExportedProgram) -> list[torch.fx.Node]:
@@ -339,6 +357,8 @@ def _name_one(graph: Graph, value: Any, name: str, meta: Any, start: int, shapes
     if isinstance(meta, torch.Tensor):
         value.dtype = meta.dtype
         value.shape = shapes.shape(meta)
+        if meta.dtype.is_complex:  # a complex value travels as (..., 2) real pairs (symbolics/fft.py)
+            value.dtype, value.shape = meta.dtype.to_real(), (*value.shape, 2)
     elif isinstance(meta, (torch.SymInt, int)) and not isinstance(meta, bool):
         value.dtype = torch.int64
         value.shape = ()

@@ -258,6 +258,11 @@ def verify_exported(
             started = time.perf_counter()
             _per_op(verification, exported, values, feeds, spec, table, tf32, shared, actual_outputs, strict)
             timings["per_op_s"] = time.perf_counter() - started
+        if exported.program is not None and actual_outputs is not None:  # outputs that are, or come from, draws
+            from harness.analysis.draws import output_comparisons
+
+            verification.outputs = output_comparisons(exported.program, values, verification.outputs,
+                                                      actual_outputs, expected_outputs, verification.ops)
 
     verification.passed = verification.verdict(
         backend_ran=actual_outputs is not None,

@@ -22,7 +22,10 @@ class OpCase:
     A row with `dynamic_axes` is also run at other sizes of each dynamic axis (re-running the
     exported model). `reference`, when given, computes torch's expected outputs from the
     inputs instead of the module: for forms torch's CPU kernels refuse (e.g. a half_to_float
-    softmax), whose result torch defines through an equivalent call.
+    softmax), whose result torch defines through an equivalent call. `law`, for a row whose
+    outputs are random draws, gives their distribution from the inputs (a
+    harness.metrics.distribution.Law per output): the runner then checks shape, dtype and
+    distribution statistics instead of values.
     """
 
     name: str
@@ -38,6 +41,7 @@ class OpCase:
     refused: str | None = None  # the exporter must raise ExportError whose message contains this
     tags: tuple[str, ...] = field(default_factory=tuple)
     reference: Callable[..., Any] | None = None  # torch's expected outputs from the inputs
+    law: Callable[..., Any] | None = None  # the outputs' distributions from the inputs (random ops)
 
 
 class Lambda(torch.nn.Module):

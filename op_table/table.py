@@ -22,6 +22,7 @@ import exporter
 from exporter.registry import BUILTINS, normalize_target
 from exporter.trace import forward_input_names, normalize_dynamic_axes
 from harness.metrics.comparison import compare
+from harness.metrics.distribution import compare_distribution
 
 from .schema import OpCase
 
@@ -80,14 +81,25 @@ def expected_outputs(case: OpCase, sample: Sample) -> list[torch.Tensor]:
         return flat_tensors(copy.deepcopy(sample.module)(*sample.args))
 
 
-def check_outputs(case: OpCase, actual: list[np.ndarray], expected: list[torch.Tensor], reproduce: str) -> None:
+def check_outputs(case: OpCase, actual: list[np.ndarray], expected: list[torch.Tensor], reproduce: str,
+                  inputs: tuple[Any, ...] = ()) -> None:
     """The backend's outputs against torch's: as many, same dtypes and shapes, within the row's
-    atol/rtol (integers and bools exactly); assertion messages start with `reproduce`."""
+    atol/rtol (integers and bools exactly), or, for a row with a `law`, distributed as the law
+    of the `inputs` says; assertion messages start with `reproduce`."""
     assert len(actual) == len(expected), f"{reproduce}: {len(actual)} outputs, torch has {len(expected)}"
-    for index, (got, want) in enumerate(zip(actual, expected)):
-        comparison = compare(got, want.numpy(), atol=case.atol, rtol=case.rtol, name=f"output {index}")
+    laws = flat_laws(case.law(*inputs)) if case.law is not None else [None] * len(expected)
+    for index, (got, want, law) in enumerate(zip(actual, expected, laws)):
+        if law is not None:
+            comparison = compare_distribution(got, want.numpy(), law, name=f"output {index}")
+        else:
+            comparison = compare(got, want.numpy(), atol=case.atol, rtol=case.rtol, name=f"output {index}")
         assert comparison.dtype_match, f"{reproduce}: output {index} is {got.dtype}, torch gives {want.dtype}"
         assert comparison.passed, f"{reproduce}: output {index} differs: {comparison.to_dict()}"
+
+
+def flat_laws(laws: Any) -> list[Any]:
+    """A row's law(s) as a list, one per output."""
+    return list(laws) if isinstance(laws, (tuple, list)) else [laws]
 
 
 def resized_samples(case: OpCase, sample: Sample) -> list[Sample]:

@@ -260,9 +260,11 @@ def test_a_guard_torch_cannot_prove_keeps_the_axis_dynamic(capfd):
     assert "Constraints violated" not in capfd.readouterr().err  # the first attempt's noise is not shown
 
 
-def test_an_axis_the_model_fixes_is_still_refused():
+def test_an_axis_the_model_fixes_is_still_refused_with_strict_dynamic():
+    """Without strict_dynamic the axis is exported static with a warning (test_dynamic_axes_fallback.py)."""
     with pytest.raises(exporter.ExportError, match="torch.export could not capture FixedBatch"):
-        exporter.export(FixedBatch(), (torch.randn(2, 4),), input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+        exporter.export(FixedBatch(), (torch.randn(2, 4),), input_names=["x"], dynamic_axes={"x": {0: "batch"}},
+                        strict_dynamic=True)
 
 
 def test_fewer_output_names_name_the_first_outputs():

@@ -106,14 +106,14 @@ def test_op(case: OpCase, opset: int, prepared: _Prepared) -> None:
         prepared.expected = expected_outputs(case, sample)
         prepared.resized = [(other, expected_outputs(case, other)) for other in resized_samples(case, sample)]
     backend = prepare(result.model, "CPU")
-    check_outputs(case, backend.run(sample.tensor_args), prepared.expected, reproduce)
+    check_outputs(case, backend.run(sample.tensor_args), prepared.expected, reproduce, sample.args)
     for other, expected in prepared.resized:  # the same model at other sizes of its dynamic axes
         where = f"{reproduce}, inputs of shapes {[tuple(t.shape) for t in other.tensor_args]}"
         try:
             actual = backend.run(other.tensor_args)
         except Exception as error:  # e.g. a Reshape to a size baked in at export
             pytest.fail(f"{where}: onnxruntime cannot run the model: {first_line(error)}")
-        check_outputs(case, actual, expected, where)
+        check_outputs(case, actual, expected, where, other.args)
 
 
 def _check_targets(case: OpCase, result: exporter.ExportResult) -> None:

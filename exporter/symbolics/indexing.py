@@ -129,8 +129,13 @@ def index_select(g: Graph, self: Value, dim: int, index: Value) -> Value:
 def nonzero(g: Graph, self: Value) -> Value:
     """nonzero(Tensor self) -> Tensor
 
-    ONNX NonZero gives (rank, count); torch wants (count, rank).
+    ONNX NonZero gives (rank, count); torch wants (count, rank). A 0-d tensor has no
+    coordinates: (1, 0) when it is nonzero, (0, 0) when not (ONNX NonZero says (1, 1) / (1, 0)).
     """
+    if rank_of(self) == 0:
+        count = cast_to(g, g.op("Not", g.op("Equal", self, g.constant(0, self.dtype))), torch.int64)
+        shape = g.op("Concat", g.op("Reshape", count, g.constant([1], torch.int64)), g.constant([0], torch.int64), axis_i=0)
+        return g.op("ConstantOfShape", shape, value_t=np.zeros(1, np.int64))
     return g.op("Transpose", g.op("NonZero", self), perm_i=[1, 0])
 
 

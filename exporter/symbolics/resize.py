@@ -8,9 +8,13 @@ respectively, so the symbolic passes on whichever torch had. Coordinate conventi
 | torch | ONNX Resize |
 |---|---|
 | nearest | mode=nearest, coordinate_transformation_mode=asymmetric, nearest_mode=floor |
-| linear modes, align_corners=False | mode=linear, pytorch_half_pixel (source clamped at 0 in both) |
+| linear modes, align_corners=False | mode=linear, half_pixel (source clamped at 0 in both) |
 | linear modes, align_corners=True | mode=linear, align_corners |
 | bicubic | mode=cubic, cubic_coeff_a=-0.75, same coordinate modes |
+
+torch maps an output axis of size 1 to the source coordinate `0.5 * in/out - 0.5` like any
+other; ONNX's `pytorch_half_pixel` maps it to 0 instead, so `half_pixel` (which differs from it
+only there) is the convention that matches torch at every output size.
 
 From opset 18 Resize takes an `axes` attribute, so output sizes are given for the resized
 axes only; at 17 the batch and channel sizes are read with Shape and prepended.
@@ -32,7 +36,7 @@ def _resize_attributes(mode: str, align_corners: bool | None) -> dict[str, Any]:
         return {"mode_s": "nearest", "coordinate_transformation_mode_s": "asymmetric", "nearest_mode_s": "floor"}
     attributes = {
         "mode_s": mode,
-        "coordinate_transformation_mode_s": "align_corners" if align_corners else "pytorch_half_pixel",
+        "coordinate_transformation_mode_s": "align_corners" if align_corners else "half_pixel",
     }
     if mode == "cubic":
         attributes["cubic_coeff_a_f"] = -0.75

@@ -20,6 +20,7 @@ from exporter.graph import Graph, Value
 from exporter.registry import symbolic
 from exporter.symbolics._helpers import (
     INT64_MAX,
+    cast_to,
     dim_size,
     emits_no_nodes,
     int64_vector,
@@ -41,9 +42,10 @@ def view(g: Graph, self: Value, size) -> Value:
     """view(Tensor(a) self, SymInt[] size) -> Tensor(a)
 
     `reshape`, `flatten` and `view_as` reach here too: torch.export rewrites them to view.
+    A 0 in torch's size is always a size of 0, never ONNX's "copy the input's dim", also when
+    it only appears at run time (a dynamic axis of size 0), so Reshape gets allowzero=1.
     """
-    allowzero = 1 if any(isinstance(s, int) and s == 0 for s in size) else 0
-    return g.op("Reshape", self, int64_vector(g, list(size)), allowzero_i=allowzero)
+    return g.op("Reshape", self, int64_vector(g, list(size)), allowzero_i=1)
 
 
 @symbolic("aten::permute")
@@ -270,12 +272,28 @@ def scalar_tensor(g: Graph, s, **options) -> Value:
 def arange(g: Graph, start, end, step=1, **options) -> Value:
     """arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
 
-    A constant when the bounds are static, else a Range in the result dtype.
+    A constant when the bounds are static. Otherwise torch's own arithmetic: integer bounds of
+    an integer result count in int64 (a Range); any other form counts `ceil((end - start) /
+    step)` elements and computes `start + i * step` in float64, then casts, as torch's kernel
+    does. A Range in float32 would count in float32 and could return one element more.
     """
     dtype = g.ctx.output_dtype
-    if not any(isinstance(v, Value) for v in (start, end, step)):
+    bounds = (start, end, step)
+    if not any(isinstance(v, Value) for v in bounds):
         return g.constant(torch.arange(start, end, step, dtype=dtype))
-    return g.op("Range", *(scalar_of(g, v, dtype) for v in (start, end, step)))
+    if not dtype.is_floating_point and all(_is_integral(v) for v in bounds):
+        return cast_to(g, g.op("Range", *(scalar_of(g, v, torch.int64) for v in bounds)), dtype)
+    start, end, step = (scalar_of(g, v, torch.float64) for v in bounds)
+    count = g.op("Ceil", g.op("Div", g.op("Sub", end, start), step))
+    index = g.op("Range", g.constant(0.0, torch.float64), count, g.constant(1.0, torch.float64))
+    return cast_to(g, g.op("Add", start, g.op("Mul", index, step)), dtype)
+
+
+def _is_integral(value) -> bool:
+    """A Python int or an integer Value (a SymInt), not a float or SymFloat."""
+    if isinstance(value, Value):
+        return value.dtype is not None and not value.dtype.is_floating_point
+    return isinstance(value, int)
 
 
 # -- SymInt arithmetic and runtime checks ---------------------------------------------------------------
@@ -290,11 +308,13 @@ def sym_size(g: Graph, self: Value, dim: int) -> Value:
 def _sym_binary(
     g: Graph, onnx_op: str | Callable[[Graph, Value, Value], Value], python_op, a, b
 ) -> Value | int | bool:
-    """A SymInt op: folded when both sides are Python ints, else on 0-d int64 Values
-    (`onnx_op` is an ONNX op type, or a function emitting the op)."""
+    """A SymInt op: folded when both sides are Python numbers, else on 0-d int64 Values, or
+    float64 ones when either side is a float (SymFloat arithmetic, as Python computes it).
+    `onnx_op` is an ONNX op type, or a function emitting the op."""
     if not isinstance(a, Value) and not isinstance(b, Value):
         return python_op(a, b)
-    a, b = promote(g, a, b, dtype=torch.int64)
+    dtype = torch.int64 if _is_integral(a) and _is_integral(b) else torch.float64
+    a, b = promote(g, a, b, dtype=dtype)
     return onnx_op(g, a, b) if callable(onnx_op) else g.op(onnx_op, a, b)
 
 
@@ -314,6 +334,21 @@ def sym_sub(g: Graph, a, b) -> Value | int:
 def sym_mul(g: Graph, a, b) -> Value | int:
     """SymInt a * b, as int64 scalars."""
     return _sym_binary(g, "Mul", operator.mul, a, b)
+
+
+@symbolic("_operator.truediv")
+def sym_truediv(g: Graph, a, b) -> Value | float:
+    """SymInt or SymFloat a / b: a float64 scalar, as Python's true division."""
+    if not isinstance(a, Value) and not isinstance(b, Value):
+        return operator.truediv(a, b)
+    a, b = promote(g, a, b, dtype=torch.float64)
+    return g.op("Div", a, b)
+
+
+@symbolic("torch.sym_float")
+def sym_float(g: Graph, a) -> Value | float:
+    """torch.sym_float(a): a SymInt as a float64 scalar (what `size * 0.5` computes in)."""
+    return float(a) if not isinstance(a, Value) else cast_to(g, a, torch.float64)
 
 
 @symbolic("_operator.ge")

@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 import torch
 
+from harness.analysis import draws
 from harness.analysis.accumulated import run_instrumented
 from harness.analysis.fx_mapping import NodeGroup, output_at, value_sources
 from harness.analysis.isolated import isolate
@@ -129,6 +130,10 @@ def _torch_output(analysis: FxAnalysis, group: NodeGroup, index: int) -> Any:
 
 def _compare_outputs(group: NodeGroup, actual: Mapping[str, Any], analysis: FxAnalysis,
                      record: OpRecord) -> list[Comparison]:
+    if draws.random_op(group.aten):  # its values are draws: checked by their law (analysis.draws)
+        node = next(n for n in analysis.program.graph.nodes if n.name == group.fx_node)
+        return draws.compare_draws(record, node, analysis.values, actual,
+                                   lambda index: _torch_output(analysis, group, index), group.outputs)
     tolerance = _tolerance(record)
     comparisons = []
     for index, name in sorted(group.outputs.items()):

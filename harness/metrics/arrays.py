@@ -9,12 +9,17 @@ import numpy as np
 
 
 def as_array(value: Any) -> np.ndarray:
-    """numpy view of a tensor, array or Python scalar (bfloat16 becomes float32, SymInt int64;
-    so do ml_dtypes' bfloat16 and float8 arrays, as onnxruntime and onnx.reference return them)."""
+    """numpy view of a tensor, array or Python scalar (bfloat16 becomes float32, SymInt int64, a
+    complex tensor its (..., 2) real pairs: the layout the exporter gives complex values; ml_dtypes'
+    bfloat16 and float8 arrays, as onnxruntime and onnx.reference return them, become float32)."""
     if hasattr(value, "detach"):
         tensor = value.detach().cpu()
         if str(tensor.dtype) == "torch.bfloat16":
             tensor = tensor.float()
+        if tensor.is_complex():
+            import torch
+
+            tensor = torch.view_as_real(tensor.resolve_conj())
         return tensor.numpy()
     if isinstance(value, bool):
         return np.asarray(value)
