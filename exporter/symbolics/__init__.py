@@ -3,5 +3,5 @@
 from __future__ import annotations
 
 from exporter.symbolics import (  # noqa: F401
-    attention, conv, elementwise, indexing, nn, pooling, reduction, resize, rnn, shape,
+    attention, conv, detection, elementwise, indexing, nn, pooling, reduction, resize, rnn, shape,
 )
