@@ -37,6 +37,7 @@ from harness.analysis.torch_values import flat_user_inputs, output_values, recor
 from harness.exporters import EXPORTERS, ExportedForVerification, export_for_verification
 from harness.metrics.arrays import as_array, flatten_outputs
 from harness.metrics.comparison import compare
+from harness.metrics.detections import compare_detection_outputs, detection_layout, mark_matched_rows
 from harness.metrics.tolerances import ToleranceTable, load as load_tolerances
 from harness.records import CheckerResult, Verification
 from harness.runtime.shared_weights import copy_model
@@ -212,9 +213,11 @@ def verify_exported(
         if exported.program is not None:
             values = record_values(exported.program, torch_args, kwargs=torch_kwargs, device=spec.torch_device)
             expected_outputs = flatten_outputs(output_values(exported.program, values))
+            layout = detection_layout(_output_tree(exported.program, expected_outputs))
             verification.notes.extend(_mutation_notes(exported.program))
         else:
-            expected_outputs = flatten_outputs(_run_eager(module, torch_args, torch_kwargs, spec.torch_device))
+            eager = _run_eager(module, torch_args, torch_kwargs, spec.torch_device)
+            expected_outputs, layout = flatten_outputs(eager), detection_layout(eager)
         timings["torch_s"] = time.perf_counter() - started
 
         started = time.perf_counter()
@@ -231,6 +234,10 @@ def verify_exported(
                         allowed_mismatch=allowed_mismatch)
                 for a, e, name in zip(actual_outputs, expected_outputs, output_names)
             ]
+            if layout is not None and len(actual_outputs) == len(expected_outputs):  # detections: matched
+                verification.outputs = compare_detection_outputs(
+                    actual_outputs, [as_array(e) for e in expected_outputs], layout,
+                    atol=output_atol, rtol=output_rtol, names=output_names)
             if len(actual_outputs) != len(expected_outputs):
                 verification.notes.append(
                     f"the ONNX model has {len(actual_outputs)} outputs, torch {len(expected_outputs)}"
@@ -238,6 +245,8 @@ def verify_exported(
         if per_op:
             started = time.perf_counter()
             _per_op(verification, exported, values, feeds, spec, table, tf32, shared, actual_outputs, strict)
+            if layout is not None:
+                verification.notes.extend(mark_matched_rows(verification.ops, verification.outputs))
             timings["per_op_s"] = time.perf_counter() - started
 
     verification.passed = verification.verdict(
@@ -310,6 +319,14 @@ def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, pr
         loaded, source, feeds, spec.kind, table, run, initializer, production=production,
         environment=verification.environment, strict=strict,
     ))
+
+
+def _output_tree(program: torch.export.ExportedProgram, flat: list[Any]) -> Any:
+    """The user outputs in the structure forward() returned them (None when it cannot be rebuilt)."""
+    try:
+        return pytree.tree_unflatten(list(flat), program.call_spec.out_spec)
+    except (ValueError, TypeError):  # a program whose output spec does not fit its user outputs
+        return None
 
 
 def _mutation_notes(program: torch.export.ExportedProgram) -> list[str]:

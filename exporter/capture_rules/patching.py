@@ -41,7 +41,8 @@ def is_capturing() -> bool:
 
 @dataclass
 class CaptureRule:
-    """Replace `module.attribute` (the `target`, "module:attribute") by `replacement` during capture.
+    """Replace `module.attribute` (the `target`, "module:attribute" or "module:Class.method") by
+    `replacement` during capture.
 
     `settles` names the guard torch.export could not decide without the rule (as torch prints
     it, with the library line); `soundness` says why the replacement computes what the original
@@ -67,7 +68,8 @@ class CaptureRule:
         """The library's own function (also while the rule is installed)."""
         if self._original is not None:
             return self._original
-        return getattr(importlib.import_module(self.module_name), self.attribute)
+        owner, name = _owner(importlib.import_module(self.module_name), self.attribute)
+        return getattr(owner, name)
 
     @contextmanager
     def installed(self) -> Iterator[bool]:
@@ -78,10 +80,11 @@ class CaptureRule:
         except ImportError:
             yield False
             return
+        owner, name = _owner(module, self.attribute)
         with _INSTALL_LOCK:
             if self._users == 0:
-                self._original = getattr(module, self.attribute)
-                setattr(module, self.attribute, self._dispatcher(self._original))
+                self._original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+                setattr(owner, name, self._dispatcher(self._original))
             self._users += 1
         try:
             yield True
@@ -89,7 +92,7 @@ class CaptureRule:
             with _INSTALL_LOCK:
                 self._users -= 1
                 if self._users == 0:
-                    setattr(module, self.attribute, self._original)
+                    setattr(owner, name, self._original)
                     self._original = None
 
     def _dispatcher(self, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -103,6 +106,15 @@ class CaptureRule:
 
         dispatch.__roundtrip_capture_rule__ = self  # type: ignore[attr-defined]
         return dispatch
+
+
+def _owner(module: Any, attribute: str) -> tuple[Any, str]:
+    """The object holding `attribute` ("name" on the module, or "Class.method") and the last name."""
+    *path, name = attribute.split(".")
+    owner = module
+    for part in path:
+        owner = getattr(owner, part)
+    return owner, name
 
 
 RULES: list[CaptureRule] = []

@@ -70,3 +70,25 @@ def multiscale_roi_align(
     for level in range(1, len(pooled)):
         result = torch.where(levels == level, pooled[level].to(result.dtype), result)
     return result
+
+
+@rule(
+    "torchvision.models.detection.anchor_utils:AnchorGenerator.forward",
+    settles="an unspecified value: the anchor strides are `torch.empty(()).fill_(stride)`, and the "
+    "empty tensor's contents (uninitialised memory in torch) would be a row no backend can match",
+    soundness="`torch.empty(()).fill_(v)` and `torch.full((), v)` are the same tensor; the rest of "
+    "forward() is torchvision's.",
+)
+def anchor_generator_forward(self: Any, image_list: Any, feature_maps: list[torch.Tensor]) -> list[torch.Tensor]:
+    """AnchorGenerator.forward with the strides made by `torch.full`."""
+    grid_sizes = [feature_map.shape[-2:] for feature_map in feature_maps]
+    image_size = image_list.tensors.shape[-2:]
+    dtype, device = feature_maps[0].dtype, feature_maps[0].device
+    strides = [
+        [torch.full((), image_size[0] // g[0], dtype=torch.int64, device=device),
+         torch.full((), image_size[1] // g[1], dtype=torch.int64, device=device)]
+        for g in grid_sizes
+    ]
+    self.set_cell_anchors(dtype, device)
+    anchors_over_all_feature_maps = self.grid_anchors(grid_sizes, strides)
+    return [torch.cat(list(anchors_over_all_feature_maps)) for _ in range(len(image_list.image_sizes))]
