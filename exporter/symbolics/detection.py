@@ -142,3 +142,31 @@ def sym_min(g: Graph, a, b):
 def sym_max(g: Graph, a, b):
     """max(SymInt a, SymInt b), as int64 scalars."""
     return _sym_extreme(g, "Max", max, a, b)
+
+
+# -- SymFloat arithmetic: the transform's resize to `min_size` at a dynamic image size -------------
+
+
+@symbolic("torch.sym_float")
+def sym_float(g: Graph, a):
+    """float(SymInt a): a 0-d float64 Value (Python computes sizes' floats in double)."""
+    if not isinstance(a, Value):
+        return float(a)
+    return scalar_of(g, a, torch.float64)
+
+
+@symbolic("_operator.truediv")
+def sym_truediv(g: Graph, a, b):
+    """SymInt/SymFloat a / b in float64: `self.min_size / min(h, w)` in GeneralizedRCNNTransform."""
+    if not isinstance(a, Value) and not isinstance(b, Value):
+        return a / b
+    a, b = (scalar_of(g, v, torch.float64) for v in (a, b))
+    return g.op("Div", a, b)
+
+
+@symbolic("math.trunc")
+def sym_trunc(g: Graph, a):
+    """math.trunc(SymFloat a) -> SymInt: a Cast to int64, which truncates toward zero like trunc."""
+    if not isinstance(a, Value):
+        return math.trunc(a)
+    return cast_to(g, scalar_of(g, a, torch.float64), torch.int64)

@@ -288,11 +288,12 @@ def sym_size(g: Graph, self: Value, dim: int) -> Value:
 def _sym_binary(
     g: Graph, onnx_op: str | Callable[[Graph, Value, Value], Value], python_op, a, b
 ) -> Value | int | bool:
-    """A SymInt op: folded when both sides are Python ints, else on 0-d int64 Values
-    (`onnx_op` is an ONNX op type, or a function emitting the op)."""
+    """A SymInt op: folded when both sides are Python ints, else on 0-d int64 Values (float64
+    for a SymFloat result); `onnx_op` is an ONNX op type, or a function emitting the op."""
     if not isinstance(a, Value) and not isinstance(b, Value):
         return python_op(a, b)
-    a, b = promote(g, a, b, dtype=torch.int64)
+    is_float = isinstance(g.ctx.output_meta, (float, torch.SymFloat))  # SymFloat: Python's double
+    a, b = promote(g, a, b, dtype=torch.float64 if is_float else torch.int64)
     return onnx_op(g, a, b) if callable(onnx_op) else g.op(onnx_op, a, b)
 
 
