@@ -70,12 +70,12 @@ def nms(g: Graph, boxes: Value, scores: Value, iou_threshold: float) -> Value:
 # -- torchvision::roi_align -------------------------------------------------------------------------
 
 
-@symbolic("torchvision::roi_align", since=16)
+@symbolic("torchvision::roi_align")
 def roi_align(g: Graph, input: Value, rois: Value, spatial_scale: float, pooled_height: int, pooled_width: int,
               sampling_ratio: int, aligned: bool) -> Value:
     """roi_align(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, SymInt pooled_width, int sampling_ratio, bool aligned) -> Tensor
 
-    ONNX RoiAlign (average mode) with rois [K, 5] split into batch indices (column 0) and
+    ONNX RoiAlign (average mode; opset >= 16 for its coordinate_transformation_mode) with rois [K, 5] split into batch indices (column 0) and
     corners. torchvision's `aligned=True` shifts by half a pixel ("half_pixel"); `aligned=False`
     does not ("output_half_pixel"), and both clamp a ROI to at least one cell in that mode as
     onnxruntime does. A sampling ratio <= 0 means adaptive in torchvision, 0 in ONNX.
@@ -112,7 +112,10 @@ def empty(g: Graph, size, **options) -> Value:
 
 @symbolic("aten::floor")
 def floor(g: Graph, self: Value) -> Value:
-    """floor(Tensor self) -> Tensor (the FPN level of a box in MultiScaleRoIAlign's LevelMapper)"""
+    """floor(Tensor self) -> Tensor
+
+    The FPN level of a box in MultiScaleRoIAlign's LevelMapper; integers are their own floor.
+    """
     if self.dtype is not None and not self.dtype.is_floating_point:
         return g.op("Identity", self)
     return g.op("Floor", self)
@@ -120,7 +123,10 @@ def floor(g: Graph, self: Value) -> Value:
 
 @symbolic("aten::log2")
 def log2(g: Graph, self: Value) -> Value:
-    """log2(Tensor self) -> Tensor, as ln(x) / ln(2) (ONNX has no Log2)."""
+    """log2(Tensor self) -> Tensor
+
+    ln(x) / ln(2): ONNX has no Log2.
+    """
     (x,) = promote(g, self)
     return g.op("Div", g.op("Log", x), g.constant(math.log(2.0), x.dtype))
 
