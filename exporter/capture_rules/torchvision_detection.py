@@ -92,3 +92,52 @@ def anchor_generator_forward(self: Any, image_list: Any, feature_maps: list[torc
     self.set_cell_anchors(dtype, device)
     anchors_over_all_feature_maps = self.grid_anchors(grid_sizes, strides)
     return [torch.cat(list(anchors_over_all_feature_maps)) for _ in range(len(image_list.image_sizes))]
+
+
+@rule(
+    "torchvision.models.detection.transform:paste_masks_in_image",
+    settles="Min(<detections>, u5) (torchvision/models/detection/roi_heads.py: paste_masks_in_image "
+    "loops over the detections in Python, and each mask's size int(box[2] - box[0] + 1) is a "
+    "data-dependent int)",
+    soundness="each pasted mask is torchvision's: the box's own bilinear resize (align_corners=False, "
+    "source index (j + 0.5) * M / w - 0.5 clamped at 0, the upper neighbour clamped to the last "
+    "row) evaluated at every image pixel the box covers, zero elsewhere; only the loop over the "
+    "detections becomes a batch, so the values agree to fp32 rounding.",
+)
+def paste_masks_in_image(masks: torch.Tensor, boxes: torch.Tensor, img_shape: tuple[int, int],
+                         padding: int = 1) -> torch.Tensor:
+    """torchvision's `paste_masks_in_image`, every detection at once."""
+    from torchvision.models.detection.roi_heads import expand_boxes, expand_masks
+
+    masks, scale = expand_masks(masks, padding=padding)
+    boxes = expand_boxes(boxes, scale).to(dtype=torch.int64)
+    im_h, im_w = img_shape
+    mask = masks[:, 0]  # [N, M, M]
+    rows = _bilinear_taps(boxes[:, 1], boxes[:, 3], mask.shape[-2], im_h)  # per image row
+    cols = _bilinear_taps(boxes[:, 0], boxes[:, 2], mask.shape[-1], im_w)  # per image column
+    index0, index1, weight0, weight1, inside_y = rows
+    top = torch.gather(mask, 1, index0[:, :, None].expand(-1, -1, mask.shape[-1]))
+    bottom = torch.gather(mask, 1, index1[:, :, None].expand(-1, -1, mask.shape[-1]))
+    resized_rows = weight0[:, :, None] * top + weight1[:, :, None] * bottom  # [N, im_h, M]
+    index0, index1, weight0, weight1, inside_x = cols
+    left = torch.gather(resized_rows, 2, index0[:, None, :].expand(-1, resized_rows.shape[1], -1))
+    right = torch.gather(resized_rows, 2, index1[:, None, :].expand(-1, resized_rows.shape[1], -1))
+    pasted = weight0[:, None, :] * left + weight1[:, None, :] * right  # [N, im_h, im_w]
+    inside = inside_y[:, :, None] & inside_x[:, None, :]
+    return torch.where(inside, pasted, torch.zeros((), dtype=pasted.dtype))[:, None]
+
+
+def _bilinear_taps(start: torch.Tensor, end: torch.Tensor, mask_size: int, image_size: Any):
+    """For every image pixel along one axis and every box [start, end] (ints): the two source
+    rows of the box's resized mask, their weights, and whether the pixel is inside the box."""
+    extent = torch.clamp(end - start + 1, min=1)  # torchvision: max(int(box[2] - box[0] + 1), 1)
+    pixel = torch.arange(image_size, dtype=torch.int64, device=start.device)[None, :]
+    offset = pixel - start[:, None]  # position inside the resized mask
+    inside = (pixel >= start[:, None]) & (pixel <= end[:, None])
+    # torch's scale is input size / output size, a division in fp32
+    scale = torch.full_like(extent, mask_size, dtype=torch.float32) / extent.to(torch.float32)
+    source = torch.clamp(scale[:, None] * (offset.to(torch.float32) + 0.5) - 0.5, min=0.0)
+    index0 = torch.clamp(source.to(torch.int64), max=mask_size - 1)
+    index1 = torch.clamp(index0 + 1, max=mask_size - 1)
+    weight1 = source - index0.to(torch.float32)
+    return index0, index1, 1.0 - weight1, weight1, inside
