@@ -31,7 +31,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export.graph_signature import OutputKind
 
-from exporter import functionalize, specialise
+from exporter import capture_rules, functionalize, specialise
 from exporter.errors import ExportError, ExportWarning
 from exporter.provenance import _inside_torch, _short_path
 from exporter.registry import CAPTURE_HOOKS, DEFAULT_OPSET, Dispatcher
@@ -347,7 +347,7 @@ def capture_program(
     keep_set = frozenset(keep)
     if isinstance(dynamic_shapes, tuple) and _takes_only_var_positional(model):
         dynamic_shapes = (dynamic_shapes,)  # forward(*args): torch.export nests them under `args`
-    with CAPTURE_LOCK, eval_mode(model), _capture_hooks(model, keep_set):
+    with CAPTURE_LOCK, eval_mode(model), _capture_hooks(model, keep_set), capture_rules.applied():
         try:
             program = _export_specialising(model, args, kwargs, dynamic_shapes, strict_dynamic)
         except ExportError:

@@ -42,6 +42,7 @@ from harness.analysis.torch_values import flat_user_inputs, output_values, recor
 from harness.exporters import EXPORTERS, ExportedForVerification, export_for_verification
 from harness.metrics.arrays import as_array, flatten_outputs
 from harness.metrics.comparison import Comparison, compare, dtype_name
+from harness.metrics.detections import compare_detection_outputs, detection_layout, mark_matched_rows
 from harness.metrics.noise import dtype_key, load_noise_model, unit_roundoff
 from harness.metrics.tolerances import OUTPUT, Tolerance, ToleranceTable, load as load_tolerances
 from harness.metrics.verdict import OVERRIDE, TOLERANCE, Verdict, VerdictRule, by_row, by_truth, load_rule
@@ -233,9 +234,11 @@ def verify_exported(
         if exported.program is not None:
             values = record_values(exported.program, torch_args, kwargs=torch_kwargs, device=spec.torch_device)
             expected_outputs = flatten_outputs(output_values(exported.program, values))
+            layout = detection_layout(_output_tree(exported.program, expected_outputs))
             verification.notes.extend(_mutation_notes(exported.program))
         else:
-            expected_outputs = flatten_outputs(_run_eager(module, torch_args, torch_kwargs, spec.torch_device))
+            eager = _run_eager(module, torch_args, torch_kwargs, spec.torch_device)
+            expected_outputs, layout = flatten_outputs(eager), detection_layout(eager)
         timings["torch_s"] = time.perf_counter() - started
 
         started = time.perf_counter()
@@ -247,9 +250,13 @@ def verify_exported(
 
         output_names = [o.name for o in onnx_proto.graph.output]
         if actual_outputs is not None:
-            truth = _output_truth(verification, exported, module, torch_args, torch_kwargs, timings)
-            judge_outputs(verification, actual_outputs, expected_outputs, truth, output_names, table=table,
-                          device=spec.kind, atol=output_atol, rtol=output_rtol, allowed_mismatch=allowed_mismatch)
+            if layout is not None and len(actual_outputs) == len(expected_outputs):  # detections: matched
+                judge_detections(verification, actual_outputs, expected_outputs, layout, output_names, table=table,
+                                 device=spec.kind, atol=output_atol, rtol=output_rtol)
+            else:
+                truth = _output_truth(verification, exported, module, torch_args, torch_kwargs, timings)
+                judge_outputs(verification, actual_outputs, expected_outputs, truth, output_names, table=table,
+                              device=spec.kind, atol=output_atol, rtol=output_rtol, allowed_mismatch=allowed_mismatch)
             if len(actual_outputs) != len(expected_outputs):
                 verification.notes.append(
                     f"the ONNX model has {len(actual_outputs)} outputs, torch {len(expected_outputs)}"
@@ -257,6 +264,8 @@ def verify_exported(
         if per_op:
             started = time.perf_counter()
             _per_op(verification, exported, values, feeds, spec, table, tf32, shared, actual_outputs, strict)
+            if layout is not None:
+                verification.notes.extend(mark_matched_rows(verification.ops, verification.outputs))
             timings["per_op_s"] = time.perf_counter() - started
         if exported.program is not None and actual_outputs is not None:  # outputs that are, or come from, draws
             from harness.analysis.draws import output_comparisons
@@ -330,6 +339,26 @@ def judge_outputs(verification: Verification, actual: Sequence[Any], expected: S
         verdicts.append(_verdict(against_torch, backend_side, torch_side, dtype, row, rule, given))
     verification.outputs = comparisons
     verification.output_verdicts = verdicts
+
+
+def judge_detections(verification: Verification, actual: Sequence[Any], expected: Sequence[Any],
+                     layout: Sequence[Any], names: Sequence[str], *, table: ToleranceTable, device: str,
+                     atol: float | None, rtol: float | None) -> None:
+    """A detector's outputs: detections matched box to box by label and IoU (harness.metrics.
+    detections), each field judged by the float32 output row (or the tolerances given): the
+    number and order of detections may legitimately differ, so there is no element-wise truth."""
+    row = table.lookup(OUTPUT, device, "float32")
+    given = atol is not None or rtol is not None
+    if given:
+        row = Tolerance(OUTPUT, device, row.atol if atol is None else atol, row.rtol if rtol is None else rtol,
+                        GIVEN, "float32")
+    verification.outputs = compare_detection_outputs(
+        actual, [as_array(e) for e in expected], layout, atol=row.atol, rtol=row.rtol, names=names)
+    reason = "detections matched box to box by label and IoU; judged by the output row"
+    verification.output_verdicts = [
+        by_row(c, dtype=c.dtype_expected, row=row, rule=OVERRIDE if given else TOLERANCE, reason=reason)
+        for c in verification.outputs
+    ]
 
 
 def _verdict(against_torch: Comparison, backend_side: Comparison | None, torch_side: Comparison | None, dtype: str,
@@ -415,6 +444,14 @@ def reference_fallback(spec: runtime.DeviceSpec, shared: runtime.SharedWeights |
     """The runner of the subgraphs onnxruntime has no kernel for (bfloat16 ops on the CPU):
     onnx's ReferenceEvaluator, with ml_dtypes for bfloat16; none when verifying on it."""
     return None if spec.kind == "reference" else runtime.model_runner(runtime.DeviceSpec.parse("reference"), False, shared)
+
+
+def _output_tree(program: torch.export.ExportedProgram, flat: list[Any]) -> Any:
+    """The user outputs in the structure forward() returned them (None when it cannot be rebuilt)."""
+    try:
+        return pytree.tree_unflatten(list(flat), program.call_spec.out_spec)
+    except (ValueError, TypeError):  # a program whose output spec does not fit its user outputs
+        return None
 
 
 def _mutation_notes(program: torch.export.ExportedProgram) -> list[str]:

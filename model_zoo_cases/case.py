@@ -47,9 +47,11 @@ Family = Literal[
     "segmentation",
     "video",
     "optical_flow",
+    "detection",
 ]
 # Levels: smoke (every CI run) < full (nightly) < extended (nightly: every torchvision family).
-Tier = Literal["smoke", "full", "extended"]
+# `detection` (nightly) stands apart: torchvision's detectors, selected only by their own tier.
+Tier = Literal["smoke", "full", "extended", "detection"]
 
 FAMILIES: tuple[str, ...] = get_args(Family)
 TIERS: tuple[str, ...] = get_args(Tier)
@@ -95,15 +97,21 @@ class ModelCase:
     description: str = ""
     # The measurements atol/rtol/activation_bound were derived from, if any.
     measured: Measured | None = None
+    # Outputs hold one entry per input (a detector's list of per-image mappings), so the batch
+    # is no dynamic axis: traced_batch == other_batch, and other_inputs() varies the other axes.
+    fixed_batch: bool = False
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
             raise ValueError(f"{self.name}: unknown family {self.family!r}; expected one of {FAMILIES}")
         if self.tier not in TIERS:
             raise ValueError(f"{self.name}: unknown tier {self.tier!r}; expected one of {TIERS}")
-        if self.traced_batch == self.other_batch:
+        if self.fixed_batch:
+            if self.traced_batch != self.other_batch:
+                raise ValueError(f"{self.name}: a fixed batch needs other_batch == traced_batch")
+        elif self.traced_batch == self.other_batch:
             raise ValueError(f"{self.name}: other_batch must differ from traced_batch")
-        if min(self.traced_batch, self.other_batch) < 2:
+        elif min(self.traced_batch, self.other_batch) < 2:
             # torch.export specialises dimensions of size 0 and 1, so a dynamic
             # batch axis needs example batches of at least 2.
             raise ValueError(f"{self.name}: batches must be >= 2 for a dynamic batch axis")
@@ -203,6 +211,7 @@ class ModelCase:
             "calibration_batch": self.calibration_batch,
             "calibration_steps": self.calibration_steps,
             "measured": None if self.measured is None else self.measured.to_dict(),
+            "fixed_batch": self.fixed_batch,
         }
 
 

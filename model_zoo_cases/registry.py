@@ -3,7 +3,8 @@
 Tiers are levels: `smoke` (one cheap case per 2018 family, every CI run) is part of
 `full` (the 2018 zoo, nightly), which is part of `extended` (every other torchvision
 classifier, segmentation, video and optical-flow model, nightly). `select(tier="extended")`
-returns all cases.
+returns all those cases. The `detection` tier (torchvision's detectors, nightly) is selected
+only by its own name.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Iterable
 
 from model_zoo_cases import (
     dcgan,
+    detection,
     inputs,
     measurements,
     superresolution,
@@ -23,6 +25,8 @@ from model_zoo_cases import (
     word_language_model,
 )
 from model_zoo_cases.case import TIERS, ModelCase
+
+DETECTION_TIER = "detection"
 
 _IMAGE_CLASSIFIER_IO: dict[str, Any] = {
     "input_names": ("image",),
@@ -211,6 +215,29 @@ def _extended_cases(registered: Iterable[str]) -> list[ModelCase]:
     return [_extended_case(name) for name in names if name not in taken]
 
 
+# Detections are compared matched (harness.metrics.detections), each field at these tolerances:
+# box corners are pixels (up to the image size), scores and mask probabilities lie in [0, 1].
+# Measured on the tier at seed 0 (CPU): backbone and head errors of fp32 noise reach ~1e-4 in
+# pixels and ~1e-5 in scores; 1e-3 is the same margin over noise the classifiers' rows keep.
+DETECTION_ATOL = 1e-3
+DETECTION_RTOL = 1e-3
+DETECTION_ACTIVATION_BOUND = 1e5  # box regression is in pixels: activations reach the image size
+
+
+def _detection_case(detector: detection.Detector) -> ModelCase:
+    """A detector of the `detection` tier: one image, height and width dynamic."""
+    return ModelCase(
+        name=detector.name, family="detection", build_fn=detector.build, input_fn=detector.images,
+        tier="detection", input_names=("images",), output_names=(),
+        dynamic_axes={"images": {2: "height", 3: "width"}}, calibrate=True, fixed_batch=True,
+        traced_batch=1, other_batch=1, calibration_batch=2, calibration_steps=2,
+        atol=DETECTION_ATOL, rtol=DETECTION_RTOL, activation_bound=DETECTION_ACTIVATION_BOUND,
+        description=(f"{detector.name}: one {detector.image_size}x{detector.image_size} image in [0, 1] -> "
+                     f"{', '.join(detector.outputs)} (at most {detection.DETECTIONS_PER_IMAGE}); verified again "
+                     f"at {detector.image_size // 2}x{detector.image_size // 2}"),
+    )
+
+
 def _build_cases() -> list[ModelCase]:
     cases = [
         _torchvision_case("alexnet", "alexnet", "smoke", calibrate=False, rescale_weights=True),
@@ -283,7 +310,8 @@ def _build_cases() -> list[ModelCase]:
         _word_lm_case("RNN_RELU", "full"),
         _word_lm_case("LSTM", "full", tie_weights=True),
     ]
-    return cases + _extended_cases(case.name for case in cases)
+    detectors = [_detection_case(detector) for detector in detection.DETECTORS.values()]
+    return cases + _extended_cases(case.name for case in cases) + detectors
 
 
 def _index(cases: Iterable[ModelCase]) -> dict[str, ModelCase]:
@@ -309,6 +337,8 @@ def get(name: str) -> ModelCase:
 
 
 def _in_tier(case: ModelCase, tier: str) -> bool:
+    if DETECTION_TIER in (case.tier, tier):  # a tier of its own, not a level
+        return case.tier == tier
     return TIERS.index(case.tier) <= TIERS.index(tier)
 
 

@@ -114,7 +114,8 @@ def test_get_unknown_name_suggests_close_names() -> None:
 def test_case_metadata_is_consistent(any_case: ModelCase) -> None:
     case = any_case
     assert set(case.dynamic_axes) == set(case.input_names) | set(case.output_names)
-    assert all(axes and "batch" in axes.values() for axes in case.dynamic_axes.values())
+    assert all(axes and ("batch" in axes.values() or case.fixed_batch) for axes in case.dynamic_axes.values())
+    assert not case.fixed_batch or case.traced_batch == case.other_batch
     assert 0 < case.atol < 1e-2 and 0 < case.rtol <= 1e-2
     assert case.activation_bound > 0
     assert case.allowed_mismatch_fraction == 0.0 or case.mismatch_reason

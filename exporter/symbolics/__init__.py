@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from exporter.symbolics import (  # noqa: F401
-    attention, bitwise, conv, creation, data_dependent, elementwise, fft, indexing, nn, pooling, random, reduction,
-    resize, resize_kernels, rnn, scatter, shape, sorting, statistics, unary_math,
+    attention, bitwise, conv, creation, data_dependent, detection, elementwise, fft, indexing, nn, pooling, random,
+    reduction, resize, resize_kernels, rnn, scatter, shape, sorting, statistics, unary_math,
 )

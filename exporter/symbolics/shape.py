@@ -309,12 +309,12 @@ def _sym_binary(
     g: Graph, onnx_op: str | Callable[[Graph, Value, Value], Value], python_op, a, b
 ) -> Value | int | bool:
     """A SymInt op: folded when both sides are Python numbers, else on 0-d int64 Values, or
-    float64 ones when either side is a float (SymFloat arithmetic, as Python computes it).
-    `onnx_op` is an ONNX op type, or a function emitting the op."""
+    float64 ones when either side is a float or the result is a SymFloat (SymFloat arithmetic,
+    as Python computes it). `onnx_op` is an ONNX op type, or a function emitting the op."""
     if not isinstance(a, Value) and not isinstance(b, Value):
         return python_op(a, b)
-    dtype = torch.int64 if _is_integral(a) and _is_integral(b) else torch.float64
-    a, b = promote(g, a, b, dtype=dtype)
+    is_float = isinstance(g.ctx.output_meta, (float, torch.SymFloat)) or not (_is_integral(a) and _is_integral(b))
+    a, b = promote(g, a, b, dtype=torch.float64 if is_float else torch.int64)
     return onnx_op(g, a, b) if callable(onnx_op) else g.op(onnx_op, a, b)
 
 

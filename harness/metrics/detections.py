@@ -1,0 +1,237 @@
+"""Compare the outputs of object detectors, whose number and order of detections depend on data.
+
+A torchvision-style detector returns, per image, a mapping of `boxes` [N, 4] (x1, y1, x2, y2),
+`labels` [N], `scores` [N] and, for some models, `masks` [N, 1, H, W], `keypoints` [N, K, 3] and
+`keypoints_scores` [N, K]. When scores tie, two correct implementations may return the tied
+detections in another order, or (at the `detections_per_img` cut) another one of them; a
+positional comparison then reports a divergence that is not one.
+
+The comparison (docs/ARCHITECTURE.md, "Detections"): detections are paired greedily by label
+and IoU, highest IoU first, pairs below `iou_threshold` refused; then each field is compared
+at the case's tolerance through the pairs (masks and keypoints ride on their box's pair). Every
+detection left without a pair, on either side, fails the comparison and is named in its note.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from harness.metrics.arrays import as_array
+from harness.metrics.comparison import Comparison, compare
+
+DETECTION_KEYS = ("boxes", "labels", "scores")
+"""Every detection output has these; the optional per-detection fields follow their box."""
+PER_DETECTION_KEYS = ("masks", "keypoints", "keypoints_scores")
+SETTINGS_PATH = "data/detections.json"
+
+
+@dataclass(frozen=True)
+class MatchSettings:
+    """The numbers of the matching, with their sources (harness/metrics/data/detections.json)."""
+
+    iou_threshold: float
+    max_listed: int
+
+    @classmethod
+    def load(cls) -> MatchSettings:
+        data = json.loads(resources.files("harness.metrics").joinpath(SETTINGS_PATH).read_text())
+        return cls(iou_threshold=float(data["iou_threshold"]), max_listed=int(data["max_listed"]))
+
+
+@dataclass
+class DetectionMatch:
+    """Which backend detection stands for which of torch's: `pairs` of (actual, expected) indices
+    in torch's order, the detections of each side left without a pair, and the smallest IoU of a pair."""
+
+    pairs: list[tuple[int, int]] = field(default_factory=list)
+    unmatched_actual: list[int] = field(default_factory=list)
+    unmatched_expected: list[int] = field(default_factory=list)
+    min_iou: float = 1.0
+
+    @property
+    def complete(self) -> bool:
+        return not self.unmatched_actual and not self.unmatched_expected
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pairs": [list(p) for p in self.pairs], "unmatched_actual": self.unmatched_actual,
+                "unmatched_expected": self.unmatched_expected, "min_iou": self.min_iou}
+
+
+def box_iou(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """IoU of every box in `first` [N, 4] with every box in `second` [M, 4] (x1, y1, x2, y2), in fp64."""
+    a, b = np.asarray(first, np.float64).reshape(-1, 4), np.asarray(second, np.float64).reshape(-1, 4)
+    area_a = np.clip(a[:, 2] - a[:, 0], 0, None) * np.clip(a[:, 3] - a[:, 1], 0, None)
+    area_b = np.clip(b[:, 2] - b[:, 0], 0, None) * np.clip(b[:, 3] - b[:, 1], 0, None)
+    top_left = np.maximum(a[:, None, :2], b[None, :, :2])
+    bottom_right = np.minimum(a[:, None, 2:], b[None, :, 2:])
+    inter = np.prod(np.clip(bottom_right - top_left, 0, None), axis=2)
+    union = area_a[:, None] + area_b[None, :] - inter
+    with np.errstate(divide="ignore", invalid="ignore"):
+        iou = np.where(union > 0, inter / np.where(union > 0, union, 1), (inter == 0) & (union == 0))
+    return iou.astype(np.float64)
+
+
+def match_detections(
+    actual_boxes: Any, actual_labels: Any, expected_boxes: Any, expected_labels: Any, *,
+    iou_threshold: float, actual_scores: Any = None, expected_scores: Any = None,
+) -> DetectionMatch:
+    """Pair detections of the same label, highest IoU first (ties: closest score, then torch's
+    order), never below `iou_threshold`; each detection is in at most one pair."""
+    a_boxes, e_boxes = as_array(actual_boxes).reshape(-1, 4), as_array(expected_boxes).reshape(-1, 4)
+    a_labels, e_labels = as_array(actual_labels).reshape(-1), as_array(expected_labels).reshape(-1)
+    if len(a_boxes) != len(a_labels) or len(e_boxes) != len(e_labels):
+        raise ValueError(
+            f"boxes and labels disagree in count: backend {len(a_boxes)} vs {len(a_labels)}, "
+            f"torch {len(e_boxes)} vs {len(e_labels)}"
+        )
+    iou = box_iou(a_boxes, e_boxes)
+    iou[a_labels[:, None] != e_labels[None, :]] = -1.0
+    score_gap = np.zeros_like(iou)
+    if actual_scores is not None and expected_scores is not None:
+        score_gap = np.abs(as_array(actual_scores).reshape(-1, 1).astype(np.float64)
+                           - as_array(expected_scores).reshape(1, -1).astype(np.float64))
+    a_index, e_index = np.nonzero(iou >= iou_threshold)
+    order = np.lexsort((a_index, e_index, score_gap[a_index, e_index], -iou[a_index, e_index]))
+    used_a, used_e, pairs, min_iou = set(), set(), [], 1.0
+    for k in order:
+        a, e = int(a_index[k]), int(e_index[k])
+        if a in used_a or e in used_e:
+            continue
+        used_a.add(a)
+        used_e.add(e)
+        pairs.append((a, e))
+        min_iou = min(min_iou, float(iou[a, e]))
+    pairs.sort(key=lambda pair: pair[1])
+    return DetectionMatch(
+        pairs=pairs, min_iou=min_iou,
+        unmatched_actual=[i for i in range(len(a_boxes)) if i not in used_a],
+        unmatched_expected=[i for i in range(len(e_boxes)) if i not in used_e],
+    )
+
+
+def compare_detections(
+    actual: Mapping[str, Any], expected: Mapping[str, Any], *, atol: float, rtol: float,
+    names: Mapping[str, str] | None = None, settings: MatchSettings | None = None,
+) -> tuple[list[Comparison], DetectionMatch]:
+    """One Comparison per field of one image's detections, in `expected`'s key order, after
+    matching: each compares the paired detections (backend reordered to torch's order); every
+    Comparison fails when a detection is left without a pair, and its note names them."""
+    settings = settings or MatchSettings.load()
+    missing = [key for key in DETECTION_KEYS if key not in actual or key not in expected]
+    if missing:
+        raise ValueError(f"detections need {list(DETECTION_KEYS)}; {missing} missing from one side")
+    match = match_detections(
+        actual["boxes"], actual["labels"], expected["boxes"], expected["labels"],
+        iou_threshold=settings.iou_threshold, actual_scores=actual["scores"], expected_scores=expected["scores"],
+    )
+    a_rows = np.asarray([a for a, _ in match.pairs], dtype=np.int64)
+    e_rows = np.asarray([e for _, e in match.pairs], dtype=np.int64)
+    summary = _summary(match, actual, expected, settings)
+    comparisons = []
+    for key, value in expected.items():
+        name = (names or {}).get(key, key)
+        if key not in actual:
+            continue
+        comparison = compare(as_array(actual[key])[a_rows], as_array(value)[e_rows], atol=atol, rtol=rtol, name=name)
+        comparison.shape_actual = list(as_array(actual[key]).shape)
+        comparison.shape_expected = list(as_array(value).shape)
+        comparison.note = "; ".join(part for part in (summary, comparison.note) if part)
+        if not match.complete:
+            comparison.shape_match = comparison.shape_expected == comparison.shape_actual
+            comparison.passed = False
+        comparisons.append(comparison)
+    return comparisons, match
+
+
+def _summary(match: DetectionMatch, actual: Mapping[str, Any], expected: Mapping[str, Any],
+             settings: MatchSettings) -> str:
+    count_a, count_e = len(as_array(actual["labels"]).reshape(-1)), len(as_array(expected["labels"]).reshape(-1))
+    text = (f"matched: {len(match.pairs)} of torch's {count_e} and the backend's {count_a} detections paired "
+            f"by label and IoU >= {settings.iou_threshold:g} (smallest IoU {match.min_iou:.4g})")
+    for side, indices, fields in (("backend", match.unmatched_actual, actual), ("torch", match.unmatched_expected, expected)):
+        if indices:
+            listed = ", ".join(_describe(fields, i) for i in indices[: settings.max_listed])
+            more = f" and {len(indices) - settings.max_listed} more" if len(indices) > settings.max_listed else ""
+            text += f"; {len(indices)} {side} detection(s) unmatched: {listed}{more}"
+    return text
+
+
+def _describe(fields: Mapping[str, Any], index: int) -> str:
+    box = ", ".join(f"{v:.1f}" for v in as_array(fields["boxes"]).reshape(-1, 4)[index])
+    label = as_array(fields["labels"]).reshape(-1)[index]
+    score = float(as_array(fields["scores"]).reshape(-1)[index])
+    return f"#{index} label {label} score {score:.4g} box [{box}]"
+
+
+def detection_layout(outputs: Any) -> list[dict[str, int]] | None:
+    """Where each image's detection fields sit among the flattened outputs (`flatten_outputs`
+    order): one {key: flat index} per image, or None unless `outputs` is a list of mappings
+    that each hold boxes, labels and scores (torchvision's detection output)."""
+    if not isinstance(outputs, (list, tuple)) or not outputs:
+        return None
+    layout, position = [], 0
+    for image in outputs:
+        if not isinstance(image, Mapping) or not all(k in image for k in DETECTION_KEYS):
+            return None
+        if any(isinstance(v, (Mapping, list, tuple)) for v in image.values()):
+            return None
+        layout.append({key: position + i for i, key in enumerate(image)})
+        position += len(image)
+    return layout
+
+
+def compare_detection_outputs(
+    actual: Sequence[Any], expected: Sequence[Any], layout: Sequence[Mapping[str, int]], *,
+    atol: float, rtol: float, names: Sequence[str],
+) -> list[Comparison]:
+    """Matched comparisons of every image's detections, one per flattened output, in the
+    flattened order (what `verify` puts in `Verification.outputs` for a detector)."""
+    by_index: dict[int, Comparison] = {}
+    for image in layout:
+        fields_a = {key: actual[i] for key, i in image.items()}
+        fields_e = {key: expected[i] for key, i in image.items()}
+        comparisons, _ = compare_detections(fields_a, fields_e, atol=atol, rtol=rtol,
+                                            names={key: names[i] for key, i in image.items()})
+        for key, comparison in zip([k for k in image if k in fields_a], comparisons):
+            by_index[image[key]] = comparison
+    return [by_index[i] for i in sorted(by_index)]
+
+
+def first_size_divergence(rows: Sequence[Any]) -> Any | None:
+    """The first row, in graph order, whose accumulated value has another shape than torch's:
+    where the backend's data-dependent sizes (boxes kept, detections) part from torch's. Rows are
+    OpRecords (duck-typed here); every later row of another size follows from it."""
+    for row in rows:
+        accumulated = getattr(row, "accumulated", None)
+        if accumulated is not None and not accumulated.shape_match:
+            return row
+    return None
+
+
+def mark_matched_rows(rows: Sequence[Any], outputs: Sequence[Comparison]) -> list[str]:
+    """Put the matched output comparisons on the per-op rows of the detection outputs (their
+    `accumulated`, with `check = "matched"`), and say where data-dependent sizes first diverge.
+    `rows` are OpRecords (duck-typed); returns the notes for the verification."""
+    by_name = {comparison.name: comparison for comparison in outputs}
+    for row in rows:
+        comparison = by_name.get(getattr(row, "fx_node", None))
+        if comparison is not None:
+            row.accumulated = comparison
+            row.check = "matched"
+    first = first_size_divergence([row for row in rows if getattr(row, "check", "") != "matched"])
+    if first is None:
+        return []
+    later = [row for row in rows if row is not first and row.accumulated is not None
+             and not row.accumulated.shape_match and row.check != "matched"]
+    return [
+        f"data-dependent sizes first diverge at {first.fx_node} ({first.aten}"
+        + (f", {first.source}" if getattr(first, "source", "") else "")
+        + f"): the backend's {first.accumulated.shape_actual} against torch's {first.accumulated.shape_expected}; "
+        f"{len(later)} later op(s) differ in size as a consequence, their accumulated values not comparable"
+    ]

@@ -1,0 +1,151 @@
+"""The matched comparison of detections (harness.metrics.detections) on planted cases: tied
+detections in another order pass, a moved box fails, a missing or extra detection fails and
+is named, masks and keypoints ride on their boxes' pairs."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from harness.metrics.comparison import compare
+from harness.metrics.detections import (
+    MatchSettings,
+    box_iou,
+    compare_detection_outputs,
+    compare_detections,
+    detection_layout,
+    first_size_divergence,
+    mark_matched_rows,
+    match_detections,
+)
+
+ATOL, RTOL = 1e-3, 1e-3
+
+
+def _detections(count: int = 5, seed: int = 0, masks: bool = False) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    corner = rng.uniform(0, 100, (count, 2)).astype(np.float32)
+    boxes = np.concatenate([corner, corner + rng.uniform(10, 50, (count, 2)).astype(np.float32)], 1)
+    fields = {"boxes": boxes, "labels": rng.integers(1, 4, count), "scores": np.sort(rng.uniform(0.1, 0.9, count))[::-1].astype(np.float32)}
+    if masks:
+        fields["masks"] = rng.uniform(0, 1, (count, 1, 8, 8)).astype(np.float32)
+    return fields
+
+
+def _permuted(fields: dict[str, np.ndarray], order: list[int]) -> dict[str, np.ndarray]:
+    return {key: value[order] for key, value in fields.items()}
+
+
+def test_swapped_pair_of_tied_detections_passes() -> None:
+    expected = _detections(masks=True)
+    expected["scores"][1] = expected["scores"][2]  # a tie: either order is torch's order too
+    actual = _permuted(expected, [0, 2, 1, 3, 4])
+    positional = compare(actual["boxes"], expected["boxes"], atol=ATOL, rtol=RTOL)
+    assert not positional.passed  # what a positional comparison would have said
+    comparisons, match = compare_detections(actual, expected, atol=ATOL, rtol=RTOL)
+    assert match.complete and match.pairs == [(0, 0), (2, 1), (1, 2), (3, 3), (4, 4)]
+    assert [c.name for c in comparisons] == ["boxes", "labels", "scores", "masks"]
+    assert all(c.passed and c.max_abs == 0.0 for c in comparisons), [c.note for c in comparisons]
+    assert "matched: 5 of torch's 5" in comparisons[0].note
+
+
+@pytest.mark.parametrize(("shift", "unmatched"), [(3.0, False), (200.0, True)], ids=["within-iou", "beyond-iou"])
+def test_shifted_box_fails(shift: float, unmatched: bool) -> None:
+    expected = _detections()
+    actual = {key: value.copy() for key, value in expected.items()}
+    actual["boxes"][3] += np.float32(shift)
+    comparisons, match = compare_detections(actual, expected, atol=ATOL, rtol=RTOL)
+    boxes = comparisons[0]
+    assert not boxes.passed
+    if unmatched:  # too far to be the same object: one detection unmatched on each side
+        assert match.unmatched_actual == [3] and match.unmatched_expected == [3]
+        assert "1 backend detection(s) unmatched: #3" in boxes.note and "1 torch detection(s) unmatched: #3" in boxes.note
+        assert all(not c.passed for c in comparisons)
+    else:  # paired by IoU, then off by `shift` pixels
+        assert match.complete and boxes.max_abs == pytest.approx(shift, rel=1e-4)
+        assert comparisons[1].passed and comparisons[2].passed
+
+
+def test_missing_detection_fails_and_is_named() -> None:
+    expected = _detections(6)
+    actual = _permuted(expected, [0, 1, 2, 4, 5])
+    comparisons, match = compare_detections(actual, expected, atol=ATOL, rtol=RTOL)
+    assert match.unmatched_expected == [3] and not match.unmatched_actual
+    assert all(not c.passed for c in comparisons)
+    assert comparisons[0].shape_actual == [5, 4] and comparisons[0].shape_expected == [6, 4]
+    assert "1 torch detection(s) unmatched: #3 label" in comparisons[0].note
+
+
+def test_labels_must_agree_for_a_pair() -> None:
+    expected = _detections(3)
+    actual = {key: value.copy() for key, value in expected.items()}
+    actual["labels"][1] = expected["labels"][1] + 10
+    _, match = compare_detections(actual, expected, atol=ATOL, rtol=RTOL)
+    assert match.unmatched_actual == [1] and match.unmatched_expected == [1]
+
+
+def test_masks_are_compared_through_the_pairs() -> None:
+    expected = _detections(masks=True)
+    actual = _permuted(expected, [4, 3, 2, 1, 0])
+    actual["masks"] = actual["masks"].copy()
+    actual["masks"][0, 0, 2, 2] += 0.5  # backend's detection 0 is torch's detection 4
+    comparisons, match = compare_detections(actual, expected, atol=ATOL, rtol=RTOL)
+    assert match.complete
+    masks = comparisons[-1]
+    assert not masks.passed and masks.max_abs == pytest.approx(0.5)
+    assert all(c.passed for c in comparisons[:-1])
+
+
+def test_pairs_prefer_the_highest_iou_then_the_closest_score() -> None:
+    boxes = np.array([[0, 0, 10, 10], [0, 0, 10, 10], [1, 0, 11, 10]], np.float32)
+    labels = np.array([1, 1, 1])
+    match = match_detections(boxes[[2, 0, 1]], labels, boxes, labels, iou_threshold=0.5,
+                             actual_scores=np.array([0.5, 0.9, 0.3]), expected_scores=np.array([0.9, 0.3, 0.5]))
+    assert match.pairs == [(1, 0), (2, 1), (0, 2)]
+
+
+def test_box_iou() -> None:
+    iou = box_iou(np.array([[0, 0, 10, 10]]), np.array([[0, 0, 10, 10], [5, 0, 15, 10], [20, 20, 30, 30], [0, 0, 0, 0]]))
+    assert iou.tolist() == [[1.0, pytest.approx(1 / 3), 0.0, 0.0]]
+
+
+def test_settings_come_from_data() -> None:
+    settings = MatchSettings.load()
+    assert 0 < settings.iou_threshold < 1 and settings.max_listed >= 1
+
+
+def test_layout_of_torchvision_outputs() -> None:
+    one = _detections(2, masks=True)
+    assert detection_layout([one, _detections(3)]) == [
+        {"boxes": 0, "labels": 1, "scores": 2, "masks": 3}, {"boxes": 4, "labels": 5, "scores": 6}]
+    assert detection_layout([np.zeros(3)]) is None
+    assert detection_layout({"boxes": 1}) is None
+    assert detection_layout([{"boxes": 1, "labels": 2}]) is None
+
+
+def test_outputs_of_two_images_keep_the_flattened_order() -> None:
+    first, second = _detections(3, seed=1), _detections(4, seed=2)
+    expected = [*first.values(), *second.values()]
+    actual = [*_permuted(first, [2, 1, 0]).values(), *second.values()]
+    layout = detection_layout([first, second])
+    names = [f"out{i}" for i in range(6)]
+    comparisons = compare_detection_outputs(actual, expected, layout, atol=ATOL, rtol=RTOL, names=names)
+    assert [c.name for c in comparisons] == names and all(c.passed for c in comparisons)
+
+
+def _row(name: str, shape_actual: list[int], shape_expected: list[int]) -> SimpleNamespace:
+    accumulated = compare(np.zeros(shape_actual, np.float32), np.zeros(shape_expected, np.float32), atol=ATOL, rtol=RTOL)
+    return SimpleNamespace(fx_node=name, aten="aten.x", source="model.py:1", accumulated=accumulated, check="values")
+
+
+def test_first_op_where_sizes_diverge_is_named() -> None:
+    rows = [_row("conv", [2, 3], [2, 3]), _row("nms", [8], [9]), _row("index", [8, 4], [9, 4]), _row("boxes", [8, 4], [9, 4])]
+    assert first_size_divergence(rows).fx_node == "nms"
+    boxes = compare(np.zeros((8, 4)), np.zeros((9, 4)), atol=ATOL, rtol=RTOL, name="boxes")
+    notes = mark_matched_rows(rows, [boxes])
+    assert rows[3].check == "matched" and rows[3].accumulated is boxes
+    assert notes == ["data-dependent sizes first diverge at nms (aten.x, model.py:1): the backend's [8] against "
+                     "torch's [9]; 1 later op(s) differ in size as a consequence, their accumulated values not comparable"]
+    assert mark_matched_rows(rows[:1], []) == []
