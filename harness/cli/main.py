@@ -27,6 +27,8 @@ DEFAULT_OUT = os.path.join("reports", "latest")
 # harness.exporters.EXPORTERS, spelled out so that diff, merge and tolerances start without
 # importing torch (tests/test_cli.py checks the two agree).
 EXPORTERS = ("roundtrip", "torch.onnx", "torchscript")
+# model_zoo_cases.TIERS, spelled out for the same reason.
+TIERS = ("smoke", "full", "extended")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,8 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = commands.add_parser("run", help="verify model zoo cases, per op, and write a report directory")
-    run.add_argument("--tier", choices=("smoke", "full"), default="smoke",
-                     help="smoke: one small case per family (default); full: every case")
+    run.add_argument("--tier", choices=TIERS, default="smoke",
+                     help="smoke: one small case per family (default); full: the 2018 zoo; extended: full plus "
+                          "every other torchvision model at small inputs (nightly)")
     run.add_argument("--cases", default=None, metavar="PATTERN",
                      help="fnmatch pattern or comma-separated case names (overrides --tier)")
     run.add_argument("--shard", default=None, metavar="K/N",

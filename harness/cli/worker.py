@@ -61,7 +61,7 @@ def _verify(built: Built, exported: Any, options: dict[str, Any], name: str) -> 
     other = None
     if built.other_args is not None:
         other = verify(built.module, built.other_args, per_op=False, onnx_model=verification.onnx_model,
-                       exporter="roundtrip", model_name=name, dynamic_axes=built.options.get("dynamic_axes"),
+                       exporter=options["exporter"], model_name=name, dynamic_axes=built.options.get("dynamic_axes"),
                        input_names=built.options.get("input_names"), **common)
     return verification, other
 
