@@ -79,3 +79,205 @@ def test_bench_results_are_dirty_only_when_the_measured_code_is(monkeypatch):
     monkeypatch.setattr(common, "_git", lambda *args: seen.append(args) or "harness/verification.py\n")
     assert common.local_changes() == ["harness/verification.py"]
     assert {f":(exclude){path}" for path in common.RESULT_PATHS} <= set(seen[0])
+
+
+# --- roundtrip verify model.onnx --inputs in.npz ---------------------------------------------------
+
+
+def _two_input_model(path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "y"], ["out"], name="add")], "add",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", 3])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    return path
+
+
+def _npz(path, **arrays):
+    import numpy as np
+
+    np.savez(path, **arrays)
+    return path
+
+
+def _f32(*shape):
+    import numpy as np
+
+    return np.ones(shape, np.float32)
+
+
+BAD_INPUTS = [
+    ({"x": _f32(2, 3)}, "has no array for input 'y' (the model expects float32 [1, 3])"),
+    ({"x": _f32(2, 3), "y": _f32(1, 3).astype("float64")}, "input 'y' must be float32 [1, 3], the file holds float64 [1, 3]"),
+    ({"x": _f32(2, 3, 1), "y": _f32(1, 3)}, "input 'x' must be float32 [batch, 3], the file holds float32 [2, 3, 1]"),
+    ({"x": _f32(2, 3), "y": _f32(2, 3)}, "input 'y' must be float32 [1, 3], the file holds float32 [2, 3]"),
+    ({"x": _f32(2, 3), "y": _f32(1, 3), "z": _f32(1)}, "holds ['z'], which the model has no input of"),
+    ({"arr_0": _f32(2, 3), "arr_1": _f32(1, 3)}, "holds unnamed arrays"),
+    (None, "not a readable .npz"),
+]
+
+
+@pytest.mark.parametrize("arrays, message", BAD_INPUTS, ids=[str(i) for i in range(len(BAD_INPUTS))])
+def test_inputs_that_do_not_fit_the_model_are_a_usage_error(tmp_path, capsys, arrays, message):
+    model = _two_input_model(tmp_path / "model.onnx")
+    inputs = tmp_path / "in.npz"
+    if arrays is None:
+        inputs.write_text("not an npz")
+    else:
+        _npz(inputs, **arrays)
+    assert main(["verify", str(model), "--inputs", str(inputs), "--out", str(tmp_path / "r")]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and len(captured.err.strip().splitlines()) == 1, captured.err
+    assert not (tmp_path / "r").exists(), "a case ran"
+
+
+def test_inputs_that_fit_are_accepted():
+    from harness.cli.npz_inputs import check_inputs
+
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        model = _two_input_model(Path(folder) / "model.onnx")
+        check_inputs(str(model), str(_npz(Path(folder) / "in.npz", x=_f32(5, 3), y=_f32(1, 3))))
+
+
+# --- every failing case says why ---------------------------------------------------------------
+
+
+def _failing(**verification):
+    record = {"checker": {"passed": True}, "outputs": [], "ops": [], "notes": [], "worst_op": None,
+              "op_reference": "torch", **verification}
+    return {"name": "m", "status": "fail", "seconds": 1.0, "verification": record, "sizes": ["batch 2", "batch 3"]}
+
+
+_OUT_FAIL = {"name": "out", "passed": False, "max_abs": 0.5, "tolerance_ratio": 50.0, "atol": 1e-4, "rtol": 1e-3,
+             "mismatch_fraction": 0.25}
+_OUT_PASS = {"name": "out", "passed": True, "max_abs": 1e-7, "tolerance_ratio": 0.01, "atol": 1e-4, "rtol": 1e-3}
+_OP_PASS = {"fx_node": "conv2d", "passed": True, "onnx_ops": ["Conv"], "isolated": {"tolerance_ratio": 0.0132}}
+_OP_FAIL = {"fx_node": "gelu", "passed": False, "onnx_ops": ["Gelu"], "isolated": {"tolerance_ratio": 9.0}}
+
+REASONS = [
+    (_failing(checker={"passed": False, "message": "ValidationError: bad\nmore"}), "checker: ValidationError: bad"),
+    (_failing(notes=["the backend refused the model: ModelLoadError: no kernel"]), "the backend refused the model"),
+    (_failing(outputs=[_OUT_FAIL], ops=[_OP_FAIL]), "output 'out': max_abs 0.5 (50x its tolerance"),
+    (_failing(outputs=[_OUT_FAIL], ops=[_OP_FAIL]), "1 op(s) over tolerance, first gelu"),
+    (_failing(outputs=[_OUT_FAIL], ops=[_OP_PASS], op_reference="onnx.reference"),
+     "every op agrees with onnx.reference op by op, so the difference is in the model itself"),
+    (_failing(outputs=[{**_OUT_FAIL, "shape_match": False, "shape_actual": [2], "shape_expected": [3]}]),
+     "shape [2] where [3] was expected"),
+    (_failing(outputs=[], notes=["no expected outputs and no reference: the outputs are unverified"]),
+     "the outputs are unverified"),
+    (_failing(outputs=[_OUT_PASS], ops=[_OP_FAIL]), "1 op(s) over tolerance, first gelu"),
+    ({**_failing(outputs=[_OUT_PASS]), "other": {"passed": False, "outputs": [_OUT_FAIL]}},
+     "at batch 3: output 'out': max_abs 0.5"),
+    ({"name": "m", "status": "error", "error": "export: ExportError: no symbolic for aten.foo"},
+     "export: ExportError: no symbolic for aten.foo"),
+    ({"name": "m", "status": "crashed", "seconds": 2.0, "crash": {"reason": "segmentation fault"}},
+     "segmentation fault"),
+]
+
+
+@pytest.mark.parametrize("case, reason", REASONS, ids=[str(i) for i in range(len(REASONS))])
+def test_every_failing_case_line_ends_with_its_reason(case, reason):
+    from harness.cli.reasons import failure_reason, terminal_line
+
+    assert reason in failure_reason(case)
+    line = terminal_line(case)
+    assert line.endswith(failure_reason(case)) and "\n" not in line, line
+
+
+def test_a_failing_case_names_no_healthy_op_as_worst():
+    from harness.cli.reasons import terminal_line
+
+    case = _failing(outputs=[_OUT_FAIL], ops=[_OP_PASS], worst_op="conv2d", op_reference="onnx.reference")
+    assert "worst_op=-" in terminal_line(case) and "conv2d" not in terminal_line(case)
+    case = _failing(outputs=[_OUT_FAIL], ops=[_OP_PASS, _OP_FAIL], worst_op="gelu")
+    assert "worst_op=gelu" in terminal_line(case)
+
+
+# --- the backend's reasons, whole --------------------------------------------------------------
+
+
+def _fancy_model(path=None):
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.full((3, 300), 0.5, np.float32), "w")  # shared: loaded from a file
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+         helper.make_node("FancyOp", ["r", "w"], ["out"], name="fancy", domain="com.example")],
+        "fancy", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2, 3])], initializer=[weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)],
+                              ir_version=8)
+    if path is not None:
+        onnx.save(model, path)
+    return model
+
+
+def test_an_op_of_an_unknown_domain_is_named_first():
+    import numpy as np
+
+    import harness
+
+    verification = harness.verify_onnx(_fancy_model(), [np.ones((2, 3), np.float32)], per_op=False, strict=True)
+    refused = next(note for note in verification.notes if note.startswith("the backend refused"))
+    assert "com.example::FancyOp (node 'fancy') cannot run" in refused[:160], refused
+    assert "Load model from" not in refused and "[ONNXRuntimeError]" not in refused
+
+
+# --- a file that computes something else, op by op correctly ----------------------------------------
+
+
+def _hard_sigmoid_file(folder):
+    """A model whose Sigmoid became HardSigmoid, with the Sigmoid model's outputs expected."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    generator = np.random.default_rng(0)
+    weight = generator.standard_normal((3, 4)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["r"], name="matmul"),
+         helper.make_node("HardSigmoid", ["r"], ["out"], name="act")],
+        "hs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2, 4])],
+        initializer=[numpy_helper.from_array(weight, "w")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8),
+              folder / "hs.onnx")
+    x = generator.standard_normal((2, 3)).astype(np.float32)
+    np.savez(folder / "in.npz", x=x)
+    np.savez(folder / "expected.npz", out=1 / (1 + np.exp(-(x @ weight))))
+    return folder / "hs.onnx", x, 1 / (1 + np.exp(-(x @ weight)))
+
+
+def test_a_file_that_computes_something_else_says_what_the_analysis_sees(tmp_path):
+    import harness
+
+    path, x, expected = _hard_sigmoid_file(tmp_path)
+    verification = harness.verify_onnx(str(path), [x], [expected], strict=True)
+    assert not verification.passed and all(op.passed for op in verification.ops)
+    note = verification.notes[-1]
+    assert "every op agrees with onnx.reference" in note and "difference is in the model itself" in note
+    assert "package.module:factory" in note
+
+
+def test_the_cli_line_of_such_a_file_ends_with_the_reason(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path, _, _ = _hard_sigmoid_file(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "verify", str(path), "--inputs", str(tmp_path / "in.npz"),
+         "--expected", str(tmp_path / "expected.npz"), "--out", str(tmp_path / "r")],
+        cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True)
+    assert result.returncode == 1, result.stdout + result.stderr
+    line = next(line for line in result.stdout.splitlines() if " FAIL hs " in line)
+    assert "worst_op=-" in line and line.endswith("to localise it"), line

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 
 class BackendUnavailableError(RuntimeError):
     """The requested backend or device cannot run here; the message says why."""
@@ -16,3 +19,25 @@ def first_line(error: BaseException, limit: int = 500) -> str:
     names an error without its traceback or a backend's multi-line dump."""
     lines = [line for line in str(error).strip().splitlines() if line.strip()]
     return f"{type(error).__name__}: {lines[0].strip() if lines else ''}"[:limit]
+
+
+_ORT_PREFIX = re.compile(r"^\s*\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*\w+\s*:\s*(Load model from \S+ failed:\s*)?")
+_UNREGISTERED = re.compile(r"(?P<domain>[\w.\-]*):(?P<op>[\w.\-]+)\((?P<version>-?\d+)\) is not a registered function/op")
+
+
+def load_failure(error: BaseException, model: Any = None) -> str:
+    """onnxruntime's reason for refusing a model, the part a reader needs first: its status
+    prefix and the scratch file it loaded from left out, and an operator it does not know named
+    with its domain (and the nodes that use it, from `model`) before anything else."""
+    text = _ORT_PREFIX.sub("", str(error).strip())
+    found = _UNREGISTERED.search(text)
+    if not found:
+        return text
+    domain, op = found["domain"] or "ai.onnx", found["op"]
+    nodes = [n.name or n.output[0] for n in getattr(getattr(model, "graph", None), "node", [])
+             if n.op_type == op and (n.domain or "ai.onnx") == domain]
+    version = f" (opset {found['version']})" if int(found["version"]) >= 0 else ""
+    used = f" (node{'s' if len(nodes) > 1 else ''} {', '.join(repr(n) for n in nodes[:3])})" if nodes else ""
+    return (f"{domain}::{op}{used} cannot run: onnxruntime has no kernel or function for operator {op!r} of "
+            f"domain {domain!r}{version}; register a custom-op library for it, or export "
+            "without it")

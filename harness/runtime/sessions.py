@@ -18,7 +18,7 @@ import onnx
 
 from harness.metrics.arrays import contiguous
 from harness.runtime.devices import DeviceSpec, require_cuda
-from harness.runtime.errors import BackendUnavailableError, ModelLoadError
+from harness.runtime.errors import BackendUnavailableError, ModelLoadError, load_failure
 from harness.runtime.model_files import load_model_file
 from harness.runtime.shared_weights import SharedWeights
 
@@ -198,7 +198,7 @@ def _prepare_onnxruntime(model, spec: DeviceSpec, inputs, outputs, *, tf32: bool
         session = ort.InferenceSession(source or model.SerializeToString(), sess_options, providers=providers)
     except Exception as error:
         raise ModelLoadError(
-            f"onnxruntime could not load the model on {spec.kind.upper()}: {error}"
+            f"onnxruntime could not load the model on {spec.kind.upper()}: {load_failure(error, model)}"
         ) from error
     finally:
         if isinstance(source, str):
