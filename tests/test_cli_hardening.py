@@ -118,6 +118,9 @@ BAD_INPUTS = [
     ({"x": _f32(2, 3), "y": _f32(1, 3), "z": _f32(1)}, "holds ['z'], which the model has no input of"),
     ({"arr_0": _f32(2, 3), "arr_1": _f32(1, 3)}, "holds unnamed arrays"),
     (None, "not a readable .npz"),
+    ({"x": _f32(2, 3), "y": _f32(1, 3), "expected": {"sum": _f32(2, 3)}}, "must hold the model's outputs ['out']"),
+    ({"x": _f32(2, 3), "y": _f32(1, 3), "expected": {"arr_0": _f32(2, 3), "arr_1": _f32(2, 3)}},
+     "2 unnamed array(s) for the model's 1 output(s)"),
 ]
 
 
@@ -125,11 +128,15 @@ BAD_INPUTS = [
 def test_inputs_that_do_not_fit_the_model_are_a_usage_error(tmp_path, capsys, arrays, message):
     model = _two_input_model(tmp_path / "model.onnx")
     inputs = tmp_path / "in.npz"
+    expected = []
     if arrays is None:
         inputs.write_text("not an npz")
     else:
+        outputs = arrays.pop("expected", None)
         _npz(inputs, **arrays)
-    assert main(["verify", str(model), "--inputs", str(inputs), "--out", str(tmp_path / "r")]) == 2
+        if outputs is not None:
+            expected = ["--expected", str(_npz(tmp_path / "out.npz", **outputs))]
+    assert main(["verify", str(model), "--inputs", str(inputs), *expected, "--out", str(tmp_path / "r")]) == 2
     captured = capsys.readouterr()
     assert message in captured.err and len(captured.err.strip().splitlines()) == 1, captured.err
     assert not (tmp_path / "r").exists(), "a case ran"
@@ -281,3 +288,98 @@ def test_the_cli_line_of_such_a_file_ends_with_the_reason(tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
     line = next(line for line in result.stdout.splitlines() if " FAIL hs " in line)
     assert "worst_op=-" in line and line.endswith("to localise it"), line
+
+
+# --- harness errors are never the backend's -----------------------------------------------------
+
+
+def _plant_session_fault(monkeypatch=None):
+    """From the second session on, preparing a session's weights fails inside the harness."""
+    from harness.runtime.shared_weights import SharedWeights
+
+    original = SharedWeights.session_file
+    calls = []
+
+    def failing(self, model):
+        calls.append(1)
+        if len(calls) > 1:
+            raise KeyError("planted fault in the harness's session preparation")
+        return original(self, model)
+
+    if monkeypatch is None:
+        SharedWeights.session_file = failing
+    else:
+        monkeypatch.setattr(SharedWeights, "session_file", failing)
+
+
+def _tiny():
+    import torch
+
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).eval(), (
+        torch.randn(2, 16),)
+
+
+def test_a_harness_error_around_the_backend_call_is_raised_in_strict_mode(monkeypatch):
+    import harness
+
+    _plant_session_fault(monkeypatch)
+    module, args = _tiny()
+    with pytest.raises(KeyError, match="planted fault"):
+        harness.verify(module, args, strict=True)
+
+
+def test_a_harness_error_is_recorded_as_the_harnesss_never_the_backends(monkeypatch):
+    import harness
+
+    _plant_session_fault(monkeypatch)
+    module, args = _tiny()
+    verification = harness.verify(module, args, strict=False)
+    text = " ".join(verification.notes + [op.not_isolable for op in verification.ops])
+    assert "harness error while running the instrumented model: KeyError" in text, text
+    assert "harness error while running the isolation model" in text, text
+    assert "backend" not in text.replace("the instrumented run failed", ""), text
+
+
+def test_the_backends_own_run_errors_are_still_findings():
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    import harness
+    from harness.runtime import BackendRunError, prepare
+
+    graph = helper.make_graph(  # a Reshape whose target shape does not fit the data at run time
+        [helper.make_node("Reshape", ["x", "shape"], ["out"], name="reshape")], "reshape",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    feeds = [np.ones((2, 3), np.float32), np.array([4, 4], np.int64)]
+    with pytest.raises(BackendRunError, match="onnxruntime failed to run the model"):
+        prepare(model).run(feeds)
+    verification = harness.verify_onnx(model, feeds, [np.ones((4, 4), np.float32)], per_op=False, strict=True)
+    assert not verification.passed
+    assert any(note.startswith("the backend failed to run the model: BackendRunError") for note in verification.notes)
+
+
+def planted_harness_fault():
+    """A factory for `roundtrip verify`: the harness fails while preparing a session."""
+    _plant_session_fault()
+    return _tiny()
+
+
+def test_the_cli_runs_strict_and_a_harness_error_exits_3(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "r"
+    result = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "verify", "tests.test_cli_hardening:planted_harness_fault",
+         "--out", str(out)], cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True)
+    assert result.returncode == 3, result.stdout + result.stderr
+    (case,) = json.loads((out / "parity.json").read_text())["cases"]
+    assert case["status"] == "error" and case["internal"] and "planted fault" in case["error"], case
+    assert any(line.endswith("planted fault in the harness's session preparation'") for line in
+               result.stdout.splitlines()), result.stdout

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.cli.errors import UsageError
-from harness.cli.npz_inputs import check_inputs
+from harness.cli.npz_inputs import check_expected, check_inputs
 
 
 @dataclass
@@ -84,6 +84,8 @@ def target_tasks(targets: Sequence[str], *, inputs: str | None, expected: str | 
                     raise UsageError(f"{label} {path}: no such file (an .npz of arrays by input/output name)")
             if inputs:
                 check_inputs(target, inputs)
+            if expected:
+                check_expected(target, expected)
             origin = {"kind": "onnx", "path": os.path.abspath(target),
                       "inputs": os.path.abspath(inputs) if inputs else None,
                       "expected": os.path.abspath(expected) if expected else None}

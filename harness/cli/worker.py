@@ -55,7 +55,7 @@ def _verify(built: Built, exported: Any, options: dict[str, Any], name: str) -> 
     from harness.verification import verify, verify_exported
 
     judged = {k: v for k, v in built.options.items() if k not in ("dynamic_axes", "input_names")}
-    common = dict(device=options["device"], tolerances=options.get("tolerances"), **judged)
+    common = dict(device=options["device"], tolerances=options.get("tolerances"), strict=True, **judged)
     verification = verify_exported(exported, built.args, module=built.module, per_op=options["per_op"],
                                    model_name=name, **common)
     other = None
@@ -89,12 +89,14 @@ def _reproducers(verification: Any, case_dir: str, report_dir: str) -> dict[str,
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """The report entry of the job's case.
 
-    A failure while building the case or exporting it, an ExportError, a backend that cannot
-    run the model, or inputs that do not fit an ONNX file are findings about the case (status
-    "error"); any other exception is a fault of the harness (status "error", internal).
+    Verifications run strict: an error of the harness's own code is raised, never recorded as
+    a note or blamed on the backend. A failure while building the case or exporting it, an
+    ExportError, a backend that cannot be used, or an ONNX file that cannot be read are findings
+    about the case (status "error"); any other exception is a fault of the harness (status
+    "error", internal: the run exits 3).
     """
     from exporter.errors import ExportError
-    from harness.runtime import BackendUnavailableError
+    from harness.runtime import BackendUnavailableError, ModelFileError
 
     task, options = job["task"], job["options"]
     name = task["name"]
@@ -108,7 +110,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
             phase = "verify the ONNX file"
             verification = verify_onnx(built.onnx_path, built.inputs, built.expected, device=options["device"],
                                        tolerances=options.get("tolerances"), per_op=options["per_op"],
-                                       model_name=name)
+                                       model_name=name, strict=True)
             other = None
         else:
             phase = "export"
@@ -121,7 +123,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     except Exception as error:
         logger.error("%s failed:\n%s", phase, traceback.format_exc())
         refused = phase in ("build", "export") or isinstance(error, (ExportError, BackendUnavailableError)) or (
-            phase == "verify the ONNX file" and isinstance(error, (ValueError, KeyError)))
+            phase == "verify the ONNX file" and isinstance(error, ModelFileError))
         message = f"{phase}: {type(error).__name__}: {error}".splitlines()[0][:500]
         return error_case(name, error=message, internal=not refused, seconds=time.perf_counter() - started)
     case_dir = os.path.join(job["report_dir"], "reproducers", _safe(name))

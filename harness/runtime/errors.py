@@ -14,6 +14,28 @@ class ModelLoadError(BackendUnavailableError):
     """The backend is there but refuses this model (invalid graph, unsupported op, bad types)."""
 
 
+class BackendRunError(RuntimeError):
+    """The backend loaded the model but failed to run it (onnxruntime's own error, or the
+    reference evaluator's); the original error is the cause."""
+
+
+BACKEND_ERRORS: tuple[type[BaseException], ...] = (BackendUnavailableError, BackendRunError)
+"""What the backend raises through this layer: a model it cannot load (ModelLoadError), a device
+it cannot use, a run that fails. The analysis catches these around a backend call and nothing
+else, so an error of the harness's own code is never blamed on the backend."""
+
+
+def onnxruntime_errors() -> tuple[type[BaseException], ...]:
+    """The exception types onnxruntime raises from InferenceSession and run: its status
+    exceptions (Fail, InvalidArgument, InvalidGraph, RuntimeException, ...), and the
+    RuntimeError, ValueError and TypeError its Python layer and pybind11 raise."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as state
+
+    status = tuple(value for value in vars(state).values()
+                   if isinstance(value, type) and issubclass(value, Exception))
+    return (*status, RuntimeError, ValueError, TypeError)
+
+
 def first_line(error: BaseException, limit: int = 500) -> str:
     """`Type: first non-empty line of the message`, cut to `limit` characters: how a report
     names an error without its traceback or a backend's multi-line dump."""
@@ -21,15 +43,16 @@ def first_line(error: BaseException, limit: int = 500) -> str:
     return f"{type(error).__name__}: {lines[0].strip() if lines else ''}"[:limit]
 
 
-_ORT_PREFIX = re.compile(r"^\s*\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*\w+\s*:\s*(Load model from \S+ failed:\s*)?")
+_ORT_PREFIX = re.compile(r"^\s*\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*")
+_SCRATCH_FILE = re.compile(r"Load model from \S+ failed:\s*")
 _UNREGISTERED = re.compile(r"(?P<domain>[\w.\-]*):(?P<op>[\w.\-]+)\((?P<version>-?\d+)\) is not a registered function/op")
 
 
 def load_failure(error: BaseException, model: Any = None) -> str:
     """onnxruntime's reason for refusing a model, the part a reader needs first: its status
-    prefix and the scratch file it loaded from left out, and an operator it does not know named
+    code and the scratch file it loaded from left out (the status name, NOT_IMPLEMENTED say, kept), and an operator it does not know named
     with its domain (and the nodes that use it, from `model`) before anything else."""
-    text = _ORT_PREFIX.sub("", str(error).strip())
+    text = _SCRATCH_FILE.sub("", _ORT_PREFIX.sub("", str(error).strip()), count=1)
     found = _UNREGISTERED.search(text)
     if not found:
         return text

@@ -16,14 +16,15 @@ import numpy as np
 import onnx
 
 from harness.runtime.devices import DeviceSpec
-from harness.runtime.errors import ModelLoadError, first_line
+from harness.runtime.errors import BackendRunError, ModelLoadError, first_line
 from harness.runtime.memory import release_freed_memory
 from harness.runtime.placement import cpu_placed_nodes, node_placement
 from harness.runtime.sessions import harness_session_options, prepare
 from harness.runtime.shared_weights import SharedWeights
 
 ModelRunner = Callable[[onnx.ModelProto, dict[str, np.ndarray]], dict[str, np.ndarray]]
-"""Run a model on feeds and return {output name: array}; raises when the backend cannot."""
+"""Run a model on feeds and return {output name: array}; raises one of errors.BACKEND_ERRORS when
+the backend cannot load or run it, and lets any other error (the harness's own) through."""
 
 
 @dataclass
@@ -54,7 +55,7 @@ def run_production(model: onnx.ModelProto, spec: DeviceSpec, feeds: dict[str, np
     try:
         try:
             run.outputs = rep.run(feeds)
-        except Exception as error:  # onnxruntime raises its own Fail/RuntimeException types
+        except BackendRunError as error:  # onnxruntime's (or the reference's) own error, nothing else
             run.notes.append(f"the backend failed to run the model: {first_line(error)}")
             return run
         if spec.kind == "cuda":

@@ -18,7 +18,9 @@ import onnx
 
 from harness.metrics.arrays import contiguous
 from harness.runtime.devices import DeviceSpec, require_cuda
-from harness.runtime.errors import BackendUnavailableError, ModelLoadError, load_failure
+from harness.runtime.errors import (
+    BackendRunError, BackendUnavailableError, ModelLoadError, load_failure, onnxruntime_errors,
+)
 from harness.runtime.model_files import load_model_file
 from harness.runtime.shared_weights import SharedWeights
 
@@ -38,8 +40,14 @@ class BackendRep:
         """Run on one array, a tuple/list of arrays (in input order), or a {name: array} dict."""
         feeds = self._feeds(inputs)
         if self.device.kind == "reference":
-            return [np.asarray(o) for o in self.session.run(None, feeds)]
-        return self.session.run(None, feeds)
+            try:
+                return [np.asarray(o) for o in self.session.run(None, feeds)]
+            except Exception as error:  # noqa: BLE001 - the evaluator's kernels raise any type
+                raise BackendRunError(f"onnx's ReferenceEvaluator failed to run the model: {error}") from error
+        try:
+            return self.session.run(None, feeds)
+        except onnxruntime_errors() as error:
+            raise BackendRunError(f"onnxruntime failed to run the model: {load_failure(error, self.model)}") from error
 
     def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
         if isinstance(inputs, Mapping):
@@ -196,7 +204,7 @@ def _prepare_onnxruntime(model, spec: DeviceSpec, inputs, outputs, *, tf32: bool
         providers = ["CPUExecutionProvider"]
     try:
         session = ort.InferenceSession(source or model.SerializeToString(), sess_options, providers=providers)
-    except Exception as error:
+    except onnxruntime_errors() as error:
         raise ModelLoadError(
             f"onnxruntime could not load the model on {spec.kind.upper()}: {load_failure(error, model)}"
         ) from error
