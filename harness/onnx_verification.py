@@ -40,6 +40,7 @@ def verify_onnx(
     tf32: bool = False,
     model_name: str | None = None,
     strict: bool | None = None,
+    session_options: Any = None,
 ) -> Verification:
     """Verify an ONNX model (a proto or a path; external data is read from beside the file,
     once its locations are checked: `ModelFileError` names a bad file or a refused location).
@@ -51,7 +52,8 @@ def verify_onnx(
     `inputs`: arrays in graph-input order, or {name: array}. `expected`: the outputs in graph
     order (or by name); without them the ReferenceEvaluator's outputs are expected. The model
     passes when the checker passes and every output is inside `output_atol + output_rtol*|e|`.
-    `strict` raises the harness's own errors (harness.analysis.strictness).
+    `strict` raises the harness's own errors (harness.analysis.strictness). `session_options`:
+    the onnxruntime configuration to verify (runtime.OrtConfig.of), default onnxruntime's own.
     """
     path = base_dir = None
     if isinstance(model_or_path, onnx.ModelProto):
@@ -63,17 +65,18 @@ def verify_onnx(
         base_dir = os.path.dirname(os.path.abspath(path))
     table = tolerance_table(tolerances)
     spec = runtime.DeviceSpec.parse(device)
+    ort_config = runtime.OrtConfig.of(session_options)
     verification = new_verification(model, spec, model_name=model_name or name, exporter="given", path=path)
     timings = verification.timings
     output_names = [o.name for o in model.graph.output]
     with runtime.device_context(spec, tf32=tf32) as environment:
         verification.environment = {**environment, **runtime.versions(),
-                                    "onnxruntime_session": runtime.harness_session_options()}
+                                    "onnxruntime_session": runtime.session_record(ort_config)}
         started = time.perf_counter()
         shared = runtime.SharedWeights.of(model, base_dir=base_dir)
         loaded = shared.stubbed(model)
         feeds = _feeds(inputs, runtime.real_inputs(model))
-        actual = run_production(verification, model, spec, feeds, tf32=tf32, shared=shared)
+        actual = run_production(verification, model, spec, feeds, tf32=tf32, shared=shared, ort_config=ort_config)
         timings["backend_s"] = time.perf_counter() - started
 
         reference = None
@@ -109,7 +112,7 @@ def verify_onnx(
 
             started = time.perf_counter()
             verification.add_analysis(analyse_nodes(
-                loaded, inline, feeds, spec.kind, table, runtime.model_runner(spec, tf32, shared), shared.stub,
+                loaded, inline, feeds, spec.kind, table, runtime.model_runner(spec, tf32, shared, ort_config), shared.stub,
                 reference=reference, production=actual, environment=verification.environment, strict=strict,
             ))
             timings["per_op_s"] = time.perf_counter() - started

@@ -49,8 +49,13 @@ def test_workflow_schedules_cpu_and_gpu_shards_for_both_exporters():
                                 capture_output=True, text=True, env={**os.environ, "SHARDS": "4", "GPU": gpu})
         matrix = json.loads(result.stdout.split("=", 1)[1])["include"]
         assert {m["device"] for m in matrix} == devices and {m["exporter"] for m in matrix} == {"roundtrip", "torch.onnx"}
-        assert len(matrix) == 4 * 2 * len(devices)
+        default = [m for m in matrix if m["ort_level"] == "all"]
+        assert len(default) == 4 * 2 * len(devices)
         assert all("gpu" in json.loads(m["runs-on"]) for m in matrix if m["device"] == "cuda")
+        # onnxruntime's other graph optimisation levels: the roundtrip CPU shards again, one report each
+        levels = {(m["ort_level"], m["device"], m["exporter"]) for m in matrix if m["ort_level"] != "all"}
+        assert levels == {(level, "cpu", "roundtrip") for level in ("disabled", "basic", "extended")}
+        assert len({m["name"] for m in matrix}) == len(matrix) == len(default) + 3 * 4
 
 
 @pytest.mark.slow

@@ -79,7 +79,20 @@ def _check_run_options(options: argparse.Namespace) -> dict[str, Any] | None:
             raise UsageError(f"--device cuda: CUDA cannot be used here: {reason}")
     if options.tolerances:
         _load_table(options.tolerances, "--tolerances")
+    options.session_record = _session_record(options)
     return load_report(options.baseline) if options.baseline else None
+
+
+def _session_record(options: argparse.Namespace) -> dict[str, Any]:
+    """The onnxruntime configuration the run verifies (--ort-config, --graph-optimization-level),
+    as recorded; a UsageError naming the file for a bad one."""
+    from harness.runtime.ort_config import OrtConfig, OrtConfigError
+
+    try:
+        config = OrtConfig.of(options.ort_config) if options.ort_config else OrtConfig()
+    except OrtConfigError as error:
+        raise UsageError(f"--ort-config {error}") from None
+    return config.with_level(options.graph_optimization_level).to_dict()
 
 
 def _load_table(path: str | None, flag: str) -> Any:
@@ -146,11 +159,13 @@ def _run_locked(tasks: list[Task], options: argparse.Namespace, command: str, ou
     document = new_document(source=source, device=options.device, exporter=options.exporter, seed=options.seed,
                             command=command, tolerances=options.tolerances, opset=options.opset, shard=shard_text)
     document["jobs"] = jobs
+    document["onnxruntime_session"] = options.session_record
     report = _Report(document, out, baseline, options.baseline or "")
     report.write()
     worker_options = {
         "device": options.device, "exporter": options.exporter, "seed": options.seed, "per_op": not options.no_per_op,
         "tolerances": os.path.abspath(options.tolerances) if options.tolerances else None, "opset": options.opset,
+        "ort_config": options.session_record,
         "threads": max(1, (os.cpu_count() or 1) // min(jobs, max(len(tasks), 1))),
     }
     progress = make_progress()

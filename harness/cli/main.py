@@ -27,7 +27,8 @@ DEFAULT_OUT = os.path.join("reports", "latest")
 # harness.exporters.EXPORTERS, spelled out so that diff, merge and tolerances start without
 # importing torch (tests/test_cli.py checks the two agree).
 EXPORTERS = ("roundtrip", "torch.onnx", "torchscript")
-# model_zoo_cases.TIERS, spelled out for the same reason.
+# harness.runtime.OPTIMIZATION_LEVELS and model_zoo_cases.TIERS, spelled out for the same reason.
+OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
 TIERS = ("smoke", "full", "extended")
 
 
@@ -51,6 +52,12 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", default=None, metavar="PATH",
                         help="a report (directory or parity.json) to diff against; regressions fail the run")
     parser.add_argument("--tolerances", default=None, metavar="PATH", help="per-op tolerance table (default: shipped)")
+    parser.add_argument("--ort-config", default=None, metavar="FILE",
+                        help="onnxruntime session settings to verify, a JSON object (graph_optimization_level, "
+                             "intra_op_num_threads, config_entries, provider_options, custom_ops_libraries, ...); "
+                             "default: onnxruntime's own")
+    parser.add_argument("--graph-optimization-level", choices=OPTIMIZATION_LEVELS, default=None,
+                        help="onnxruntime's graph optimisation level (overrides --ort-config's; default all)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the CLI does")
 
 

@@ -55,7 +55,8 @@ def _verify(built: Built, exported: Any, options: dict[str, Any], name: str) -> 
     from harness.verification import verify, verify_exported
 
     judged = {k: v for k, v in built.options.items() if k not in ("dynamic_axes", "input_names")}
-    common = dict(device=options["device"], tolerances=options.get("tolerances"), strict=True, **judged)
+    common = dict(device=options["device"], tolerances=options.get("tolerances"), strict=True,
+                  session_options=_ort_config(options), **judged)
     verification = verify_exported(exported, built.args, module=built.module, per_op=options["per_op"],
                                    model_name=name, **common)
     other = None
@@ -64,6 +65,14 @@ def _verify(built: Built, exported: Any, options: dict[str, Any], name: str) -> 
                        exporter=options["exporter"], model_name=name, dynamic_axes=built.options.get("dynamic_axes"),
                        input_names=built.options.get("input_names"), **common)
     return verification, other
+
+
+def _ort_config(options: dict[str, Any]) -> Any:
+    """The run's onnxruntime configuration (runtime.OrtConfig), as the parent recorded it."""
+    from harness.runtime import OrtConfig
+
+    record = options.get("ort_config")
+    return OrtConfig.from_record(record) if record else None
 
 
 def _reproducers(verification: Any, case_dir: str, report_dir: str) -> dict[str, str]:
@@ -110,7 +119,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
             phase = "verify the ONNX file"
             verification = verify_onnx(built.onnx_path, built.inputs, built.expected, device=options["device"],
                                        tolerances=options.get("tolerances"), per_op=options["per_op"],
-                                       model_name=name, strict=True)
+                                       model_name=name, strict=True, session_options=_ort_config(options))
             other = None
         else:
             phase = "export"

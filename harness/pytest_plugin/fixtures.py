@@ -68,7 +68,8 @@ class Roundtrip:
         marker's, then the call's. `device` is resolved ("cpu" or "cuda:k")."""
         session = self._state.settings
         merged: dict[str, Any] = {"atol": None, "rtol": None, "exporter": session.exporter,
-                                  "opset": session.opset, "device": None, "tolerances": session.tolerances}
+                                  "opset": session.opset, "device": None, "tolerances": session.tolerances,
+                                  "ort_config": session.ort_config}
         merged.update(self._marker)
         merged.update({k: v for k, v in overrides.items() if k in SETTINGS})
         merged["device"] = device_for(self._state, merged["device"])
@@ -164,6 +165,8 @@ def _verify_keywords(settings: dict[str, Any]) -> dict[str, Any]:
         call["output_atol"] = settings["atol"]
     if settings["rtol"] is not None:
         call["output_rtol"] = settings["rtol"]
+    if settings.get("ort_config"):
+        call["session_options"] = settings["ort_config"]
     return call
 
 

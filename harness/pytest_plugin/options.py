@@ -62,6 +62,8 @@ OPTIONS = (
                "folder)", kind="path", metavar="DIR"),
     OptionSpec("tolerances", "per-op tolerance table (JSON) to judge ops by (default: the shipped table)",
                kind="path", metavar="PATH"),
+    OptionSpec("ort_config", "onnxruntime session settings to verify, a JSON object (graph_optimization_level, "
+               "config_entries, provider_options, ...; default: onnxruntime's own)", kind="path", metavar="FILE"),
 )
 
 
@@ -76,6 +78,7 @@ class Settings:
     cases: str | None = None
     report_dir: str | None = None
     tolerances: str | None = None
+    ort_config: str | None = None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -120,6 +123,13 @@ def resolve(config: pytest.Config) -> Settings:
         if value is None and spec.name == "tier":
             value = os.environ.get(TIER_ENVIRONMENT) or None
         values[spec.name] = spec.default if value is None else value
+    if values.get("ort_config"):
+        from harness.runtime.ort_config import OrtConfig, OrtConfigError
+
+        try:
+            OrtConfig.load(values["ort_config"])
+        except OrtConfigError as error:
+            raise pytest.UsageError(f"--roundtrip-ort-config {error}") from None
     return Settings(**values)
 
 
