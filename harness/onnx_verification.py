@@ -47,7 +47,8 @@ def verify_onnx(
 
     A file's external initializers are memory-mapped and handed to onnxruntime as they lie, and
     the checker runs on the path, so models past protobuf's 2 GB limit verify too (the whole
-    proto is never serialised); onnx's ReferenceEvaluator, when used, gets them inline.
+    proto is never serialised); onnx's ReferenceEvaluator, when used, gets them inline, or past
+    that limit as inputs fed the mapped arrays.
 
     `inputs`: arrays in graph-input order, or {name: array}. `expected`: the outputs in graph
     order (or by name); without them the ReferenceEvaluator's outputs are expected. The model
@@ -84,9 +85,9 @@ def verify_onnx(
             started = time.perf_counter()
             from harness.analysis.onnx_rows import reference_values
 
-            inline = _inline(model, loaded, shared)
+            inline, reference_feeds = _inline(model, loaded, shared, feeds)
             try:
-                reference = reference_values(inline, feeds)
+                reference = reference_values(inline, reference_feeds)
             except Exception as error:  # the evaluator lacks an op, or fails on this model
                 verification.notes.append(
                     f"onnx's ReferenceEvaluator cannot run the model: {runtime.first_line(error, 300)}"
@@ -139,12 +140,13 @@ def _only_the_outputs_differ(verification: Verification) -> bool:
             and all(op.passed is not False for op in verification.ops))
 
 
-def _inline(model: onnx.ModelProto, loaded: onnx.ModelProto, shared: runtime.SharedWeights) -> onnx.ModelProto:
-    """`model` with every initializer's data inline, for onnx's ReferenceEvaluator: itself, or
-    its memory-mapped external initializers copied in."""
+def _inline(model: onnx.ModelProto, loaded: onnx.ModelProto, shared: runtime.SharedWeights,
+            feeds: dict[str, np.ndarray]) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """`model` and `feeds` for onnx's ReferenceEvaluator: itself, or its memory-mapped external
+    initializers copied in, or (past protobuf's limit) fed as inputs (SharedWeights.reference_form)."""
     if not any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
-        return model
-    return shared.restore(loaded)
+        return model, feeds
+    return shared.reference_form(loaded, feeds)
 
 
 def _feeds(inputs: Any, names: list[str]) -> dict[str, np.ndarray]:
