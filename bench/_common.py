@@ -56,7 +56,8 @@ def machine_info() -> dict[str, Any]:
             "onnxruntime": onnxruntime.__version__, "onnxscript": onnxscript_version, "numpy": numpy.__version__,
         },
         "commit": _git("rev-parse", "HEAD"),
-        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "dirty": bool(local_changes()),
+        "local_changes": local_changes(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
     }
@@ -99,6 +100,18 @@ def _git(*args: str) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return found.stdout.strip() if found.returncode == 0 else None
+
+
+RESULT_PATHS = ("bench/results", "docs/PERFORMANCE.md")
+"""What the benchmarks themselves write: a change there does not make the measured code dirty."""
+
+
+def local_changes() -> list[str]:
+    """Tracked files that differ from the commit, the benchmarks' own outputs left out: a
+    result is marked dirty only when the code it measured was not the commit's."""
+    excluded = [f":(exclude){path}" for path in RESULT_PATHS]
+    text = _git("diff", "--name-only", "HEAD", "--", ".", *excluded)
+    return [line for line in (text or "").splitlines() if line.strip()]
 
 
 def side_by_side(sides: Mapping[str, Callable[[], Any]], repeat: int) -> tuple[dict[str, list[float]], dict[str, Any]]:

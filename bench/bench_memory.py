@@ -13,12 +13,22 @@ written to a file first (`--write`, external data past 2 GB). The ratio that cou
 0.7 GB for torch, torchvision and onnxruntime) left out, since they do not grow with the model.
 The raw peak is recorded beside it.
 
-Cases: `vgg16` (the zoo case, 528 MB of weights, on `--batch` images, 1 by default) and
-`linear3g` (three Linear(16384, 16384) layers, 3.2 GB). Run the large one alone: it needs
-about 8 GB.
+`--from-file` measures the file path instead: the export is written to a file (external data),
+the module's outputs kept and the module dropped, and then
+
+    harness.verify_onnx(path, args, expected)     # checker + production + per-node analysis
+
+runs on the file alone; the ratio is against the same weight bytes.
+
+Cases: `vgg16` (the zoo case, 528 MB of weights, on `--batch` images, 1 by default),
+`linear3g` (three Linear(16384, 16384) layers, 3.2 GB) and `linear23300` (one Linear(23300,
+23300): 2.17 GB in a single initializer, past protobuf's limit on its own). Run the large ones
+alone: they need about 8 GB. `--ort-config FILE` verifies with those onnxruntime settings
+(e.g. `{"config_entries": {"session.disable_prepacking": "1"}}`, to measure what prepacking costs).
 
     python bench/bench_memory.py --cases vgg16
     python bench/bench_memory.py --cases linear3g --write
+    python bench/bench_memory.py --cases linear23300 --from-file
 """
 
 from __future__ import annotations
@@ -35,7 +45,7 @@ import time
 from _common import load_note, machine_info, results_path, write_results
 
 LIMIT = 2.5
-CASES = ("vgg16", "linear3g")
+CASES = ("vgg16", "linear3g", "linear23300")
 
 
 def _rss_bytes() -> int:
@@ -71,13 +81,45 @@ def _build(name: str, batch: int):
         width = 16384
         module = torch.nn.Sequential(*[torch.nn.Linear(width, width, bias=True) for _ in range(3)]).eval()
         return module, (torch.randn(2, width),)
+    if name == "linear23300":
+        width = 23300
+        return torch.nn.Linear(width, width, bias=True).eval(), (torch.randn(2, width),)
     import model_zoo_cases
 
     case = model_zoo_cases.get(name)
     return case.module(0), tuple(a[:batch] for a in case.inputs(0))
 
 
-def child(name: str, write: bool, batch: int) -> dict:
+def _from_file(module, args, result: dict, ort_config: str | None):
+    """Write the export (external data), drop the module, verify the file; the peak counts
+    from the moment the module is gone."""
+    import gc
+
+    import torch
+
+    import exporter
+    import harness
+
+    with torch.no_grad():
+        expected = [module(*args).numpy()]
+    folder = tempfile.TemporaryDirectory(prefix="bench-memory-")
+    path = os.path.join(folder.name, "model.onnx")
+    exporter.export_program(module, args).save(path, external_data=True)
+    result["file_bytes"] = sum(os.path.getsize(os.path.join(folder.name, f)) for f in os.listdir(folder.name))
+    for parameter in module.parameters():
+        parameter.data = torch.empty(0)
+    gc.collect()
+    from harness.runtime.memory import release_freed_memory
+
+    release_freed_memory()
+    result["model_rss"] = _rss_bytes()
+    _reset_peak()
+    verification = harness.verify_onnx(path, [a.numpy() for a in args], expected, model_name="file",
+                                       session_options=ort_config)
+    return verification, folder
+
+
+def child(name: str, write: bool, batch: int, from_file: bool = False, ort_config: str | None = None) -> dict:
     """One measurement, in this process (the parent runs it as a fresh child)."""
     import torch  # noqa: F401
     import torchvision  # noqa: F401
@@ -93,6 +135,17 @@ def child(name: str, write: bool, batch: int) -> dict:
     result: dict = {"case": name, "weight_bytes": weight_bytes, "baseline_rss": baseline, "model_rss": built,
                     "inputs": [list(a.shape) for a in args]}
     started = time.perf_counter()
+    result["from_file"] = from_file
+    if from_file:
+        verification, folder = _from_file(module, args, result, ort_config)
+        result["seconds"] = round(time.perf_counter() - started, 1)
+        result["passed"] = verification.passed
+        result["timings"] = {k: round(v, 3) for k, v in verification.timings.items()}
+        result["peak_rss"] = _peak_bytes()
+        result["max_rss_with_model_build"] = _max_rss_bytes()
+        result["onnxruntime_session"] = verification.environment.get("onnxruntime_session")
+        folder.cleanup()
+        return result
     if write:
         with tempfile.TemporaryDirectory(prefix="bench-memory-") as folder:
             path = os.path.join(folder, "model.onnx")
@@ -102,7 +155,8 @@ def child(name: str, write: bool, batch: int) -> dict:
             result["external_data"] = any(f.endswith(".data") for f in os.listdir(folder))
             del written
         result["after_write_peak"] = _peak_bytes()
-    verification = harness.verify(module, args, model_name=name)
+    verification = harness.verify(module, args, model_name=name, session_options=ort_config)
+    result["onnxruntime_session"] = verification.environment.get("onnxruntime_session")
     result["seconds"] = round(time.perf_counter() - started, 1)
     result["passed"] = verification.passed
     result["timings"] = {k: round(v, 3) for k, v in verification.timings.items()}
@@ -111,9 +165,11 @@ def child(name: str, write: bool, batch: int) -> dict:
     return result
 
 
-def measure(name: str, write: bool, batch: int) -> dict:
+def measure(name: str, write: bool, batch: int, from_file: bool = False, ort_config: str | None = None) -> dict:
     command = [sys.executable, os.path.abspath(__file__), "--child", name, "--batch", str(batch)]
     command += ["--write"] if write else []
+    command += ["--from-file"] if from_file else []
+    command += ["--ort-config", os.path.abspath(ort_config)] if ort_config else []
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         return {"case": name, "error": (done.stderr.strip().splitlines() or ["(no output)"])[-1][:300]}
@@ -124,16 +180,20 @@ def measure(name: str, write: bool, batch: int) -> dict:
     return row
 
 
-def _earlier_rows(path: str | None, keep_except: list[tuple[str, int, bool]]) -> list[dict]:
-    """The rows of (case, batch, written to a file) not measured now, from the last results
-    (the 3 GB case runs alone)."""
+def _key(row: dict) -> tuple:
+    """What a row measured: case, batch, written first, verified from the file, session settings."""
+    return (row.get("case"), row.get("batch", 1), bool(row.get("write")), bool(row.get("from_file")),
+            row.get("ort_config"))
+
+
+def _earlier_rows(path: str | None, keep_except: list[tuple]) -> list[dict]:
+    """The rows not measured now, from the last results (the large cases run alone)."""
     try:
         with open(results_path("bench_memory", path)) as handle:
             earlier = json.load(handle)["rows"]
     except (OSError, ValueError, KeyError):
         return []
-    return [row for row in earlier
-            if (row.get("case"), row.get("batch", 1), bool(row.get("write"))) not in keep_except]
+    return [row for row in earlier if _key(row) not in keep_except]
 
 
 def markdown(rows: list[dict]) -> str:
@@ -145,6 +205,8 @@ def markdown(rows: list[dict]) -> str:
             lines.append(f"| {r['case']}{' (written)' if r.get('write') else ''} | failed: {r['error']} |||||")
             continue
         case = f"{r['case']} (written to a file first)" if r.get("write") else r["case"]
+        case = f"{r['case']} (harness.verify_onnx on its file)" if r.get("from_file") else case
+        case += f" with {r['ort_config']}" if r.get("ort_config") else ""
         lines.append(f"| {case} | {r['weight_bytes'] / gib:.2f} | {r['baseline_rss'] / gib:.2f} | "
                      f"{r['model_rss'] / gib:.2f} | {r['peak_rss'] / gib:.2f} | {r['ratio_over_baseline']:.2f}x | "
                      f"{r['ratio_raw']:.2f}x |")
@@ -156,24 +218,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", nargs="+", default=["vgg16"], choices=CASES)
     parser.add_argument("--write", action="store_true", help="also write the export to a file before verifying")
     parser.add_argument("--batch", type=int, default=1, help="images per input of the zoo cases")
+    parser.add_argument("--from-file", action="store_true",
+                        help="verify the exported file (external data) with harness.verify_onnx, the module dropped")
+    parser.add_argument("--ort-config", default=None, metavar="FILE", help="onnxruntime session settings (JSON)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--json", default=None, help="where to write the results (default bench/results/bench_memory.json)")
     options = parser.parse_args(argv)
     if options.child:
-        print(json.dumps(child(options.child, options.write, options.batch)))
+        print(json.dumps(child(options.child, options.write, options.batch, options.from_file, options.ort_config)))
         return 0
     machine = machine_info()
-    measured = [(name, 1 if name == "linear3g" else options.batch, options.write) for name in options.cases]
+    config_name = os.path.basename(options.ort_config) if options.ort_config else None
+    measured = [(name, options.batch if name == "vgg16" else 1, options.write, options.from_file, config_name)
+                for name in options.cases]
     rows = _earlier_rows(options.json, keep_except=measured)
-    for name, batch, _ in measured:
-        row = measure(name, options.write, batch)
-        row.update(batch=batch, write=options.write, measured=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                   load_average=os.getloadavg()[0])
+    for name, batch, *_ in measured:
+        row = measure(name, options.write, batch, options.from_file, options.ort_config)
+        row.update(batch=batch, write=options.write, from_file=options.from_file, ort_config=config_name,
+                   measured=time.strftime("%Y-%m-%dT%H:%M:%S%z"), load_average=os.getloadavg()[0])
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
     path = write_results("bench_memory", machine, rows, path=options.json,
                          summary={"limit": LIMIT, "all_within": all(r.get("within_limit") for r in rows)},
-                         options={"cases": options.cases, "write": options.write, "batch": options.batch})
+                         options={"cases": options.cases, "write": options.write, "batch": options.batch,
+                                  "from_file": options.from_file, "ort_config": options.ort_config})
     print(markdown(rows))
     print(f"\n{load_note({**machine, 'load_average_end': os.getloadavg()})}; results in {path}")
     return 0

@@ -8,9 +8,11 @@ For each model, ONE torch.onnx (dynamo) export is verified by both:
           which builds one onnxruntime session per FX value it compares.
 
 Both start from the exported program (export time is excluded from both) and include torch's
-reference run. Ours runs `--repeat` times (the median counts), interleaved with theirs when
-`--their-repeat` > 1. `harness.verify` end to end on our own export (export included) is timed
-too, against the same torch.onnx.verification time. Both sides run at torch's default thread
+reference run. Each of `--repeat` rounds (at least 3) runs every side once, the order
+alternating from round to round (ours, theirs, verify; verify, theirs, ours; ...), so that load
+from other processes hits every side alike; the medians count. `harness.verify` end to end on
+our own export (export included) is the third side, against the same torch.onnx.verification
+time. Both sides run at torch's default thread
 settings unless `--torch-threads` says otherwise. Rows, ratios, targets and the machine's cores,
 load and versions go to bench/results/bench_verify.json.
 
@@ -42,6 +44,7 @@ MODELS = {
 }
 TARGETS = {"resnet18": 30.0, "densenet121": 100.0}  # minimum speed-up over torch.onnx.verification
 END_TO_END_TARGETS = {"resnet18": 20.0}  # harness.verify with our export, over the same
+MIN_REPEAT = 3
 
 
 def _model(name: str, seed: int):
@@ -59,7 +62,7 @@ def _theirs(program, args):
         return verify_onnx_program(program, args, compare_intermediates=True)
 
 
-def measure(name: str, *, seed: int, repeat: int, their_repeat: int, optimize: bool, roundtrip: bool) -> dict:
+def measure(name: str, *, seed: int, repeat: int, optimize: bool, roundtrip: bool) -> dict:
     module, args = _model(name, seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -70,9 +73,15 @@ def measure(name: str, *, seed: int, repeat: int, their_repeat: int, optimize: b
     logging.getLogger("torch.onnx").setLevel(logging.ERROR)
 
     verify_exported(exported, args, module=module, model_name=name)  # warm-up (first-call imports)
-    sides = {"ours": lambda: verify_exported(exported, args, module=module, model_name=name)}
-    seconds, results = side_by_side(sides, repeat)
-    theirs_seconds, theirs_results = side_by_side({"theirs": lambda: _theirs(program, args)}, their_repeat)
+    sides = {"ours": lambda: verify_exported(exported, args, module=module, model_name=name),
+             "theirs": lambda: _theirs(program, args)}
+    if roundtrip:
+        try:
+            verify(module, args, model_name=name)  # warm-up of our exporter
+            sides["verify"] = lambda: verify(module, args, model_name=name)
+        except Exception as error:  # an op our exporter lacks is a result, not a crash
+            row["roundtrip_error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:120]}"
+    seconds, results = side_by_side(sides, repeat)  # every side each round, the order alternating
     verification = results["ours"]
     row["ours_s"] = median(seconds["ours"])
     row["ours_runs_s"] = [round(s, 3) for s in seconds["ours"]]
@@ -81,20 +90,15 @@ def measure(name: str, *, seed: int, repeat: int, their_repeat: int, optimize: b
     row["ours_truth"] = sum(op.truth is not None for op in verification.ops)
     row["ours_passed"] = verification.passed
     row["ours_timings"] = {k: round(v, 3) for k, v in verification.timings.items()}
-    row["theirs_s"] = median(theirs_seconds["theirs"])
-    row["theirs_runs_s"] = [round(s, 1) for s in theirs_seconds["theirs"]]
-    row["theirs_values"] = len(theirs_results["theirs"])
+    row["theirs_s"] = median(seconds["theirs"])
+    row["theirs_runs_s"] = [round(s, 1) for s in seconds["theirs"]]
+    row["theirs_values"] = len(results["theirs"])
     row["ratio"] = row["theirs_s"] / row["ours_s"]
-
-    if roundtrip:
-        try:
-            verify(module, args, model_name=name)  # warm-up of our exporter
-            end_to_end, results = side_by_side({"verify": lambda: verify(module, args, model_name=name)}, repeat)
-            row["roundtrip_end_to_end_s"] = median(end_to_end["verify"])
-            row["roundtrip_timings"] = {k: round(v, 3) for k, v in results["verify"].timings.items()}
-            row["end_to_end_ratio"] = row["theirs_s"] / row["roundtrip_end_to_end_s"]
-        except Exception as error:  # an op our exporter lacks is a result, not a crash
-            row["roundtrip_error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:120]}"
+    if "verify" in sides:
+        row["roundtrip_end_to_end_s"] = median(seconds["verify"])
+        row["roundtrip_runs_s"] = [round(s, 3) for s in seconds["verify"]]
+        row["roundtrip_timings"] = {k: round(v, 3) for k, v in results["verify"].timings.items()}
+        row["end_to_end_ratio"] = row["theirs_s"] / row["roundtrip_end_to_end_s"]
     return row
 
 
@@ -127,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeat", type=int, default=3, help="runs of ours (the median counts)")
-    parser.add_argument("--their-repeat", type=int, default=1, help="runs of torch.onnx.verification (slow)")
+    parser.add_argument("--repeat", type=int, default=MIN_REPEAT,
+                        help=f"rounds; each runs every side once, interleaved (the medians count; at least {MIN_REPEAT})")
     parser.add_argument("--optimize", action="store_true",
                         help="export with torch.onnx's optimizer (fuses values away; default: off, as the harness does)")
     parser.add_argument("--no-roundtrip", dest="roundtrip", action="store_false",
@@ -137,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="torch.set_num_threads for both sides (default: torch's choice)")
     parser.add_argument("--json", default=None, help="where to write the results (default bench/results/bench_verify.json)")
     options = parser.parse_args(argv)
+    if options.repeat < MIN_REPEAT:
+        parser.error(f"--repeat {options.repeat}: at least {MIN_REPEAT}, or the median is one run's luck")
     if options.torch_threads:
         torch.set_num_threads(options.torch_threads)
     quiet_onnxruntime()
@@ -146,13 +152,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name in options.models:
         started = time.perf_counter()
-        rows.append(measure(name, seed=options.seed, repeat=options.repeat, their_repeat=options.their_repeat,
+        rows.append(measure(name, seed=options.seed, repeat=options.repeat,
                             optimize=options.optimize, roundtrip=options.roundtrip))
         rows[-1]["bench_seconds"] = round(time.perf_counter() - started, 1)
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     summary = summarise(rows)
     path = write_results("bench_verify", machine, rows, summary=summary, path=options.json,
-                         options={"repeat": options.repeat, "their_repeat": options.their_repeat,
+                         options={"repeat": options.repeat, "interleaved": True,
                                   "optimize": options.optimize, "torch_threads": options.torch_threads or "default"})
     print(markdown(rows))
     print(f"\ntargets met: {summary['met']}; load average at the end {os.getloadavg()[0]:.2f}; results in {path}")

@@ -1,9 +1,8 @@
 """Weights on their way out: model files written straight from the tensors, external data.
 
-An exported model is a *skeleton* (nodes, types, initializer names, shapes and dtypes) plus
-its weights, the arrays the initializers hold (views of the module's parameters, no copies).
-The skeleton's initializers carry no data: each is marked external with the location
-`IN_MEMORY`, meaning "the caller holds this array". From there:
+An exported model is a *skeleton* plus its weights (the format, a public contract, is
+`exporter.skeleton`: initializers are stubs at the location `IN_MEMORY`, meaning "the caller
+holds this array"). From there:
 
 * `write_model` writes a model file in one pass from the skeleton and the arrays. Each weight's
   bytes go from the array to the file once, without an intermediate bytes object or a
@@ -21,7 +20,6 @@ field, so readers (onnx, onnxruntime) see one graph with every initializer.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO
@@ -31,55 +29,19 @@ import onnx
 
 from exporter.errors import ExportError
 from exporter.fileio import atomic_writer
-
-IN_MEMORY = "roundtrip-weights-held-in-memory"
-"""external_data location of an initializer whose array the caller holds, not a file. It is a
-plain file name, so a reader that insists on a file (onnx's checker, onnxruntime) can be given
-a placeholder of that name beside the model, while the arrays reach it some other way."""
-
-PROTOBUF_LIMIT = 2**31 - 1
-"""Protobuf cannot serialise or parse a message of 2 GB or more."""
+from exporter.skeleton import (  # noqa: F401 - the skeleton format, re-exported where it used to live
+    ALIGNMENT, IN_MEMORY, PROTOBUF_LIMIT, is_in_memory, stub, tensor_bytes,
+)
 
 EXTERNAL_MIN_BYTES = 1024
 """Initializers smaller than this stay inside the model file when the weights go external
 (onnx.save_model's default `size_threshold`)."""
-
-ALIGNMENT = 65536
-"""Offset alignment of large tensors in the data file: the allocation granularity onnxruntime
-needs to memory-map them instead of reading them (64 KiB covers every platform)."""
 
 _SMALL_ALIGNMENT = 64
 _LARGE_TENSOR = 1 << 20
 
 # protobuf field numbers (onnx.proto): ModelProto.graph, GraphProto.initializer, TensorProto.raw_data
 _MODEL_GRAPH, _GRAPH_INITIALIZER, _TENSOR_RAW_DATA = 7, 5, 9
-
-
-def tensor_bytes(array: np.ndarray) -> memoryview:
-    """The array's bytes in ONNX's raw_data layout (little-endian, C order), without a copy
-    when the array is already contiguous and little-endian."""
-    array = np.ascontiguousarray(array)
-    if sys.byteorder != "little" or array.dtype.byteorder == ">":
-        array = array.astype(array.dtype.newbyteorder("<"))
-    return memoryview(array.reshape(-1).view(np.uint8))
-
-
-def is_in_memory(tensor: onnx.TensorProto) -> bool:
-    """Whether `tensor` is a skeleton's stand-in for an array the caller holds."""
-    return tensor.data_location == onnx.TensorProto.EXTERNAL and any(
-        entry.key == "location" and entry.value == IN_MEMORY for entry in tensor.external_data
-    )
-
-
-def stub(tensor: onnx.TensorProto, location: str = IN_MEMORY, **entries: int) -> onnx.TensorProto:
-    """Make `tensor` data-less and external at `location` (with `offset=`/`length=` entries)."""
-    tensor.ClearField("raw_data")
-    tensor.ClearField("external_data")
-    tensor.data_location = onnx.TensorProto.EXTERNAL
-    for key, value in {"location": location, **{k: str(v) for k, v in entries.items()}}.items():
-        entry = tensor.external_data.add()
-        entry.key, entry.value = key, value
-    return tensor
 
 
 def weight_bytes(weights: Mapping[str, np.ndarray]) -> int:

@@ -133,6 +133,7 @@ def verify(
     strict: bool | None = None,
     dtype: str | torch.dtype | None = None,
     optimize: bool = True,
+    session_options: Any = None,
 ) -> Verification:
     """Export `model` on `args` and `kwargs` (or take `onnx_model`, made by `exporter`) and
     verify it on `device` ("cpu", "cuda[:n]" or "reference"). `optimize=False` verifies
@@ -150,6 +151,8 @@ def verify(
     request that cannot run on CUDA raises `runtime.BackendUnavailableError` with the reason.
     `strict=True` (default: the ROUNDTRIP_STRICT environment variable) raises the harness's own
     errors instead of recording them as notes (see harness.analysis.strictness).
+    `session_options`: the onnxruntime configuration to verify (an onnxruntime.SessionOptions,
+    a mapping or a JSON file; runtime.OrtConfig), default onnxruntime's own.
     """
     if exporter not in EXPORTERS:
         raise ValueError(f"exporter={exporter!r}; choose one of {EXPORTERS}")
@@ -171,7 +174,7 @@ def verify(
     verification = verify_exported(
         exported, args, kwargs=kwargs, module=model, device=device, tolerances=tolerances, per_op=per_op,
         output_atol=output_atol, output_rtol=output_rtol, allowed_mismatch=allowed_mismatch,
-        tf32=tf32, model_name=model_name or type(model).__name__, strict=strict,
+        tf32=tf32, model_name=model_name or type(model).__name__, strict=strict, session_options=session_options,
     )
     verification.timings = {"export_s": export_s, **verification.timings}
     return verification
@@ -205,6 +208,7 @@ def verify_exported(
     tf32: bool = False,
     model_name: str = "model",
     strict: bool | None = None,
+    session_options: Any = None,
 ) -> Verification:
     """Verify an already exported model (`verify` without the export; benchmarks time this).
 
@@ -215,6 +219,7 @@ def verify_exported(
     """
     table = tolerance_table(tolerances)
     spec = runtime.DeviceSpec.parse(device)
+    ort_config = runtime.OrtConfig.of(session_options)
     onnx_proto = exported.model
     verification = new_verification(onnx_proto, spec, model_name=model_name, exporter=exported.exporter,
                                     notes=exported.notes)
@@ -224,7 +229,7 @@ def verify_exported(
 
     with runtime.device_context(spec, tf32=tf32) as environment:
         verification.environment = {**environment, **runtime.versions(), "torch_seed": torch.initial_seed(),
-                                    "onnxruntime_session": runtime.harness_session_options(),
+                                    "onnxruntime_session": runtime.session_record(ort_config),
                                     "dtype": run_dtype(module, (args, kwargs)),
                                     "value_dtypes": value_dtypes(exported.program)}
         started = time.perf_counter()
@@ -245,7 +250,8 @@ def verify_exported(
         shared = runtime.SharedWeights.of(onnx_proto, exported.weights)
         leaves = flat_user_inputs(exported.program, args, kwargs) if exported.program is not None else (args, kwargs)
         feeds = dict(zip(runtime.real_inputs(onnx_proto), _numpy_args(leaves)))
-        actual_outputs = run_production(verification, onnx_proto, spec, feeds, tf32=tf32, shared=shared)
+        actual_outputs = run_production(verification, onnx_proto, spec, feeds, tf32=tf32, shared=shared,
+                                        ort_config=ort_config)
         timings["backend_s"] = time.perf_counter() - started
 
         output_names = [o.name for o in onnx_proto.graph.output]
@@ -263,7 +269,8 @@ def verify_exported(
                 )
         if per_op:
             started = time.perf_counter()
-            _per_op(verification, exported, values, feeds, spec, table, tf32, shared, actual_outputs, strict)
+            _per_op(verification, exported, values, feeds, spec, table, tf32, shared, actual_outputs, strict,
+                    ort_config)
             if layout is not None:
                 verification.notes.extend(mark_matched_rows(verification.ops, verification.outputs))
             timings["per_op_s"] = time.perf_counter() - started
@@ -393,10 +400,10 @@ def new_verification(model: onnx.ModelProto, spec: runtime.DeviceSpec, *, model_
 
 
 def run_production(verification: Verification, model: onnx.ModelProto, spec: runtime.DeviceSpec,
-                   feeds: dict[str, np.ndarray], *, tf32: bool, shared: runtime.SharedWeights | None = None
-                   ) -> list[np.ndarray] | None:
+                   feeds: dict[str, np.ndarray], *, tf32: bool, shared: runtime.SharedWeights | None = None,
+                   ort_config: runtime.OrtConfig | None = None) -> list[np.ndarray] | None:
     """The production run (runtime.run_production), its findings put on `verification`."""
-    production = runtime.run_production(model, spec, feeds, tf32=tf32, shared=shared)
+    production = runtime.run_production(model, spec, feeds, tf32=tf32, shared=shared, ort_config=ort_config)
     if production.providers:
         verification.environment["providers"] = production.providers
     verification.cpu_placed_nodes = production.cpu_placed_nodes
@@ -404,8 +411,9 @@ def run_production(verification: Verification, model: onnx.ModelProto, spec: run
     return production.outputs
 
 
-def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, production, strict) -> None:
-    run = runtime.model_runner(spec, tf32, shared)
+def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, production, strict,
+            ort_config=None) -> None:
+    run = runtime.model_runner(spec, tf32, shared, ort_config)
     source = exported.model  # a roundtrip skeleton's stubs are restored from `shared` where needed
     loaded = shared.stubbed(source) if shared is not None else source
     initializer = shared.stub if shared is not None else (lambda t: t)

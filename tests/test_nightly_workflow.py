@@ -55,8 +55,12 @@ def test_workflow_schedules_cpu_and_gpu_shards_for_both_exporters_and_three_dtyp
         per_device = {d: {(m["exporter"], m["args"]) for m in matrix if m["device"] == d} for d in devices}
         assert all(len([m for m in matrix if m["device"] == d and (m["exporter"], m["args"]) == run]) == 4
                    for d in devices for run in per_device[d])
-        assert len({m["name"] for m in matrix}) == len(matrix)  # every shard uploads under its own name
         assert all("gpu" in json.loads(m["runs-on"]) for m in matrix if m["device"] == "cuda")
+        # onnxruntime's other graph optimisation levels: the roundtrip CPU shards again, one report each
+        levels = {(m["args"], m["device"], m["exporter"]) for m in matrix if "--graph-optimization-level" in m["args"]}
+        assert levels == {(f"--graph-optimization-level {level}", "cpu", "roundtrip")
+                          for level in ("disabled", "basic", "extended")}
+        assert len({m["name"] for m in matrix}) == len(matrix) == 4 * (5 * len(devices) + 3)
 
 
 @pytest.mark.slow

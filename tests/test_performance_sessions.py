@@ -16,7 +16,9 @@ import torch
 import harness
 import harness.analysis.fx_rows as fx_rows
 import harness.verification as verification_module
-from harness.runtime import SharedWeights, cuda_unavailable_reason, harness_session_options, prepare
+from harness.runtime import (
+    OrtConfig, SharedWeights, cuda_unavailable_reason, harness_session_options, prepare, session_record,
+)
 from harness.runtime.sessions import in_place_safe
 
 
@@ -42,7 +44,9 @@ def _model():
                                torch.nn.Linear(8 * 6 * 6, 4)).eval(), (torch.randn(2, 3, 8, 8),)
 
 
-def test_sessions_are_sized_to_torch_and_do_not_spin_or_prepack(sessions):
+def test_sessions_are_sized_to_torch_and_do_not_spin_but_keep_onnxruntimes_defaults(sessions):
+    """Every session runs as users deploy (prepacking on, all graph optimisations), with only
+    what cannot change a result added: idle threads sleep, as many threads as torch uses."""
     module, args = _model()
     verification = harness.verify(module, args)
     assert verification.passed and len(sessions) == 3  # production, instrumented, isolation
@@ -50,8 +54,11 @@ def test_sessions_are_sized_to_torch_and_do_not_spin_or_prepack(sessions):
         assert options.intra_op_num_threads == torch.get_num_threads()
         assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
         assert options.get_session_config_entry("session.inter_op.allow_spinning") == "0"
-        assert options.get_session_config_entry("session.disable_prepacking") == "1"
-    assert verification.environment["onnxruntime_session"] == harness_session_options()
+        with pytest.raises(RuntimeError, match="does not have configuration"):
+            options.get_session_config_entry("session.disable_prepacking")  # onnxruntime's default: on
+        assert options.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    assert verification.environment["onnxruntime_session"] == session_record()
+    assert verification.environment["onnxruntime_session"]["source"] == "onnxruntime defaults"
 
 
 def test_no_session_is_alive_while_torch_computes(sessions, monkeypatch):
@@ -82,7 +89,9 @@ def test_sessions_use_the_arrays_in_place():
     result = exporter.export_program(module, args)
     weights = {name: array.copy() for name, array in result.weights.items()}
     shared = SharedWeights.of(result.skeleton, weights)
-    rep = prepare(result.skeleton, "CPU", shared_weights=shared, **harness_session_options())
+    # prepacking off: with it on, onnxruntime runs the Linear on its packed copy of the weight
+    no_prepacking = OrtConfig(config_entries={"session.disable_prepacking": "1"})
+    rep = prepare(result.skeleton, "CPU", shared_weights=shared, **harness_session_options(no_prepacking))
     before = rep.run(args[0].numpy())[0]
     with torch.no_grad():
         np.testing.assert_allclose(before, module(*args).numpy(), rtol=1e-5, atol=1e-5)

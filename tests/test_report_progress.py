@@ -29,7 +29,7 @@ def test_plain_lines_weigh_the_eta_by_cost(monkeypatch):
     lines = stream.getvalue().splitlines()
     assert lines[0] == "[  0/3] start big (elapsed 0:00)"
     # 60 s for 2 of 10 cost units: 8 units left take 240 s
-    assert lines[1].startswith("[  1/3] CRASH big") and lines[1].endswith("(elapsed 1:00, ETA 4:00)")
+    assert lines[1].startswith("[  1/3] (elapsed 1:00, ETA 4:00) CRASH big") and lines[1].endswith(": aborted")
 
 
 def test_rich_display_shows_running_cases_and_prints_finished_ones():

@@ -241,13 +241,15 @@ def test_compare_with_production_is_exact():
 
 
 def test_failed_instrumented_run_is_a_note_not_a_crash():
+    from harness.runtime import BackendRunError
+
     model = _chain_model()
 
-    def failing(m, feeds):
-        raise RuntimeError("backend exploded\nsecond line")
+    def failing(m, feeds):  # a ModelRunner reports the backend's failures as runtime.BACKEND_ERRORS
+        raise BackendRunError("backend exploded\nsecond line")
 
     run = run_instrumented(model, ["a", "b"], {"x": np.zeros(4, np.float32)}, failing)
-    assert run.values == {} and run.error == "RuntimeError: backend exploded"
+    assert run.values == {} and run.error == "BackendRunError: backend exploded"
 
 
 # --- truth and attribution -------------------------------------------------------------------

@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 import onnx
 
+from harness.analysis.strictness import harness_error
 from harness.metrics.arrays import as_array
 from harness.metrics.comparison import Comparison, compare
 from harness.onnxgraph.values import expose_values
-from harness.runtime.errors import first_line
+from harness.runtime.errors import BACKEND_ERRORS, first_line
 from harness.runtime.runner import ModelRunner
 
 
@@ -64,14 +65,18 @@ def run_instrumented(
     feeds: Mapping[str, np.ndarray],
     run: ModelRunner,
     production: Sequence[np.ndarray] | None = None,
+    strict: bool | None = None,
 ) -> InstrumentedRun:
     """Run `model` once with `exposed` values as extra outputs; compare its final outputs
-    with `production` (the production session's outputs, in graph output order)."""
+    with `production` (the production session's outputs, in graph output order). Only the
+    backend's errors are findings; the harness's own are raised in strict mode."""
     instrumented = expose_values(model, exposed)
     try:
         values = run(instrumented, dict(feeds))
-    except Exception as error:  # a model the backend cannot run: reported, isolation still runs
+    except BACKEND_ERRORS as error:  # a model the backend cannot run: reported, isolation still runs
         return InstrumentedRun({}, error=first_line(error))
+    except Exception as error:  # the harness's own code around the run (session, shared weights)
+        return InstrumentedRun({}, error=harness_error(error, "running the instrumented model", strict))
     result = InstrumentedRun(values)
     if production is not None:
         result.final_vs_production = compare_with_production(

@@ -71,7 +71,8 @@ def analyse(analysis: FxAnalysis) -> OpAnalysis:
 
     started = time.perf_counter()
     exposed = [name for group in analysis.groups.values() for name in group.outputs.values()]
-    instrumented = run_instrumented(analysis.onnx_model, exposed, analysis.feeds, analysis.run, analysis.production)
+    instrumented = run_instrumented(analysis.onnx_model, exposed, analysis.feeds, analysis.run, analysis.production,
+                                    analysis.strict)
     result.instrumented_vs_production = instrumented.final_vs_production
     result.notes.extend(instrumented.notes())
     for fx, group in analysis.groups.items():

@@ -13,8 +13,9 @@ the batched model, the batch is split in halves until the subgraphs that fail al
 found; they are reported as not isolable with the backend's message, and listed in
 `IsolationResult.backend_failed`: a subgraph the backend cannot run is a failing op.
 
-Only the backend's load and run are guarded: an error while building the batch is the
-harness's own (harness.analysis.strictness), raised in strict mode and never blamed on the backend.
+Only the backend's load and run errors (runtime.errors.BACKEND_ERRORS) are the backend's: an
+error while building the batch or preparing its session is the harness's own
+(harness.analysis.strictness), raised in strict mode and never blamed on the backend.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import onnx
 from harness.analysis.strictness import harness_error
 from harness.onnxgraph.isolation import IsolationModel, Subgraph, build
 from harness.onnxgraph.values import external_inputs, topological
-from harness.runtime.errors import first_line, missing_kernel
+from harness.runtime.errors import BACKEND_ERRORS, first_line, missing_kernel
 from harness.runtime.runner import ModelRunner
 
 logger = logging.getLogger(__name__)
@@ -146,7 +147,7 @@ def _run_batch(source, subgraphs, inputs, run, initializer, result: IsolationRes
     try:
         result.runs += 1
         values = run(built.model, built.feeds)
-    except Exception as error:  # onnxruntime raises several types; all mean "cannot run this batch"
+    except BACKEND_ERRORS as error:  # the backend cannot load or run this batch (the harness's errors pass)
         reason = first_line(error)
         if len(subgraphs) == 1 and fallback is not None and missing_kernel(error):
             reason = _on_reference(built, fallback, subgraphs[0].key, result, reason)
@@ -163,6 +164,12 @@ def _run_batch(source, subgraphs, inputs, run, initializer, result: IsolationRes
         half = len(subgraphs) // 2
         _run_batch(source, subgraphs[:half], inputs, run, initializer, result, strict, fallback)
         _run_batch(source, subgraphs[half:], inputs, run, initializer, result, strict, fallback)
+        return
+    except Exception as error:  # the harness's own code around the run (session, shared weights)
+        note = harness_error(error, f"running the isolation model of {len(subgraphs)} subgraph(s)", strict)
+        for subgraph in subgraphs:
+            result.not_isolable[subgraph.key] = note
+            result.inputs.pop(subgraph.key, None)
         return
     for key, names in built.outputs.items():
         result.outputs[key] = [values[name] for name in names]

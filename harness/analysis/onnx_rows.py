@@ -116,7 +116,7 @@ def analyse_nodes(
 
     started = time.perf_counter()
     exposed = [o for node in model.graph.node for o in node.output if o]
-    instrumented = run_instrumented(model, exposed, feeds, run, production)
+    instrumented = run_instrumented(model, exposed, feeds, run, production, strict)
     result.instrumented_vs_production = instrumented.final_vs_production
     result.notes.extend(instrumented.notes())
     for key, node in zip(keys, model.graph.node):

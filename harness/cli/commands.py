@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.cli.errors import EXIT_FAIL, EXIT_INTERNAL, EXIT_PASS, UsageError
+from harness.cli.lock import ReportLock
 from harness.cli.progress import clock, make_progress
 from harness.cli.scheduler import JOBS_DIR, Scheduler
 from harness.cli.sources import Task, apply_costs, parse_shard, shard, target_tasks, zoo_tasks
@@ -39,8 +40,10 @@ def dispatch(options: argparse.Namespace, command: str) -> int:
 # --- run / verify ------------------------------------------------------------------------------
 
 
-def prepare_out(path: str) -> str:
-    """The report directory, made and proven writable before any case runs."""
+def prepare_out(path: str, command: str) -> tuple[str, ReportLock]:
+    """The report directory, made, proven writable and locked for this run before any case
+    runs (a UsageError naming the holder when another run has it); the caller releases the
+    lock when done."""
     out = os.path.abspath(path)
     if os.path.exists(out) and not os.path.isdir(out):
         raise UsageError(f"--out {path} is a file; give a directory (the report is {PARITY_JSON}, parity.md "
@@ -54,11 +57,14 @@ def prepare_out(path: str) -> str:
         os.unlink(probe)
     except OSError as error:
         raise UsageError(f"--out {path} cannot be written: {error.strerror or error}") from None
+    lock = ReportLock(out, command).acquire()
+    if lock.note():
+        print(lock.note(), file=sys.stderr)
     if any(os.path.exists(os.path.join(out, name)) for name in (PARITY_JSON, f"{PARITY_JSON}.gz")):
         # a previous report: its logs and reproducers go
         for stale in ("logs", "reproducers", JOBS_DIR):
             shutil.rmtree(os.path.join(out, stale), ignore_errors=True)
-    return out
+    return out, lock
 
 
 def _check_run_options(options: argparse.Namespace) -> dict[str, Any] | None:
@@ -75,7 +81,20 @@ def _check_run_options(options: argparse.Namespace) -> dict[str, Any] | None:
         _load_table(options.tolerances, "--tolerances")
     if options.dtype and any(t.endswith(".onnx") for t in getattr(options, "targets", ())):
         raise UsageError(f"--dtype {options.dtype}: an ONNX file's dtype is fixed by the file; export it in that dtype")
+    options.session_record = _session_record(options)
     return load_report(options.baseline) if options.baseline else None
+
+
+def _session_record(options: argparse.Namespace) -> dict[str, Any]:
+    """The onnxruntime configuration the run verifies (--ort-config, --graph-optimization-level),
+    as recorded; a UsageError naming the file for a bad one."""
+    from harness.runtime.ort_config import OrtConfig, OrtConfigError
+
+    try:
+        config = OrtConfig.of(options.ort_config) if options.ort_config else OrtConfig()
+    except OrtConfigError as error:
+        raise UsageError(f"--ort-config {error}") from None
+    return config.with_level(options.graph_optimization_level).to_dict()
 
 
 def _load_table(path: str | None, flag: str) -> Any:
@@ -131,12 +150,19 @@ class _Report:
 
 def _run_tasks(tasks: list[Task], options: argparse.Namespace, command: str, *, source: str,
                baseline: dict[str, Any] | None, shard_text: str | None) -> int:
-    out = prepare_out(options.out)
+    out, lock = prepare_out(options.out, command)
+    with lock:
+        return _run_locked(tasks, options, command, out, source=source, baseline=baseline, shard_text=shard_text)
+
+
+def _run_locked(tasks: list[Task], options: argparse.Namespace, command: str, out: str, *, source: str,
+                baseline: dict[str, Any] | None, shard_text: str | None) -> int:
     jobs = options.jobs or os.cpu_count() or 1
     document = new_document(source=source, device=options.device, exporter=options.exporter, seed=options.seed,
                             command=command, tolerances=options.tolerances, opset=options.opset, shard=shard_text)
     document["jobs"] = jobs
     document["dtype"] = options.dtype  # None: each model as built (its record's environment names it)
+    document["onnxruntime_session"] = options.session_record
     report = _Report(document, out, baseline, options.baseline or "")
     report.write()
     worker_options = {
@@ -144,6 +170,7 @@ def _run_tasks(tasks: list[Task], options: argparse.Namespace, command: str, *, 
         "optimize": not options.no_optimize,
         "tolerances": os.path.abspath(options.tolerances) if options.tolerances else None, "opset": options.opset,
         "dtype": options.dtype,
+        "ort_config": options.session_record,
         "threads": max(1, (os.cpu_count() or 1) // min(jobs, max(len(tasks), 1))),
     }
     progress = make_progress()
@@ -221,14 +248,15 @@ def merge_reports(options: argparse.Namespace, command: str) -> int:
     reports = [(path, load_report(path)) for path in options.reports]
     baseline = load_report(options.baseline) if options.baseline else None
     merged = merge(reports, allow_mixed=options.allow_mixed, command=command)
-    out = prepare_out(options.out)
-    _copy_artifacts([path for path, _ in reports], out)
-    try:
-        write_report_dir(merged, out, baseline=baseline, baseline_path=options.baseline or "")
-    except Exception as error:
-        merged["internal_errors"].append(f"writing the report failed: {type(error).__name__}: {error}")
-        write_text(os.path.join(out, PARITY_JSON), dumps(merged))
-    return _conclude(merged, out, baseline, None, None, options.baseline)
+    out, lock = prepare_out(options.out, command)
+    with lock:
+        _copy_artifacts([path for path, _ in reports], out)
+        try:
+            write_report_dir(merged, out, baseline=baseline, baseline_path=options.baseline or "")
+        except Exception as error:
+            merged["internal_errors"].append(f"writing the report failed: {type(error).__name__}: {error}")
+            write_text(os.path.join(out, PARITY_JSON), dumps(merged))
+        return _conclude(merged, out, baseline, None, None, options.baseline)
 
 
 def _copy_artifacts(report_paths: list[str], out: str) -> None:

@@ -27,6 +27,9 @@ DEFAULT_OUT = os.path.join("reports", "latest")
 # harness.exporters.EXPORTERS, spelled out so that diff, merge and tolerances start without
 # importing torch (tests/test_cli.py checks the two agree).
 EXPORTERS = ("roundtrip", "torch.onnx", "torchscript")
+# harness.runtime.OPTIMIZATION_LEVELS and model_zoo_cases.TIERS, spelled out for the same reason.
+OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
+TIERS = ("smoke", "full", "extended")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -54,6 +57,12 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default=None,
                         help="cast each model and its float inputs to this dtype before exporting "
                              "(default: as built; zoo cases are float32)")
+    parser.add_argument("--ort-config", default=None, metavar="FILE",
+                        help="onnxruntime session settings to verify, a JSON object (graph_optimization_level, "
+                             "intra_op_num_threads, config_entries, provider_options, custom_ops_libraries, ...); "
+                             "default: onnxruntime's own")
+    parser.add_argument("--graph-optimization-level", choices=OPTIMIZATION_LEVELS, default=None,
+                        help="onnxruntime's graph optimisation level (overrides --ort-config's; default all)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the CLI does")
 
 
@@ -62,8 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = commands.add_parser("run", help="verify model zoo cases, per op, and write a report directory")
-    run.add_argument("--tier", choices=("smoke", "full"), default="smoke",
-                     help="smoke: one small case per family (default); full: every case")
+    run.add_argument("--tier", choices=TIERS, default="smoke",
+                     help="smoke: one small case per family (default); full: the 2018 zoo; extended: full plus "
+                          "every other torchvision model at small inputs (nightly)")
     run.add_argument("--cases", default=None, metavar="PATTERN",
                      help="fnmatch pattern or comma-separated case names (overrides --tier)")
     run.add_argument("--shard", default=None, metavar="K/N",

@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol, TextIO
 
-from harness.report.summary import case_line
+from harness.cli.reasons import terminal_line
 
 
 def clock(seconds: float | None) -> str:
@@ -78,8 +78,9 @@ class PlainProgress(_Counter):
 
     def case_finished(self, case: Mapping[str, Any], cost: float) -> None:
         self.finish(cost)
-        self._print(f"[{self.done_cases:>3}/{self.total_cases}] {case_line(case)} "
-                    f"(elapsed {clock(self.elapsed)}, ETA {clock(self.eta)})")
+        # the case's line goes last: a failing case's ends with its reason
+        self._print(f"[{self.done_cases:>3}/{self.total_cases}] (elapsed {clock(self.elapsed)}, ETA {clock(self.eta)}) "
+                    f"{terminal_line(case)}")
 
     def message(self, text: str) -> None:
         self._print(text)
@@ -119,7 +120,7 @@ class RichProgress(_Counter):
             self.progress.remove_task(task)
         self.progress.update(self.run_task, advance=cost, counts=f"{self.done_cases}/{self.total_cases}",
                              eta=clock(self.eta))
-        self.progress.console.print(case_line(case), highlight=False, markup=False, soft_wrap=True)
+        self.progress.console.print(terminal_line(case), highlight=False, markup=False, soft_wrap=True)
 
     def message(self, text: str) -> None:
         self.progress.console.print(text, highlight=False, markup=False)

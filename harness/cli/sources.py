@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.cli.errors import UsageError
+from harness.cli.npz_inputs import check_expected, check_inputs
 
 
 @dataclass
@@ -81,6 +82,10 @@ def target_tasks(targets: Sequence[str], *, inputs: str | None, expected: str | 
             for label, path in (("--inputs", inputs), ("--expected", expected)):
                 if path and not os.path.isfile(path):
                     raise UsageError(f"{label} {path}: no such file (an .npz of arrays by input/output name)")
+            if inputs:
+                check_inputs(target, inputs)
+            if expected:
+                check_expected(target, expected)
             origin = {"kind": "onnx", "path": os.path.abspath(target),
                       "inputs": os.path.abspath(inputs) if inputs else None,
                       "expected": os.path.abspath(expected) if expected else None}

@@ -57,7 +57,8 @@ def _verify(built: Built, exported: Any, options: dict[str, Any], name: str) -> 
     from harness.verification import verify, verify_exported
 
     judged = {k: v for k, v in built.options.items() if k not in ("dynamic_axes", "input_names")}
-    common = dict(device=options["device"], tolerances=options.get("tolerances"), **judged)
+    common = dict(device=options["device"], tolerances=options.get("tolerances"), strict=True,
+                  session_options=_ort_config(options), **judged)
     verification = verify_exported(exported, built.args, module=built.module, per_op=options["per_op"],
                                    model_name=name, **common)
     other = None
@@ -66,7 +67,7 @@ def _verify(built: Built, exported: Any, options: dict[str, Any], name: str) -> 
         verification.notes.extend(f"{line}; the other size is not run" for line in fixed)
     elif built.other_args is not None:
         other = verify(built.module, built.other_args, per_op=False, onnx_model=verification.onnx_model,
-                       exporter="roundtrip", model_name=name, dynamic_axes=built.options.get("dynamic_axes"),
+                       exporter=options["exporter"], model_name=name, dynamic_axes=built.options.get("dynamic_axes"),
                        input_names=built.options.get("input_names"), optimize=options.get("optimize", True), **common)
     return verification, other
 
@@ -96,6 +97,14 @@ def _static_axes_hit(onnx_model: Any, other_args: Any) -> list[str]:
     return static_axes_hit(onnx_model, [leaf for leaf in pytree.tree_leaves(other_args) if hasattr(leaf, "shape")])
 
 
+def _ort_config(options: dict[str, Any]) -> Any:
+    """The run's onnxruntime configuration (runtime.OrtConfig), as the parent recorded it."""
+    from harness.runtime import OrtConfig
+
+    record = options.get("ort_config")
+    return OrtConfig.from_record(record) if record else None
+
+
 def _reproducers(verification: Any, case_dir: str, report_dir: str) -> dict[str, str]:
     """Reproducers of the failing ops (worst first), as {fx_node: path relative to the report}."""
     from harness.reproducer import write_reproducer
@@ -119,12 +128,14 @@ def _reproducers(verification: Any, case_dir: str, report_dir: str) -> dict[str,
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """The report entry of the job's case.
 
-    A failure while building the case or exporting it, an ExportError, a backend that cannot
-    run the model, or inputs that do not fit an ONNX file are findings about the case (status
-    "error"); any other exception is a fault of the harness (status "error", internal).
+    Verifications run strict: an error of the harness's own code is raised, never recorded as
+    a note or blamed on the backend. A failure while building the case or exporting it, an
+    ExportError, a backend that cannot be used, or an ONNX file that cannot be read are findings
+    about the case (status "error"); any other exception is a fault of the harness (status
+    "error", internal: the run exits 3).
     """
     from exporter.errors import ExportError
-    from harness.runtime import BackendUnavailableError
+    from harness.runtime import BackendUnavailableError, ModelFileError
 
     task, options = job["task"], job["options"]
     name = task["name"]
@@ -138,7 +149,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
             phase = "verify the ONNX file"
             verification = verify_onnx(built.onnx_path, built.inputs, built.expected, device=options["device"],
                                        tolerances=options.get("tolerances"), per_op=options["per_op"],
-                                       model_name=name)
+                                       model_name=name, strict=True, session_options=_ort_config(options))
             other = None
         else:
             phase = "export"
@@ -151,7 +162,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     except Exception as error:
         logger.error("%s failed:\n%s", phase, traceback.format_exc())
         refused = phase in ("build", "export") or isinstance(error, (ExportError, BackendUnavailableError)) or (
-            phase == "verify the ONNX file" and isinstance(error, (ValueError, KeyError)))
+            phase == "verify the ONNX file" and isinstance(error, ModelFileError))
         message = f"{phase}: {type(error).__name__}: {error}".splitlines()[0][:500]
         return error_case(name, error=message, internal=not refused, seconds=time.perf_counter() - started)
     case_dir = os.path.join(job["report_dir"], "reproducers", safe_filename(name, "case"))

@@ -67,7 +67,7 @@ class Roundtrip:
         session = self._state.settings
         merged: dict[str, Any] = {"atol": None, "rtol": None, "exporter": session.exporter,
                                   "opset": session.opset, "device": None, "tolerances": session.tolerances,
-                                  "dtype": session.dtype}
+                                  "dtype": session.dtype, "ort_config": session.ort_config}
         merged.update(self._marker)
         merged.update({k: v for k, v in overrides.items() if k in SETTINGS})
         merged["device"] = device_for(self._state, merged["device"])
@@ -168,6 +168,8 @@ def _verify_keywords(settings: dict[str, Any]) -> dict[str, Any]:
         call["output_atol"] = settings["atol"]
     if settings["rtol"] is not None:
         call["output_rtol"] = settings["rtol"]
+    if settings.get("ort_config"):
+        call["session_options"] = settings["ort_config"]
     return call
 
 

@@ -66,6 +66,8 @@ OPTIONS = (
                kind="path", metavar="PATH"),
     OptionSpec("dtype", "verify a copy of each model, and its float inputs, cast to this dtype (zoo cases are "
                "calibrated in float32, then cast); default: as built", None, DTYPES),
+    OptionSpec("ort_config", "onnxruntime session settings to verify, a JSON object (graph_optimization_level, "
+               "config_entries, provider_options, ...; default: onnxruntime's own)", kind="path", metavar="FILE"),
 )
 
 
@@ -81,6 +83,7 @@ class Settings:
     report_dir: str | None = None
     tolerances: str | None = None
     dtype: str | None = None
+    ort_config: str | None = None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -125,6 +128,13 @@ def resolve(config: pytest.Config) -> Settings:
         if value is None and spec.name == "tier":
             value = os.environ.get(TIER_ENVIRONMENT) or None
         values[spec.name] = spec.default if value is None else value
+    if values.get("ort_config"):
+        from harness.runtime.ort_config import OrtConfig, OrtConfigError
+
+        try:
+            OrtConfig.load(values["ort_config"])
+        except OrtConfigError as error:
+            raise pytest.UsageError(f"--roundtrip-ort-config {error}") from None
     return Settings(**values)
 
 

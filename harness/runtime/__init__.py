@@ -6,16 +6,19 @@ Imports harness.metrics only (for arrays); everything above it runs models throu
 from __future__ import annotations
 
 from harness.runtime.devices import DeviceSpec, cuda_unavailable_reason, device_context, require_cuda, versions
-from harness.runtime.errors import BackendUnavailableError, ModelLoadError, first_line
+from harness.runtime.errors import BACKEND_ERRORS, BackendRunError, BackendUnavailableError, ModelLoadError, first_line
 from harness.runtime.model_files import ModelFileError
+from harness.runtime.ort_config import OPTIMIZATION_LEVELS, OrtConfig, OrtConfigError
 from harness.runtime.placement import cpu_placed_nodes, node_placement, parse_profile
 from harness.runtime.runner import ModelRunner, ProductionRun, model_runner, run_production
-from harness.runtime.sessions import BackendRep, harness_session_options, prepare, real_inputs, session_options
+from harness.runtime.sessions import (
+    BackendRep, harness_session_options, prepare, real_inputs, session_options, session_record,
+)
 from harness.runtime.shared_weights import SharedWeights
 
 __all__ = [
-    "BackendRep", "BackendUnavailableError", "DeviceSpec", "ModelFileError", "ModelLoadError", "ModelRunner", "ProductionRun",
+    "BACKEND_ERRORS", "OPTIMIZATION_LEVELS", "BackendRep", "BackendRunError", "OrtConfig", "OrtConfigError", "BackendUnavailableError", "DeviceSpec", "ModelFileError", "ModelLoadError", "ModelRunner", "ProductionRun",
     "SharedWeights", "cpu_placed_nodes", "cuda_unavailable_reason", "device_context", "first_line",
     "harness_session_options", "model_runner", "node_placement", "parse_profile", "prepare", "real_inputs", "require_cuda",
-    "run_production", "session_options", "versions",
+    "run_production", "session_options", "session_record", "versions",
 ]

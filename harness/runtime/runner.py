@@ -16,15 +16,17 @@ import numpy as np
 import onnx
 
 from harness.runtime.devices import DeviceSpec
-from harness.runtime.errors import ModelLoadError, first_line
+from harness.runtime.errors import BackendRunError, ModelLoadError, first_line
 from harness.runtime.memory import release_freed_memory
+from harness.runtime.ort_config import OrtConfig
 from harness.runtime.ortvalues import widened
 from harness.runtime.placement import cpu_placed_nodes, node_placement
 from harness.runtime.sessions import harness_session_options, prepare
 from harness.runtime.shared_weights import SharedWeights
 
 ModelRunner = Callable[[onnx.ModelProto, dict[str, np.ndarray]], dict[str, np.ndarray]]
-"""Run a model on feeds and return {output name: array}; raises when the backend cannot."""
+"""Run a model on feeds and return {output name: array}; raises one of errors.BACKEND_ERRORS when
+the backend cannot load or run it, and lets any other error (the harness's own) through."""
 
 
 @dataclass
@@ -38,24 +40,26 @@ class ProductionRun:
 
 
 def run_production(model: onnx.ModelProto, spec: DeviceSpec, feeds: dict[str, np.ndarray], *,
-                   tf32: bool, shared: SharedWeights | None = None) -> ProductionRun:
+                   tf32: bool, shared: SharedWeights | None = None,
+                   ort_config: OrtConfig | None = None) -> ProductionRun:
     """Run `model` as given on the device under test.
 
     With `shared` the session gets the weight arrays directly instead of parsing them out of the
     serialised model (the same graph and the same bytes, and loading is several times faster).
+    The session runs with `ort_config` (onnxruntime's defaults without one): what users deploy.
     The session is released, and its memory returned, before this returns.
     """
     loaded = shared.stubbed(model) if shared is not None else model
     try:
         rep = prepare(loaded, spec.backend_device, tf32=tf32, profile=spec.kind == "cuda", shared_weights=shared,
-                      **_session_options(spec))
+                      **_session_options(spec, ort_config))
     except ModelLoadError as error:
         return ProductionRun(None, notes=[f"the backend refused the model: {first_line(error)}"])
     run = ProductionRun(None, providers=list(rep.providers))
     try:
         try:
             run.outputs = [widened(output) for output in rep.run(feeds)]  # bfloat16 compared as float32
-        except Exception as error:  # onnxruntime raises its own Fail/RuntimeException types
+        except BackendRunError as error:  # onnxruntime's (or the reference's) own error, nothing else
             run.notes.append(f"the backend failed to run the model: {first_line(error)}")
             return run
         if spec.kind == "cuda":
@@ -71,10 +75,13 @@ def run_production(model: onnx.ModelProto, spec: DeviceSpec, feeds: dict[str, np
         release_freed_memory()
 
 
-def model_runner(spec: DeviceSpec, tf32: bool, shared: SharedWeights | None) -> ModelRunner:
-    """A function that loads a model variant on the device under test and runs it once."""
+def model_runner(spec: DeviceSpec, tf32: bool, shared: SharedWeights | None,
+                 ort_config: OrtConfig | None = None) -> ModelRunner:
+    """A function that loads a model variant on the device under test and runs it once, with the
+    production run's session configuration (so that its values are the production run's)."""
     def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        rep = prepare(model, spec.backend_device, tf32=tf32, shared_weights=shared, **_session_options(spec))
+        rep = prepare(model, spec.backend_device, tf32=tf32, shared_weights=shared,
+                      **_session_options(spec, ort_config))
         try:
             return dict(zip(rep.output_names, (widened(output) for output in rep.run(feeds))))
         finally:
@@ -84,6 +91,6 @@ def model_runner(spec: DeviceSpec, tf32: bool, shared: SharedWeights | None) -> 
     return run
 
 
-def _session_options(spec: DeviceSpec) -> dict[str, Any]:
-    """Thread options of the verification's sessions (none for the reference evaluator)."""
-    return {} if spec.kind == "reference" else harness_session_options()
+def _session_options(spec: DeviceSpec, ort_config: OrtConfig | None) -> dict[str, Any]:
+    """Session options of the verification's sessions (none for the reference evaluator)."""
+    return {} if spec.kind == "reference" else harness_session_options(ort_config)

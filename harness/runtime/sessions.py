@@ -18,8 +18,11 @@ import onnx
 
 from harness.metrics.arrays import contiguous
 from harness.runtime.devices import DeviceSpec, require_cuda
-from harness.runtime.errors import BackendUnavailableError, ModelLoadError
+from harness.runtime.errors import (
+    BackendRunError, BackendUnavailableError, ModelLoadError, load_failure, onnxruntime_errors,
+)
 from harness.runtime.model_files import load_model_file
+from harness.runtime.ort_config import OrtConfig
 from harness.runtime.ortvalues import fed_as, from_ortvalue, needs_ortvalues, to_ortvalue
 from harness.runtime.shared_weights import SharedWeights
 
@@ -42,10 +45,16 @@ class BackendRep:
         array fed to a bfloat16 input is taken when bfloat16 holds its values exactly."""
         feeds = {name: fed_as(v, self.value_types.get(name), name) for name, v in self._feeds(inputs).items()}
         if self.device.kind == "reference":
-            return [np.asarray(o) for o in self.session.run(None, feeds)]
-        if needs_ortvalues(feeds, list(self.value_types.values())):
-            return self._run_ortvalues(feeds)
-        return self.session.run(None, feeds)
+            try:
+                return [np.asarray(o) for o in self.session.run(None, feeds)]
+            except Exception as error:  # noqa: BLE001 - the evaluator's kernels raise any type
+                raise BackendRunError(f"onnx's ReferenceEvaluator failed to run the model: {error}") from error
+        try:
+            if needs_ortvalues(feeds, list(self.value_types.values())):
+                return self._run_ortvalues(feeds)
+            return self.session.run(None, feeds)
+        except onnxruntime_errors() as error:
+            raise BackendRunError(f"onnxruntime failed to run the model: {load_failure(error, self.model)}") from error
 
     def _run_ortvalues(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """The run with inputs and outputs as OrtValues, the outputs bound to the CPU."""
@@ -75,6 +84,7 @@ def prepare(model: onnx.ModelProto | str | os.PathLike, device: str = "CPU", **o
     `intra_op_num_threads`, `tf32` (CUDA: allow TF32 math; default False),
     `shared_weights` (a SharedWeights whose stubs `model` carries; onnxruntime only),
     `serialized` (`model` already serialised, to skip doing it again), `spinning`,
+    `ort_config` (an OrtConfig: the user's session settings; default onnxruntime's),
     `cuda_mem_limit` (bytes; caps the CUDA arena, default: `set_cuda_mem_limit`'s)."""
     if not isinstance(model, onnx.ModelProto):
         model = load_model_file(model)  # ModelFileError naming the path for a bad file
@@ -111,42 +121,47 @@ def real_inputs(model: onnx.ModelProto) -> list[str]:
 
 
 def session_options(profile: bool = False, graph_optimization_level: Any = None,
-                    intra_op_num_threads: int | None = None, spinning: bool = True, prepacking: bool = True):
-    """onnxruntime SessionOptions. `spinning=False` makes idle intra-op and inter-op threads
-    sleep instead of spin (no effect on results; it helps on a CPU shared with other work).
+                    intra_op_num_threads: int | None = None, spinning: bool = True, prepacking: bool = True,
+                    ort_config: OrtConfig | None = None):
+    """onnxruntime SessionOptions: `ort_config`'s settings (onnxruntime's defaults without one),
+    then the arguments. `spinning=False` makes idle intra-op and inter-op threads sleep instead
+    of spin (no effect on results; it helps on a CPU shared with other work).
+    `intra_op_num_threads` fills a thread count the configuration leaves open.
     `prepacking=False` keeps matrix-product weights as they are instead of adding a packed copy
-    of each (the last bits of a product may differ; peak memory is a weight copy lower)."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    if not spinning:
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    of each (the last bits of a product may differ: not what users deploy)."""
+    options = (ort_config or OrtConfig()).session_options(threads=intra_op_num_threads, spinning=spinning)
     if not prepacking:
         options.add_session_config_entry("session.disable_prepacking", "1")
     if graph_optimization_level is not None:
         options.graph_optimization_level = graph_optimization_level
-    if intra_op_num_threads:
-        options.intra_op_num_threads = intra_op_num_threads
     if profile:
         options.enable_profiling = True
         options.profile_file_prefix = os.path.join(tempfile.mkdtemp(prefix="roundtrip-prof-"), "ort")
     return options
 
 
-def harness_session_options() -> dict[str, Any]:
-    """`prepare()` options for the sessions a verification creates. torch and onnxruntime take
-    turns (a session runs, returns and is released before torch computes again), so the
-    session gets as many intra-op threads as torch uses, and its threads sleep when idle: a
-    spinning onnxruntime pool, or one larger than the cores, steals the cores torch's OpenMP
-    threads wait on at every barrier, which slows torch several-fold on a busy machine.
-    Prepacking is off: onnxruntime copies every initializer it is given, and a packed copy of
-    each matrix-product weight on top would make a session hold the weights three times over
-    (the module's, onnxruntime's, the packed one) while it loads."""
+def harness_session_options(ort_config: OrtConfig | None = None) -> dict[str, Any]:
+    """`prepare()` options for the sessions a verification creates: `ort_config` (onnxruntime's
+    defaults without one: what users deploy), and what cannot change a result. torch and
+    onnxruntime take turns (a session runs, returns and is released before torch computes
+    again), so a session gets as many intra-op threads as torch uses unless the configuration
+    says otherwise, and its threads sleep when idle: a spinning onnxruntime pool, or one larger
+    than the cores, steals the cores torch's OpenMP threads wait on at every barrier, which
+    slows torch several-fold on a busy machine. Prepacking stays on (onnxruntime's default): it
+    changes the last bits of matrix products; its packed weight copies exist one session at a
+    time (bench/bench_memory.py measures the peak)."""
     import torch
 
-    return {"spinning": False, "intra_op_num_threads": max(1, torch.get_num_threads()), "prepacking": False}
+    return {"spinning": False, "intra_op_num_threads": max(1, torch.get_num_threads()),
+            "ort_config": ort_config or OrtConfig()}
+
+
+def session_record(ort_config: OrtConfig | None = None) -> dict[str, Any]:
+    """What a report records of the verification's sessions: the configuration verified, and
+    the settings the harness added (which do not change a result)."""
+    options = harness_session_options(ort_config)
+    config = options.pop("ort_config")
+    return {**config.to_dict(), "harness": options}
 
 
 _cuda_mem_limit: int | None = None
@@ -196,10 +211,10 @@ def in_place_safe(model: onnx.ModelProto, used: Mapping[str, Any]) -> list[str]:
 def _prepare_onnxruntime(model, spec: DeviceSpec, inputs, outputs, *, tf32: bool = False,
                          profile: bool = False, shared_weights: SharedWeights | None = None,
                          serialized: bytes | None = None, cuda_mem_limit: int | None = None,
-                         **options: Any) -> BackendRep:
+                         ort_config: OrtConfig | None = None, **options: Any) -> BackendRep:
     import onnxruntime as ort
 
-    sess_options = session_options(profile=profile, **options)
+    sess_options = session_options(profile=profile, ort_config=ort_config, **options)
     source: Any = serialized
     if shared_weights is not None:
         used = shared_weights.used_by(model)
@@ -212,17 +227,19 @@ def _prepare_onnxruntime(model, spec: DeviceSpec, inputs, outputs, *, tf32: bool
             sess_options.add_external_initializers(list(values), list(values.values()))
     if spec.kind == "cuda":
         require_cuda()
+        config = ort_config or OrtConfig()
         providers: list[Any] = [
-            ("CUDAExecutionProvider", cuda_provider_options(spec.index, tf32, cuda_mem_limit)),
-            "CPUExecutionProvider",
+            ("CUDAExecutionProvider", config.provider_options_for(
+                "CUDAExecutionProvider", cuda_provider_options(spec.index, tf32, cuda_mem_limit))),
+            ("CPUExecutionProvider", config.provider_options_for("CPUExecutionProvider", {})),
         ]
     else:
-        providers = ["CPUExecutionProvider"]
+        providers = [("CPUExecutionProvider", (ort_config or OrtConfig()).provider_options_for("CPUExecutionProvider", {}))]
     try:
         session = ort.InferenceSession(source or model.SerializeToString(), sess_options, providers=providers)
-    except Exception as error:
+    except onnxruntime_errors() as error:
         raise ModelLoadError(
-            f"onnxruntime could not load the model on {spec.kind.upper()}: {error}"
+            f"onnxruntime could not load the model on {spec.kind.upper()}: {load_failure(error, model)}"
         ) from error
     finally:
         if isinstance(source, str):

@@ -1,7 +1,7 @@
 """Weights shared between onnxruntime sessions of variants of one model, never serialised.
 
 The production model, the instrumented one and the isolation model carry stub initializers
-(data-less, marked external at `exporter.external_data.IN_MEMORY`); each session receives the
+(data-less, marked external at `IN_MEMORY`: the skeleton format of `exporter.skeleton`, a public contract); each session receives the
 weight arrays themselves, so the weights are neither copied into each variant nor serialised
 for each session, nor (on CPU) copied by onnxruntime. A CUDA session gets them through
 `add_external_initializers`, which copies them to the device as it loads. onnxruntime (1.31)
@@ -37,7 +37,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from exporter.external_data import ALIGNMENT, IN_MEMORY, is_in_memory, stub, tensor_bytes
+from exporter.skeleton import ALIGNMENT, IN_MEMORY, PROTOBUF_LIMIT, is_in_memory, stub, tensor_bytes
 
 DATA_FILE = "weights.data"
 """The data file of a SharedWeights' scratch folder."""
@@ -128,6 +128,25 @@ class SharedWeights:
         if not any(is_in_memory(t) and t.name in self.arrays for t in model.graph.initializer):
             return model
         return copy_model(model, [self.restore_tensor(t) for t in model.graph.initializer])
+
+    def reference_form(self, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], *,
+                       limit: int | None = None) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+        """`model` and `feeds` as onnx's ReferenceEvaluator takes them: the weights restored
+        inline while the model with them stays under `limit` bytes (protobuf's 2 GB by default),
+        else the shared weights declared as graph inputs and fed their arrays, which copies no
+        weight (a model past the limit cannot be held in one proto at all)."""
+        limit = PROTOBUF_LIMIT if limit is None else limit
+        shared = [t for t in model.graph.initializer if is_in_memory(t) and t.name in self.arrays]
+        if not shared:
+            return model, dict(feeds)
+        if model.ByteSize() + sum(int(self.arrays[t.name].nbytes) for t in shared) < limit:
+            return self.restore(model), dict(feeds)
+        names = {t.name for t in shared}
+        copy = copy_model(model, [t for t in model.graph.initializer if t.name not in names])
+        declared = {value.name for value in copy.graph.input}
+        copy.graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                                for t in shared if t.name not in declared)
+        return copy, {**feeds, **{name: self.arrays[name] for name in names}}
 
     def used_by(self, model: onnx.ModelProto) -> dict[str, np.ndarray]:
         """The arrays of `model`'s stubs, by name: what its session must be given."""
