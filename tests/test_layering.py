@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 FRONT_ENDS = ("harness.cli", "harness.pytest_plugin")
 # Exporter modules that lower layers may import, and why (each is a file-format contract).
 EXPORTER_CONTRACTS = {
-    "exporter.external_data": "the in-memory external-data format the shared-weight sessions read",
+    "exporter.skeleton": "the skeleton format (in-memory weight stubs) the shared-weight sessions load",
 }
 # The installed packages, whose modules must not import the scripts and tests around them.
 PACKAGES = ("harness", "exporter", "op_table", "model_zoo_cases")
