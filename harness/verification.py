@@ -308,8 +308,10 @@ def judge_outputs(verification: Verification, actual: Sequence[Any], expected: S
         backend_side = torch_side = None
         if reference is not None and hasattr(reference, "shape") and tuple(reference.shape) == torch_array.shape:
             reference_array = as_array(reference)
-            backend_side = compare(backend_value, reference_array, atol=0.0, rtol=0.0, name=name, check_dtype=False)
-            torch_side = compare(torch_array, reference_array, atol=0.0, rtol=0.0, name=name, check_dtype=False)
+            backend_side = compare(backend_value, reference_array, atol=row.atol, rtol=row.rtol, name=name,
+                                   check_dtype=False, allowed_mismatch=allowed_mismatch)
+            torch_side = compare(torch_array, reference_array, atol=row.atol, rtol=row.rtol, name=name,
+                                 check_dtype=False)
         verdicts.append(_verdict(against_torch, backend_side, torch_side, dtype, row, rule, given))
     verification.outputs = comparisons
     verification.output_verdicts = verdicts
