@@ -47,7 +47,7 @@ from importlib import resources
 from typing import Any
 
 from harness.metrics.comparison import Comparison, json_number
-from harness.metrics.noise import NoiseModel, rounding_unit, truth_error
+from harness.metrics.noise import NoiseModel, rounding_unit, truth_error, unit_roundoff
 from harness.metrics.tolerances import Tolerance
 
 VERDICT_PATH = "data/verdict.json"
@@ -133,7 +133,8 @@ def _ratio(numerator: float, denominator: float) -> float:
 
 
 def by_truth(backend: Comparison, torch_side: Comparison, against_torch: Comparison | None, *, dtype: str,
-             reduction_length: int, rule: VerdictRule, row: Tolerance, cap_factor: float | None = None) -> Verdict:
+             reduction_length: int, rule: VerdictRule, row: Tolerance, cap_factor: float | None = None,
+             unit: float | None = None) -> Verdict:
     """The rule for one value with a truth: `backend` and `torch_side` are compared with the
     fp64 truth under `row` (the dtype's default), `against_torch` is the backend against torch
     under the same row. The cap is `row` times `cap_factor` (default: the dtype's; a model
@@ -141,9 +142,10 @@ def by_truth(backend: Comparison, torch_side: Comparison, against_torch: Compari
     factor is 1 (float32, float64: the check the table always made, so their verdicts are never
     looser than it), and `backend` elsewhere (half types: torch's own rounding may be the larger
     one, and the backend is not blamed for it), where it bounds only what torch's error admitted:
-    a backend within `factor * floor` of the truth is rounding, whatever the row says."""
+    a backend within `factor * floor` of the truth is rounding, whatever the row says. `unit`
+    replaces the rounding unit of one op (a model output's: `output_unit`)."""
     e_backend, e_torch = truth_error(backend), truth_error(torch_side)
-    floor = rule.floor(dtype, reduction_length)
+    floor = rule.floor(dtype, reduction_length) if unit is None else rule.floor_ulps * unit
     allowed = rule.factor * max(e_torch, floor)
     rule_passed = e_backend <= allowed
     against_truth = rule.cap_factor(dtype) != 1
@@ -166,6 +168,13 @@ def by_truth(backend: Comparison, torch_side: Comparison, against_torch: Compari
                    _ratio(e_backend, e_torch), rule.factor, floor, allowed, cap, cap_ratio,
                    max(_ratio(e_backend, allowed), cap_ratio or 0.0), "rule" if not rule_passed or cap_passed else "cap",
                    reason)
+
+
+def output_unit(dtype: str, rounding_steps: int) -> float:
+    """The rounding unit of a model output that went through `rounding_steps` ops, each of which
+    rounded its result to `dtype`: u(dtype) * sqrt(steps), the random walk of the op-level rule
+    taken along the graph (a half-type op accumulates in float32 but stores in its dtype)."""
+    return unit_roundoff(dtype) * math.sqrt(max(rounding_steps, 1))
 
 
 def by_row(against_torch: Comparison, *, dtype: str, row: Tolerance, rule: str, reason: str,
