@@ -45,7 +45,9 @@ from harness.metrics.comparison import Comparison, compare, dtype_name
 from harness.metrics.detections import compare_detection_outputs, detection_layout, mark_matched_rows
 from harness.metrics.noise import dtype_key, load_noise_model, unit_roundoff
 from harness.metrics.tolerances import OUTPUT, Tolerance, ToleranceTable, load as load_tolerances
-from harness.metrics.verdict import OVERRIDE, TOLERANCE, Verdict, VerdictRule, by_row, by_truth, load_rule
+from harness.metrics.verdict import (
+    OVERRIDE, TOLERANCE, Verdict, VerdictRule, by_row, by_truth, load_rule, output_unit,
+)
 from harness.records import CheckerResult, Verification
 from harness.runtime.shared_weights import copy_model
 
@@ -262,7 +264,8 @@ def verify_exported(
             else:
                 truth = _output_truth(verification, exported, module, torch_args, torch_kwargs, timings)
                 judge_outputs(verification, actual_outputs, expected_outputs, truth, output_names, table=table,
-                              device=spec.kind, atol=output_atol, rtol=output_rtol, allowed_mismatch=allowed_mismatch)
+                              device=spec.kind, atol=output_atol, rtol=output_rtol, allowed_mismatch=allowed_mismatch,
+                              rounding_steps=_rounding_steps(exported, values))
             if len(actual_outputs) != len(expected_outputs):
                 verification.notes.append(
                     f"the ONNX model has {len(actual_outputs)} outputs, torch {len(expected_outputs)}"
@@ -285,6 +288,15 @@ def verify_exported(
         output_counts_match=actual_outputs is not None and len(actual_outputs) == len(expected_outputs),
     )
     return verification
+
+
+def _rounding_steps(exported: ExportedForVerification, values: Mapping[str, Any]) -> int:
+    """How many ops rounded a floating result on the way to the outputs: the program's calls with
+    a floating tensor value (the ONNX model's nodes when there is no program)."""
+    if exported.program is None:
+        return len(exported.model.graph.node)
+    return sum(1 for node in exported.program.graph.nodes if node.op == "call_function"
+               and isinstance(values.get(node.name), torch.Tensor) and values[node.name].is_floating_point())
 
 
 def _output_truth(verification: Verification, exported: ExportedForVerification, module: torch.nn.Module | None,
@@ -321,9 +333,10 @@ def output_dtype(value: Any) -> str:
 
 def judge_outputs(verification: Verification, actual: Sequence[Any], expected: Sequence[Any],
                   truth: Sequence[Any] | None, names: Sequence[str], *, table: ToleranceTable, device: str,
-                  atol: float | None, rtol: float | None, allowed_mismatch: float) -> None:
+                  atol: float | None, rtol: float | None, allowed_mismatch: float, rounding_steps: int = 1) -> None:
     """Fill `verification.outputs` (each output against torch's, under its row) and
-    `verification.output_verdicts`."""
+    `verification.output_verdicts`; the rule's floor for an output is `floor_ulps` times
+    u(dtype) * sqrt(rounding_steps), the ops that rounded on the way to it."""
     rule = load_rule(load_noise_model())
     given = atol is not None or rtol is not None
     comparisons, verdicts = [], []
@@ -341,9 +354,11 @@ def judge_outputs(verification: Verification, actual: Sequence[Any], expected: S
         backend_side = torch_side = None
         if reference is not None and hasattr(reference, "shape") and tuple(reference.shape) == torch_array.shape:
             reference_array = as_array(reference)
-            backend_side = compare(backend_value, reference_array, atol=0.0, rtol=0.0, name=name, check_dtype=False)
-            torch_side = compare(torch_array, reference_array, atol=0.0, rtol=0.0, name=name, check_dtype=False)
-        verdicts.append(_verdict(against_torch, backend_side, torch_side, dtype, row, rule, given))
+            backend_side = compare(backend_value, reference_array, atol=row.atol, rtol=row.rtol, name=name,
+                                   check_dtype=False, allowed_mismatch=allowed_mismatch)
+            torch_side = compare(torch_array, reference_array, atol=row.atol, rtol=row.rtol, name=name,
+                                 check_dtype=False)
+        verdicts.append(_verdict(against_torch, backend_side, torch_side, dtype, row, rule, given, rounding_steps))
     verification.outputs = comparisons
     verification.output_verdicts = verdicts
 
@@ -369,7 +384,7 @@ def judge_detections(verification: Verification, actual: Sequence[Any], expected
 
 
 def _verdict(against_torch: Comparison, backend_side: Comparison | None, torch_side: Comparison | None, dtype: str,
-             row: Tolerance, rule: VerdictRule, given: bool) -> Verdict:
+             row: Tolerance, rule: VerdictRule, given: bool, rounding_steps: int) -> Verdict:
     if given:
         return by_row(against_torch, dtype=dtype, row=row, rule=OVERRIDE, reason="output tolerances " + GIVEN,
                       backend=backend_side, torch_side=torch_side)
@@ -378,7 +393,7 @@ def _verdict(against_torch: Comparison, backend_side: Comparison | None, torch_s
                else f"{dtype} output: compared exactly with torch (no rounding to judge)")
         return by_row(against_torch, dtype=dtype, row=row, rule=TOLERANCE, reason=why + "; judged by the output row")
     return by_truth(backend_side, torch_side, against_torch, dtype=dtype, reduction_length=1, rule=rule, row=row,
-                    cap_factor=1.0)
+                    cap_factor=1.0, unit=output_unit(dtype, rounding_steps))
 
 
 def tolerance_table(tolerances: ToleranceTable | str | None) -> ToleranceTable:

@@ -25,9 +25,11 @@ The tolerance table stays, in two roles:
   alone, backend against torch, as before the rule existed; so does an explicit output
   atol/rtol given to `harness.verify`.
 - **cap**: the dtype's default row (`*`), times the dtype's `cap_factor`, bounds how loose the
-  rule may get: the comparison against torch must be inside it as well. float32's cap factor is
-  1, so a float32 verdict is never looser than the table alone made it. A model output's cap is
-  the table's `output` row for its dtype, as it stands.
+  rule may get. float32's cap factor is 1 and its cap is the comparison against torch the table
+  always made, so a float32 verdict is never looser than the table alone made it; in float16
+  and bfloat16 the backend's comparison with the truth must be inside the cap (torch's own
+  rounding is not the backend's fault). A model output's cap is the table's `output` row for its
+  dtype, as it stands.
 
 Values without a truth (random ops, overloads without a float64 kernel, integer and boolean
 outputs, ONNX-level rows against onnx's reference) are judged by the dtype's default row
@@ -45,7 +47,7 @@ from importlib import resources
 from typing import Any
 
 from harness.metrics.comparison import Comparison, json_number
-from harness.metrics.noise import NoiseModel, rounding_unit, truth_error
+from harness.metrics.noise import NoiseModel, rounding_unit, truth_error, unit_roundoff
 from harness.metrics.tolerances import Tolerance
 
 VERDICT_PATH = "data/verdict.json"
@@ -131,32 +133,48 @@ def _ratio(numerator: float, denominator: float) -> float:
 
 
 def by_truth(backend: Comparison, torch_side: Comparison, against_torch: Comparison | None, *, dtype: str,
-             reduction_length: int, rule: VerdictRule, row: Tolerance, cap_factor: float | None = None) -> Verdict:
-    """The rule for one value with a truth: `backend` and `torch_side` compared with the fp64
-    truth; `against_torch` (the backend against torch under `row`, the dtype's default) must
-    also be inside the cap, `row` times `cap_factor` (default: the dtype's; a model output's
-    row is its cap as it stands, factor 1)."""
+             reduction_length: int, rule: VerdictRule, row: Tolerance, cap_factor: float | None = None,
+             unit: float | None = None) -> Verdict:
+    """The rule for one value with a truth: `backend` and `torch_side` are compared with the
+    fp64 truth under `row` (the dtype's default), `against_torch` is the backend against torch
+    under the same row. The cap is `row` times `cap_factor` (default: the dtype's; a model
+    output's row is its cap as it stands). It bounds `against_torch` where the dtype's cap
+    factor is 1 (float32, float64: the check the table always made, so their verdicts are never
+    looser than it), and `backend` elsewhere (half types: torch's own rounding may be the larger
+    one, and the backend is not blamed for it), where it bounds only what torch's error admitted:
+    a backend within `factor * floor` of the truth is rounding, whatever the row says. `unit`
+    replaces the rounding unit of one op (a model output's: `output_unit`)."""
     e_backend, e_torch = truth_error(backend), truth_error(torch_side)
-    floor = rule.floor(dtype, reduction_length)
+    floor = rule.floor(dtype, reduction_length) if unit is None else rule.floor_ulps * unit
     allowed = rule.factor * max(e_torch, floor)
     rule_passed = e_backend <= allowed
+    against_truth = rule.cap_factor(dtype) != 1
     cap_factor = rule.cap_factor(dtype) if cap_factor is None else cap_factor
+    capped = backend if against_truth else against_torch
     cap = {"atol": row.atol * cap_factor, "rtol": row.rtol * cap_factor,
-           "source": f"cap: {cap_factor:g}x the {row.dtype} default row" if cap_factor != 1 else "cap: the default row"}
+           "source": (f"cap: {cap_factor:g}x the {row.dtype} row ({row.aten})" if cap_factor != 1 else
+                      f"cap: the {row.dtype} row ({row.aten})") + (", against the truth" if against_truth else
+                                                                   ", against torch")}
     cap_ratio, cap_passed = None, True
-    if against_torch is not None:
-        cap_ratio = against_torch.tolerance_ratio / cap_factor
-        cap_passed = against_torch.passed if cap_factor == 1 else (
-            against_torch.shape_match and against_torch.dtype_match and not against_torch.nonfinite_mismatch
-            and cap_ratio <= 1)
+    if capped is not None and not (against_truth and e_backend <= rule.factor * floor):
+        cap_ratio = capped.tolerance_ratio / cap_factor
+        cap_passed = capped.passed if cap_factor == 1 else (
+            capped.shape_match and not capped.nonfinite_mismatch and cap_ratio <= 1)
     reason = (f"e_backend {e_backend:.3g} {'<=' if rule_passed else '>'} {rule.factor:g} x max(e_torch "
               f"{e_torch:.3g}, floor {floor:.3g})")
     if not cap_passed:
-        reason += f"; against torch {cap_ratio:.3g}x the {dtype} cap"
+        reason += f"; {'against the truth' if against_truth else 'against torch'} {cap_ratio:.3g}x the {dtype} cap"
     return Verdict(TRUTH, rule_passed and cap_passed, dtype, backend.name, e_backend, e_torch,
                    _ratio(e_backend, e_torch), rule.factor, floor, allowed, cap, cap_ratio,
                    max(_ratio(e_backend, allowed), cap_ratio or 0.0), "rule" if not rule_passed or cap_passed else "cap",
                    reason)
+
+
+def output_unit(dtype: str, rounding_steps: int) -> float:
+    """The rounding unit of a model output that went through `rounding_steps` ops, each of which
+    rounded its result to `dtype`: u(dtype) * sqrt(steps), the random walk of the op-level rule
+    taken along the graph (a half-type op accumulates in float32 but stores in its dtype)."""
+    return unit_roundoff(dtype) * math.sqrt(max(rounding_steps, 1))
 
 
 def by_row(against_torch: Comparison, *, dtype: str, row: Tolerance, rule: str, reason: str,
