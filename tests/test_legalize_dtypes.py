@@ -60,7 +60,8 @@ def test_bfloat16_conv_is_refused_before_and_loads_after_wrapping():
     assert actual.dtype == np.dtype(ml_dtypes.bfloat16)
     weight = torch.from_numpy(onnx.numpy_helper.to_array(model.graph.initializer[0]).astype(np.float32))
     expected = torch.nn.functional.conv2d(torch.from_numpy(x.astype(np.float32)), weight, padding=1)
-    np.testing.assert_array_equal(actual.astype(np.float32), expected.to(torch.bfloat16).float().numpy())  # float32 math, rounded once
+    rounded_once = expected.to(torch.bfloat16).float().numpy()  # float32 math, rounded to bfloat16 once
+    np.testing.assert_array_equal(actual.astype(np.float32), rounded_once)
 
 
 def test_wrapping_is_idempotent_and_leaves_float32_alone():
