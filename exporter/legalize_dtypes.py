@@ -21,13 +21,14 @@ node's provenance, so they belong to the same FX node's subgraph.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
 import onnx
 from onnx import TensorProto
 
-from exporter.provenance import CAST_KEY
+from exporter.provenance import CAST_KEY, FX_NODE_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,8 @@ def legalize_dtypes(model: onnx.ModelProto, *, onnxruntime_cpu: bool = True) -> 
     wrapped: list[Wrapped] = []
     names = _NameSource(model)
     rebuilt: list[onnx.NodeProto] = []
+    casts_up: set[int] = set()
+    casts_back: set[int] = set()
     for node in model.graph.node:
         decision = _decide(node, types, opsets, model.ir_version, onnxruntime_cpu)
         if decision is None:
@@ -78,9 +81,13 @@ def legalize_dtypes(model: onnx.ModelProto, *, onnxruntime_cpu: bool = True) -> 
             continue
         low, reason = decision
         record = Wrapped(node.name, node.op_type, f"{TensorProto.DataType.Name(low).lower()}->float32", reason)
-        rebuilt.extend(_wrap(node, types, names, record))
+        before, after = _wrap(node, types, names, record)
+        rebuilt.extend([*before, node, *after])
+        casts_up.update(id(cast) for cast in before)
+        casts_back.update(id(cast) for cast in after)
         wrapped.append(record)
     if wrapped:
+        rebuilt = _round_once_per_op(rebuilt, casts_up, casts_back, model.graph)
         del model.graph.node[:]
         model.graph.node.extend(rebuilt)
         logger.info("cast-wrapped %d node(s): %s", len(wrapped), ", ".join(sorted({w.op_type for w in wrapped})))
@@ -178,8 +185,10 @@ def _probe_model(node: onnx.NodeProto, inputs: list[int], outputs: list[int], op
                                   ir_version=ir_version)
 
 
-def _wrap(node: onnx.NodeProto, types: dict[str, int], names: _NameSource, record: Wrapped) -> list[onnx.NodeProto]:
-    """Cast(inputs) -> node in float32 -> Cast(outputs) back, the node's names kept outside."""
+def _wrap(node: onnx.NodeProto, types: dict[str, int], names: _NameSource, record: Wrapped
+          ) -> tuple[list[onnx.NodeProto], list[onnx.NodeProto]]:
+    """Cast(inputs) -> node in float32 -> Cast(outputs) back, the node's names kept outside;
+    returns the Casts before and after it."""
     provenance = [(p.key, p.value) for p in node.metadata_props]
     before: list[onnx.NodeProto] = []
     for index, name in enumerate(node.input):
@@ -195,7 +204,45 @@ def _wrap(node: onnx.NodeProto, types: dict[str, int], names: _NameSource, recor
             node.output[index] = computed
     entry = node.metadata_props.add()
     entry.key, entry.value = CAST_KEY, record.note
-    return [*before, node, *after]
+    return before, after
+
+
+def _round_once_per_op(nodes: list[onnx.NodeProto], casts_up: set[int], casts_back: set[int],
+                       graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """Drop the Cast back and Casts up between two wrapped nodes of one FX node (MatMul then
+    Add for a linear, say): the value between them stays float32, so the op rounds to its
+    dtype once, as torch's kernels do, not once per ONNX node. Values the harness joins to FX
+    nodes (`n`, `n__1`) and graph outputs keep their Casts."""
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for node in nodes:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    outputs = {o.name for o in graph.output}
+    rewired: dict[str, str] = {}
+    dropped: set[int] = set()
+    for node in nodes:
+        if id(node) not in casts_back:
+            continue
+        value, op = node.output[0], _fx_node(node)
+        users = consumers.get(value, [])
+        if not op or value in outputs or not users or re.fullmatch(rf"{re.escape(op)}(__\d+)?", value):
+            continue
+        if all(id(user) in casts_up and _fx_node(user) == op for user in users):
+            rewired.update((user.output[0], node.input[0]) for user in users)
+            dropped.update(id(n) for n in (node, *users))
+    kept = [node for node in nodes if id(node) not in dropped]
+    for node in kept:
+        node.input[:] = [rewired.get(name, name) for name in node.input]
+    gone = {n.output[0] for n in nodes if id(n) in dropped}
+    infos = [info for info in graph.value_info if info.name not in gone]
+    if len(infos) != len(graph.value_info):
+        del graph.value_info[:]
+        graph.value_info.extend(infos)
+    return kept
+
+
+def _fx_node(node: onnx.NodeProto) -> str:
+    return next((p.value for p in node.metadata_props if p.key == FX_NODE_KEY), "")
 
 
 def _cast(source: str, target: str, to: int, name: str, provenance: list[tuple[str, str]]) -> onnx.NodeProto:

@@ -143,7 +143,8 @@ def test_ops_onnxruntime_has_no_kernel_for_are_computed_by_onnx_reference(monkey
     import exporter.exporting
     from exporter.legalize_dtypes import legalize_dtypes
 
-    monkeypatch.setattr(exporter.exporting, "legalize_dtypes", functools.partial(legalize_dtypes, onnxruntime_cpu=False))
+    schemas_only = functools.partial(legalize_dtypes, onnxruntime_cpu=False)
+    monkeypatch.setattr(exporter.exporting, "legalize_dtypes", schemas_only)
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval().to(torch.bfloat16)
     verification = harness.verify(module, (torch.randn(2, 8, dtype=torch.bfloat16),))

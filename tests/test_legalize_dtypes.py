@@ -60,7 +60,8 @@ def test_bfloat16_conv_is_refused_before_and_loads_after_wrapping():
     assert actual.dtype == np.dtype(ml_dtypes.bfloat16)
     weight = torch.from_numpy(onnx.numpy_helper.to_array(model.graph.initializer[0]).astype(np.float32))
     expected = torch.nn.functional.conv2d(torch.from_numpy(x.astype(np.float32)), weight, padding=1)
-    np.testing.assert_array_equal(actual.astype(np.float32), expected.to(torch.bfloat16).float().numpy())  # float32 math, rounded once
+    rounded_once = expected.to(torch.bfloat16).float().numpy()  # float32 math, rounded to bfloat16 once
+    np.testing.assert_array_equal(actual.astype(np.float32), rounded_once)
 
 
 def test_wrapping_is_idempotent_and_leaves_float32_alone():
@@ -133,3 +134,38 @@ def test_small_low_precision_models_export_to_graphs_onnxruntime_loads(dtype):
         assert {"Conv", "ConvTranspose", "MaxPool", "Gemm", "Softmax"} <= {n.op_type for n in casts}
     else:  # onnxruntime's CPU provider runs (or casts by itself) every float16 node ONNX defines
         assert casts == []
+
+
+def _bfloat16_linear(monkeypatch=None):
+    torch.manual_seed(0)
+    module = torch.nn.Linear(64, 32).eval().to(torch.bfloat16)
+    x = torch.randn(2, 7, 64, dtype=torch.bfloat16)  # 3-d: MatMul then Add, one FX node
+    return module, x, exporter.export(module, (x,))
+
+
+def _within_half_an_ulp(model, module, x) -> bool:
+    """Whether every output is the float64 result rounded once to bfloat16 (half a bfloat16 ulp,
+    plus float32 summation noise)."""
+    (actual,) = prepare(model, "CPU").run(x.float().numpy().astype(ml_dtypes.bfloat16))
+    with torch.no_grad():
+        truth = torch.nn.functional.linear(x.double(), module.weight.double(), module.bias.double()).numpy()
+    ulp = np.spacing(np.abs(truth).astype(ml_dtypes.bfloat16)).astype(np.float64)
+    return bool(np.all(np.abs(actual.astype(np.float64) - truth) <= 0.5 * ulp + 1e-6 * np.abs(truth)))
+
+
+def test_an_op_of_several_wrapped_nodes_rounds_once(monkeypatch):
+    """A bfloat16 linear on a 3-d input is MatMul then Add: the value between them stays float32
+    (no Cast back and up), so the op rounds once, as torch's kernel does."""
+    module, x, model = _bfloat16_linear()
+    assert [n.op_type for n in model.graph.node] == ["Cast", "Cast", "MatMul", "Cast", "Add", "Cast"]
+    matmul = next(n for n in model.graph.node if n.op_type == "MatMul")
+    add = next(n for n in model.graph.node if n.op_type == "Add")
+    assert matmul.output[0] in add.input and model.graph.node[-1].output[0] == "linear"
+    assert _within_half_an_ulp(model, module, x)
+
+    import exporter.legalize_dtypes as legalize
+
+    monkeypatch.setattr(legalize, "_round_once_per_op", lambda nodes, *rest: nodes)
+    _, _, rounded_twice = _bfloat16_linear()
+    assert [n.op_type for n in rounded_twice.graph.node].count("Cast") == 6
+    assert not _within_half_an_ulp(rounded_twice, module, x)  # what the pass prevents

@@ -117,11 +117,13 @@ def _bit_cast_types(source: onnx.ModelProto) -> dict[str, int]:
 
 
 def _numpy_lacks(elem_type: int) -> bool:
-    """Whether numpy has no dtype of its own for an ONNX element type (ml_dtypes stands in)."""
+    """Whether an ONNX element type is a float type numpy has no dtype for (ml_dtypes' bfloat16
+    and float8 formats stand in)."""
     try:
-        return helper.tensor_dtype_to_np_dtype(elem_type).kind == "V"
+        dtype = helper.tensor_dtype_to_np_dtype(elem_type)
     except (KeyError, ValueError):
         return False
+    return dtype.kind == "V" and "float" in dtype.name
 
 
 def _renamed(node: onnx.NodeProto, mapping: Mapping[str, str]) -> onnx.NodeProto:

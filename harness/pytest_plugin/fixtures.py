@@ -10,8 +10,9 @@
 A verification runs on the session's device, exporter, opset, tolerance table and dtype,
 overridden per test by `@pytest.mark.roundtrip(atol=, rtol=, exporter=, opset=, device=,
 tolerances=, dtype=)` and per call by the same keywords (`dtype="float16"` verifies a cast copy
-of the module; an ONNX file keeps its own dtype). Each one is recorded in the run's report; a failing one raises
-harness.testing.RoundtripAssertionError with the per-op table and a reproducer's folder.
+of the module; an ONNX file keeps its own dtype). Each one is recorded in the run's report; a
+failing one raises harness.testing.RoundtripAssertionError with the per-op table and a
+reproducer's folder.
 """
 
 from __future__ import annotations

@@ -29,9 +29,14 @@ ONNX_TYPE_OF_ML_DTYPE: dict[np.dtype, int] = {
 """numpy (ml_dtypes) dtypes that onnxruntime's numpy conversion does not know, by ONNX type."""
 
 ML_DTYPE_OF_ONNX_TYPE: dict[int, np.dtype] = {v: k for k, v in ONNX_TYPE_OF_ML_DTYPE.items()}
-_ML_DTYPE_OF_TYPE_STRING = {
-    f"tensor({TensorProto.DataType.Name(t).lower()})": d for t, d in ML_DTYPE_OF_ONNX_TYPE.items()
-}
+
+
+def type_string(elem_type: int) -> str:
+    """onnxruntime's spelling of a tensor type: `tensor(bfloat16)`."""
+    return f"tensor({TensorProto.DataType.Name(elem_type).lower()})"
+
+
+_ML_DTYPE_OF_TYPE_STRING = {type_string(t): d for t, d in ML_DTYPE_OF_ONNX_TYPE.items()}
 
 
 def needs_ortvalues(arrays: dict[str, np.ndarray], type_strings: list[str]) -> bool:

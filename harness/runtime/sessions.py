@@ -23,7 +23,7 @@ from harness.runtime.errors import (
 )
 from harness.runtime.model_files import load_model_file
 from harness.runtime.ort_config import OrtConfig
-from harness.runtime.ortvalues import fed_as, from_ortvalue, needs_ortvalues, to_ortvalue
+from harness.runtime.ortvalues import fed_as, from_ortvalue, needs_ortvalues, to_ortvalue, type_string
 from harness.runtime.shared_weights import SharedWeights
 
 
@@ -109,8 +109,8 @@ def prepare(model: onnx.ModelProto | str | os.PathLike, device: str = "CPU", **o
 def declared_types(model: onnx.ModelProto) -> dict[str, str]:
     """The graph's inputs and outputs with their tensor types as onnxruntime spells them."""
     return {
-        value.name: f"tensor({onnx.TensorProto.DataType.Name(value.type.tensor_type.elem_type).lower()})"
-        for value in (*model.graph.input, *model.graph.output) if value.type.HasField("tensor_type")
+        value.name: type_string(value.type.tensor_type.elem_type)
+        for value in (*model.graph.input, *model.graph.output) if value.type.tensor_type.elem_type
     }
 
 
