@@ -12,7 +12,7 @@ from typing import Any
 
 from harness.report import diff as diffs
 from harness.report.summary import (
-    failing_ops, fmt, max_output_error, op_kinds, op_text, op_types, verdict_counts, worst_op, worst_ops,
+    failing_ops, fmt, max_output_error, op_kinds, op_name, op_text, op_types, verdict_counts, worst_op, worst_ops,
 )
 
 OP_KIND_ROWS = 20
@@ -90,7 +90,7 @@ def _worst(document: Mapping[str, Any]) -> list[str]:
         kind = "isolated" if op.get("isolated") else "accumulated"
         comparison = op.get(kind) or {}
         lines.append(
-            f"| {index} | {item.case} | `{op['fx_node']}` {op['aten']} | {op_types(op['onnx_ops'])} | "
+            f"| {index} | {item.case} | `{op_name(op)}` {op['aten']} | {op_types(op['onnx_ops'])} | "
             f"{fmt(comparison.get('max_abs'))} ({kind}) | {fmt(item.ratio)} | {op.get('attribution') or '-'} | "
             f"{_cell(op.get('scope') or '-')} | {_cell(op.get('source') or '-')} |")
     return lines + [""]
