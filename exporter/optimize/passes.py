@@ -73,8 +73,8 @@ def _rules(*sources: pattern.RewriteRule | pattern.RewriteRuleSet | Sequence[pat
     return rules
 
 
-def _rule_pass(name: str, doc: str, *sources, then: Sequence[ir.passes.PassBase] = ()) -> Pass:
-    """A pass of rewrite rules (`then`: onnx_ir passes run after them, in order)."""
+def _rule_pass(name: str, doc: str, *sources, then: Sequence[Callable[[ir.Model], object]] = ()) -> Pass:
+    """A pass of rewrite rules (`then`: steps run after them, in order)."""
     rules = _rules(*sources)
 
     def step(model: ir.Model, applied: Counter[str]) -> None:
@@ -92,7 +92,10 @@ def _rule_pass(name: str, doc: str, *sources, then: Sequence[ir.passes.PassBase]
 
 def _should_fold(node: ir.Node) -> bool | None:
     """Weight preprocessing that moves data without growing it folds at any size; the rest
-    follows onnxscript's limits."""
+    follows onnxscript's limits. A graph output stays computed by a node (an output that is a
+    weight, returned as it is, stays an Identity of it)."""
+    if any(out.is_graph_output() for out in node.outputs):
+        return False
     if node.domain or node.op_type not in DATA_MOVEMENT:
         return None
     sizes = [v.const_value.size for v in node.inputs if v is not None and v.const_value is not None]
@@ -143,8 +146,21 @@ def _fold_weights(model: ir.Model) -> Counter[str]:
     ))
 
 
+def _drop_identities(model: ir.Model) -> None:
+    """Readers of an Identity read its input instead. An Identity that gives a graph output
+    stays: it is how two outputs that alias one value (or an input) stay two values."""
+    graph = model.graph
+    for node in list(graph):
+        if node.op_type != "Identity" or node.domain or node.inputs[0] is None:
+            continue
+        if any(out.is_graph_output() for out in node.outputs):
+            continue
+        node.outputs[0].replace_all_uses_with(node.inputs[0])
+        graph.remove(node, safe=True)
+
+
 def _remove_identities(model: ir.Model) -> Counter[str]:
-    return op_delta(model, ir_passes.IdentityEliminationPass())
+    return op_delta(model, _drop_identities)
 
 
 def _constants_to_initializers(model: ir.Model) -> Counter[str]:
@@ -169,7 +185,7 @@ PASSES: tuple[Pass, ...] = (
                onnxscript_rules.reshape_reshape_rule,
                onnxscript_rules.unsqueeze_unsqueeze_rule, onnxscript_rules.cast_cast_rule,
                onnxscript_rules.collapse_slice_rule, onnxscript_rules.collapse_slice2_rule,
-               then=(ir_passes.IdentityEliminationPass(),)),
+               then=(_drop_identities,)),
     _rule_pass("fold_batchnorm", "BatchNormalization folded into the Conv, ConvTranspose or Gemm before "
                "it (weights and bias rescaled at export)", onnxscript_rules.fuse_batchnorm_into_conv_rule,
                onnxscript_rules.fuse_batchnorm_into_conv_transpose_rule,
