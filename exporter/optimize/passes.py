@@ -13,8 +13,12 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import onnx
 import onnx_ir as ir
 import onnx_ir.passes.common as ir_passes
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
 from onnxscript import optimizer
 from onnxscript.rewriter import pattern
 from onnxscript.rewriter.rules import common as onnxscript_rules
@@ -138,12 +142,41 @@ def _fold_weights_only(node: ir.Node) -> bool:
             and not any(v.is_graph_output() for v in node.outputs) and not _grows(node))
 
 
+def _evaluate(node: ir.Node) -> list[np.ndarray]:
+    """`node`'s outputs on its constant inputs, computed by onnx's ReferenceEvaluator."""
+    names = [f"in{i}" if v is not None else "" for i, v in enumerate(node.inputs)]
+    proto = ir.serde.serialize_node(node)
+    proto.ClearField("metadata_props")
+    del proto.input[:]
+    proto.input.extend(names)
+    evaluator = ReferenceEvaluator(helper.make_model(
+        helper.make_graph([proto], "fold", [helper.make_tensor_value_info(n, v.const_value.dtype.value, None)
+                                            for n, v in zip(names, node.inputs) if n],
+                          [helper.make_value_info(o, onnx.TypeProto()) for o in proto.output]),
+        opset_imports=[helper.make_opsetid("", node.version or 18)]))
+    return evaluator.run(None, {n: v.const_value.numpy() for n, v in zip(names, node.inputs) if n})
+
+
+def _fold_weight_nodes(model: ir.Model) -> None:
+    """Each node of weight preprocessing (`_fold_weights_only`), in graph order, becomes the
+    initializer of its output, named as its output was; chains fold through."""
+    graph = model.graph
+    optimizer.basic_constant_propagation(graph)  # Constant nodes' values onto their outputs
+    for node in list(graph):
+        if not _fold_weights_only(node):
+            continue
+        for value, array in zip(node.outputs, _evaluate(node)):
+            folded = ir.Value(name=value.name, shape=ir.Shape(array.shape), type=value.type,
+                              const_value=ir.Tensor(np.ascontiguousarray(array), name=value.name))
+            folded.meta[optimizer.FOLDED_FROM_KEY] = {v.name for v in node.inputs if v is not None}
+            value.replace_all_uses_with(folded)
+            value.name = None
+            graph.register_initializer(folded)
+        graph.remove(node, safe=True)
+
+
 def _fold_weights(model: ir.Model) -> Counter[str]:
-    return op_delta(model, lambda m: (
-        optimizer.fold_constants_ir(m, onnx_shape_inference=False, input_size_limit=FOLD_INPUT_LIMIT,
-                                    output_size_limit=FOLD_OUTPUT_LIMIT, should_fold=_fold_weights_only),
-        ir_passes.RemoveUnusedNodesPass()(m),
-    ))
+    return op_delta(model, lambda m: (_fold_weight_nodes(m), ir_passes.RemoveUnusedNodesPass()(m)))
 
 
 def _drop_identities(model: ir.Model) -> None:
