@@ -7,6 +7,7 @@ three agree on what a row exports.
 from __future__ import annotations
 
 import copy
+import json
 import importlib
 import pkgutil
 import zlib
@@ -19,6 +20,7 @@ import onnx
 import torch
 
 import exporter
+from exporter.provenance import REGION_KEY
 from exporter.registry import BUILTINS, normalize_target
 from exporter.trace import forward_input_names, normalize_dynamic_axes
 from harness.metrics.comparison import compare
@@ -141,12 +143,15 @@ def capture_case(case: OpCase, sample: Sample) -> torch.export.ExportedProgram:
 
 
 def convert_case(case: OpCase, program: torch.export.ExportedProgram, opset: int) -> exporter.ExportResult:
-    """The row's program converted at `opset`."""
-    return exporter.convert_program(program, opset_version=opset, dynamic_axes=case.dynamic_axes)
+    """The row's program converted at `opset`, one node per op (optimize=False): a row checks
+    its op's translation, which the optimisation stage could fold or fuse away."""
+    return exporter.convert_program(program, opset_version=opset, dynamic_axes=case.dynamic_axes, optimize=False)
 
 def provenance_targets(model: onnx.ModelProto) -> set[str]:
-    """The ATen overloads named by the model's node provenance."""
-    return {p.value for node in model.graph.node for p in node.metadata_props if p.key == ATEN_KEY}
+    """The ATen overloads named by the model's node provenance (an optimised node's region too)."""
+    named = {p.value for node in model.graph.node for p in node.metadata_props if p.key == ATEN_KEY}
+    return named | {member["aten"] for node in model.graph.node for p in node.metadata_props
+                    if p.key == REGION_KEY for member in json.loads(p.value)}
 
 
 def program_targets(program: torch.export.ExportedProgram) -> set[str]:

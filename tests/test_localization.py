@@ -22,6 +22,7 @@ from onnx import helper, numpy_helper
 import exporter
 import harness
 from harness.analysis.fx_mapping import FX_NODE_KEY, fx_node_name
+from harness.report.document import compact_verification
 from harness.report.failure import failure_message
 
 
@@ -236,6 +237,9 @@ def test_optimized_models_pass_every_op_and_absorbed_members_get_no_row(optimize
         assert regions and all(op.onnx_nodes for op in verification.ops if op.isolated is not None)
         absorbed = {m.fx_node for op in regions for m in op.region[:-1]}
         assert absorbed and not absorbed & {op.fx_node for op in verification.ops}
+        reported = [op for op in compact_verification(verification.to_dict())["ops"] if op.get("region")]
+        assert [(op["fx_node"], [m["fx_node"] for m in op["region"]]) for op in reported] == \
+            [(op.fx_node, [m.fx_node for m in op.region]) for op in regions]  # the report keeps the regions
 
 
 def test_unaltered_models_pass_every_op(exported):

@@ -194,3 +194,31 @@ def test_verbose_listing_prints_regions():
     result = exporter.export_program(_randomized(ConvBatchNorm()), (torch.randn(2, 3, 6, 6),))
     text = format_model(result.model)
     assert "region: conv2d (aten.conv2d.default" in text and "_native_batch_norm_legit_no_training" in text
+
+
+def test_harness_exports_either_form_and_rejoins_a_given_model_in_its_own_form():
+    from harness.exporters import export_for_verification
+
+    module, x = _randomized(ConvBatchNorm()), torch.randn(2, 3, 6, 6)
+    plain = export_for_verification("roundtrip", module, (x,), optimize=False)
+    optimized = export_for_verification("roundtrip", module, (x,))
+    assert [n.op_type for n in plain.model.graph.node] == ["Conv", "BatchNormalization"]
+    assert [n.op_type for n in optimized.model.graph.node] == ["Conv"]
+    # a skeleton handed back is re-exported in the form it records, so its stubs get its own weights
+    given = export_for_verification("roundtrip", module, (x,), onnx_model=plain.model)
+    np.testing.assert_array_equal(given.weights["conv.weight"], plain.weights["conv.weight"])
+    given = export_for_verification("roundtrip", module, (x,), onnx_model=optimized.model, optimize=False)
+    np.testing.assert_array_equal(given.weights["conv.weight"], optimized.weights["conv.weight"])
+
+
+def test_cli_no_optimize_reaches_the_worker_export():
+    import importlib
+
+    cli_main = importlib.import_module("harness.cli.main")
+    worker = importlib.import_module("harness.cli.worker")
+    assert cli_main._parser().parse_args(["run", "--no-optimize"]).no_optimize is True
+    assert cli_main._parser().parse_args(["run"]).no_optimize is False
+    built = SimpleNamespace(module=_randomized(ConvBatchNorm()), args=(torch.randn(2, 3, 6, 6),), options={})
+    for optimize, ops in ((False, ["Conv", "BatchNormalization"]), (True, ["Conv"])):
+        exported = worker._export(built, {"exporter": "roundtrip", "optimize": optimize})
+        assert [n.op_type for n in exported.model.graph.node] == ops

@@ -34,7 +34,8 @@ def case(request):
     torch.manual_seed(0)
     model = MODELS[request.param]().eval()
     args = (torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(1)),)
-    result = exporter.export_program(model, args, dynamic_axes={"x": {0: "batch"}})
+    # one node per op (optimize=False): the spine's contract that every FX value keeps its name
+    result = exporter.export_program(model, args, dynamic_axes={"x": {0: "batch"}}, optimize=False)
     return request.param, model, args, result
 
 
@@ -86,10 +87,10 @@ def test_every_node_carries_provenance(case):
 def test_verify_per_op_table(case):
     name, model, args, _ = case
     atol, rtol = OUTPUT_TOLERANCES[name]
-    verification = harness.verify(model, args, output_atol=atol, output_rtol=rtol)
+    verification = harness.verify(model, args, output_atol=atol, output_rtol=rtol, optimize=False)
     assert verification.checker.passed
     assert verification.passed, [c.to_dict() for c in verification.outputs]
-    program = exporter.export_program(model, args).program
+    program = exporter.export_program(model, args, optimize=False).program
     tensor_nodes = {
         n.name for n in compute_nodes(program)
         if isinstance(n.meta.get("val"), torch.Tensor)

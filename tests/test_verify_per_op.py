@@ -174,7 +174,8 @@ def test_every_op_has_accumulated_isolated_and_truth(small):
 
 def test_symint_inputs_are_fed_as_int64_scalars():
     model, args = Small().eval(), (torch.randn(2, 3, 5, 5),)
-    verification = harness.verify(model, args, dynamic_axes={"x": {0: "batch"}})
+    # one node per op: the optimised graph reads the view's shape as a constant, no SymInt left
+    verification = harness.verify(model, args, dynamic_axes={"x": {0: "batch"}}, optimize=False)
     assert verification.passed
     sym = [op for op in verification.ops if op.aten.startswith("aten.sym_size")]
     assert sym, [op.aten for op in verification.ops]

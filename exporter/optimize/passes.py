@@ -13,8 +13,12 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import onnx
 import onnx_ir as ir
 import onnx_ir.passes.common as ir_passes
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
 from onnxscript import optimizer
 from onnxscript.rewriter import pattern
 from onnxscript.rewriter.rules import common as onnxscript_rules
@@ -73,8 +77,8 @@ def _rules(*sources: pattern.RewriteRule | pattern.RewriteRuleSet | Sequence[pat
     return rules
 
 
-def _rule_pass(name: str, doc: str, *sources, then: Sequence[ir.passes.PassBase] = ()) -> Pass:
-    """A pass of rewrite rules (`then`: onnx_ir passes run after them, in order)."""
+def _rule_pass(name: str, doc: str, *sources, then: Sequence[Callable[[ir.Model], object]] = ()) -> Pass:
+    """A pass of rewrite rules (`then`: steps run after them, in order)."""
     rules = _rules(*sources)
 
     def step(model: ir.Model, applied: Counter[str]) -> None:
@@ -92,7 +96,10 @@ def _rule_pass(name: str, doc: str, *sources, then: Sequence[ir.passes.PassBase]
 
 def _should_fold(node: ir.Node) -> bool | None:
     """Weight preprocessing that moves data without growing it folds at any size; the rest
-    follows onnxscript's limits."""
+    follows onnxscript's limits. A graph output stays computed by a node (an output that is a
+    weight, returned as it is, stays an Identity of it)."""
+    if any(out.is_graph_output() for out in node.outputs):
+        return False
     if node.domain or node.op_type not in DATA_MOVEMENT:
         return None
     sizes = [v.const_value.size for v in node.inputs if v is not None and v.const_value is not None]
@@ -135,16 +142,58 @@ def _fold_weights_only(node: ir.Node) -> bool:
             and not any(v.is_graph_output() for v in node.outputs) and not _grows(node))
 
 
+def _evaluate(node: ir.Node) -> list[np.ndarray]:
+    """`node`'s outputs on its constant inputs, computed by onnx's ReferenceEvaluator."""
+    names = [f"in{i}" if v is not None else "" for i, v in enumerate(node.inputs)]
+    proto = ir.serde.serialize_node(node)
+    proto.ClearField("metadata_props")
+    del proto.input[:]
+    proto.input.extend(names)
+    evaluator = ReferenceEvaluator(helper.make_model(
+        helper.make_graph([proto], "fold", [helper.make_tensor_value_info(n, v.const_value.dtype.value, None)
+                                            for n, v in zip(names, node.inputs) if n],
+                          [helper.make_value_info(o, onnx.TypeProto()) for o in proto.output]),
+        opset_imports=[helper.make_opsetid("", node.version or 18)]))
+    return evaluator.run(None, {n: v.const_value.numpy() for n, v in zip(names, node.inputs) if n})
+
+
+def _fold_weight_nodes(model: ir.Model) -> None:
+    """Each node of weight preprocessing (`_fold_weights_only`), in graph order, becomes the
+    initializer of its output, named as its output was; chains fold through."""
+    graph = model.graph
+    optimizer.basic_constant_propagation(graph)  # Constant nodes' values onto their outputs
+    for node in list(graph):
+        if not _fold_weights_only(node):
+            continue
+        for value, array in zip(node.outputs, _evaluate(node)):
+            folded = ir.Value(name=value.name, shape=ir.Shape(array.shape), type=value.type,
+                              const_value=ir.Tensor(np.ascontiguousarray(array), name=value.name))
+            folded.meta[optimizer.FOLDED_FROM_KEY] = {v.name for v in node.inputs if v is not None}
+            value.replace_all_uses_with(folded)
+            value.name = None
+            graph.register_initializer(folded)
+        graph.remove(node, safe=True)
+
+
 def _fold_weights(model: ir.Model) -> Counter[str]:
-    return op_delta(model, lambda m: (
-        optimizer.fold_constants_ir(m, onnx_shape_inference=False, input_size_limit=FOLD_INPUT_LIMIT,
-                                    output_size_limit=FOLD_OUTPUT_LIMIT, should_fold=_fold_weights_only),
-        ir_passes.RemoveUnusedNodesPass()(m),
-    ))
+    return op_delta(model, lambda m: (_fold_weight_nodes(m), ir_passes.RemoveUnusedNodesPass()(m)))
+
+
+def _drop_identities(model: ir.Model) -> None:
+    """Readers of an Identity read its input instead. An Identity that gives a graph output
+    stays: it is how two outputs that alias one value (or an input) stay two values."""
+    graph = model.graph
+    for node in list(graph):
+        if node.op_type != "Identity" or node.domain or node.inputs[0] is None:
+            continue
+        if any(out.is_graph_output() for out in node.outputs):
+            continue
+        node.outputs[0].replace_all_uses_with(node.inputs[0])
+        graph.remove(node, safe=True)
 
 
 def _remove_identities(model: ir.Model) -> Counter[str]:
-    return op_delta(model, ir_passes.IdentityEliminationPass())
+    return op_delta(model, _drop_identities)
 
 
 def _constants_to_initializers(model: ir.Model) -> Counter[str]:
@@ -169,7 +218,7 @@ PASSES: tuple[Pass, ...] = (
                onnxscript_rules.reshape_reshape_rule,
                onnxscript_rules.unsqueeze_unsqueeze_rule, onnxscript_rules.cast_cast_rule,
                onnxscript_rules.collapse_slice_rule, onnxscript_rules.collapse_slice2_rule,
-               then=(ir_passes.IdentityEliminationPass(),)),
+               then=(_drop_identities,)),
     _rule_pass("fold_batchnorm", "BatchNormalization folded into the Conv, ConvTranspose or Gemm before "
                "it (weights and bias rescaled at export)", onnxscript_rules.fuse_batchnorm_into_conv_rule,
                onnxscript_rules.fuse_batchnorm_into_conv_transpose_rule,

@@ -169,6 +169,8 @@ def compact_op(row: Mapping[str, Any], cpu_placed: Sequence[str] = ()) -> dict[s
         "cpu_placed_nodes": [n for n in row.get("onnx_nodes", []) if n in set(cpu_placed)],
         "notes": list(row.get("notes", [])),
     }
+    if row.get("region"):  # an optimised node standing for several FX nodes
+        out["region"] = [dict(member) for member in row["region"]]
     for key in _OP_COMPARISONS:
         out[key] = compact_comparison(row.get(key), against_fp64=key in ("truth", "torch_truth", "noise_floor"))
     out["headroom"] = headroom(out)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.report.document import as_float
-from harness.report.summary import fmt, measured, numeric_findings, op_types, ratio, worst_op
+from harness.report.summary import fmt, measured, numeric_findings, op_name, op_types, ratio, worst_op
 
 ROWS_SHOWN = 8
 """Measured ops shown in a failure table: the worst by tolerance ratio."""
@@ -118,7 +118,7 @@ def _op_rows(ops: list[Mapping[str, Any]]) -> list[str]:
     for op in ops:
         rows.append([
             {True: "ok", False: "FAIL"}.get(op.get("passed"), "?"),
-            fmt(_ratio(op)) + ("" if op.get("isolated") else " (acc)"), _fx_cell(op),
+            fmt(_ratio(op)) + ("" if op.get("isolated") else " (acc)"), op_name(op),
             op_types(list(op.get("onnx_ops", []))), _max_abs(op.get("isolated")), _max_abs(op.get("accumulated")),
             _tolerance(op), op.get("attribution") or "-", _clip(op.get("scope") or "-", SCOPE_WIDTH),
             op.get("source") or "-",
@@ -136,12 +136,6 @@ def _verdict_lines(ops: list[Mapping[str, Any]]) -> list[str]:
             lines.append(f"  verdict {op.get('fx_node')} ({verdict.get('dtype') or '?'}, rule {verdict.get('rule')}): "
                          f"{_clip(str(verdict.get('reason') or ''), REASON_WIDTH)}")
     return lines
-
-
-def _fx_cell(op: Mapping[str, Any]) -> str:
-    """The op's FX node; for an optimised region, every FX node it stands for."""
-    members = [m.get("fx_node") for m in op.get("region") or []]
-    return f"{op.get('fx_node')} (region: {' + '.join(members)})" if len(members) > 1 else str(op.get("fx_node"))
 
 
 def _unmeasured_lines(ops: list[Mapping[str, Any]]) -> list[str]:
@@ -170,7 +164,7 @@ def _first_line(record: Mapping[str, Any]) -> str:
         return f"roundtrip: {record.get('model_name')} {verdict} ({setup})"
     where = " ".join(part for part in (worst.get("scope"), f"({worst['source']})" if worst.get("source") else "")
                      if part)
-    return (f"roundtrip: {record.get('model_name')} {verdict}: worst op {_fx_cell(worst)} "
+    return (f"roundtrip: {record.get('model_name')} {verdict}: worst op {op_name(worst)} "
             f"[{op_types(list(worst.get('onnx_ops', [])))}] at {fmt(_ratio(worst))}x its tolerance"
             f"{' in ' + where if where else ''} ({setup})")
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from harness.report import diff as diffs
 from harness.report.summary import (
-    failing_ops, fmt, max_output_error, numeric_findings, op_kinds, op_text, op_types, verdict_counts, worst_op,
-    worst_ops,
+    failing_ops, fmt, max_output_error, numeric_findings, op_kinds, op_name, op_text, op_types, verdict_counts,
+    worst_op, worst_ops,
 )
 
 OP_KIND_ROWS = 20
@@ -97,7 +97,7 @@ def _worst(document: Mapping[str, Any]) -> list[str]:
         verdict = op.get("verdict") or {}
         tolerance = verdict.get("tolerance") or op.get("tolerance") or {}
         lines.append(
-            f"| {index} | {item.case} | `{op['fx_node']}` {op['aten']} | {op_types(op['onnx_ops'])} | "
+            f"| {index} | {item.case} | `{op_name(op)}` {op['aten']} | {op_types(op['onnx_ops'])} | "
             f"{op.get('dtype') or '-'} | {fmt(comparison.get('max_abs'))} ({kind}) | {fmt(item.ratio)} | "
             f"{verdict.get('rule') or '-'} | {fmt(verdict.get('e_backend'))} | {fmt(verdict.get('e_torch'))} | "
             f"{fmt(verdict.get('ratio'))} | {fmt(tolerance.get('atol'))}+{fmt(tolerance.get('rtol'))}*\\|e\\| "

@@ -136,13 +136,20 @@ def op_types(onnx_ops: list[str]) -> str:
     return "+".join(f"{op}x{n}" if n > 1 else op for op, n in counts.items()) or "-"
 
 
+def op_name(op: Mapping[str, Any]) -> str:
+    """The op's FX node; for an optimised region, with every FX node it stands for:
+    `batch_norm (region: conv2d + batch_norm)`."""
+    members = [m.get("fx_node") for m in op.get("region") or []]
+    return f"{op.get('fx_node')} (region: {' + '.join(members)})" if len(members) > 1 else str(op.get("fx_node"))
+
+
 def op_text(op: Mapping[str, Any]) -> str:
     """`conv2d_3 [Conv] isolated max_abs=1e-05 (0.3x tol) at Scope file.py:12`; with a verdict
     `... float16 truth: e_backend 4e-04 vs e_torch 4e-04 (0.2x allowed) at ...`."""
     kind, comparison = measured(op)
     comparison = comparison or {}
     where = f"{op.get('scope') or '-'} {op.get('source') or ''}".rstrip()
-    return (f"{op['fx_node']} [{op_types(op.get('onnx_ops', []))}] {kind} max_abs={fmt(comparison.get('max_abs'))} "
+    return (f"{op_name(op)} [{op_types(op.get('onnx_ops', []))}] {kind} max_abs={fmt(comparison.get('max_abs'))} "
             f"({verdict_text(op.get('verdict')) or fmt(comparison.get('tolerance_ratio')) + 'x tol'}) at {where}")
 
 
