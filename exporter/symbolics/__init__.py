@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from exporter.symbolics import (  # noqa: F401
-    attention, bitwise, conv, creation, elementwise, embedding_bag, indexing, nn, pooling, reduction, resize, resize_kernels, rnn, scatter, shape,
-    sorting, statistics, unary_math,
+    attention, bitwise, conv, creation, elementwise, embedding_bag, indexing, linalg, nn, pooling, reduction,
+    resize, resize_kernels, rnn, scatter, shape, sorting, statistics, unary_math,
 )

@@ -127,3 +127,31 @@ def logcumsumexp(g: Graph, self: Value, dim: int) -> Value:
     shifted = g.op("Exp", g.op("Sub", rows, peak))
     total = g.op("Add", g.op("Log", reduce(g, "ReduceSum", shifted, [rank], True)), peak)
     return _restore(g, g.op("Squeeze", total, g.constant([rank], torch.int64)), perm)
+
+
+@symbolic("aten::histc")
+def histc(g: Graph, self: Value, bins=100, min=0, max=0) -> Value:
+    """histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor
+
+    Equal-width bins over [min, max] (the data's own range when min == max, widened by 1 on
+    each side if that is one value); values outside are not counted, max falls in the last bin.
+
+    Limits: a value within float rounding of a bin edge may land in the neighbouring bin.
+    """
+    dtype = self.dtype
+    flat = g.op("Reshape", self, g.constant([-1], torch.int64))
+    if min == max:
+        low, high = reduce(g, "ReduceMin", flat, [0], False), reduce(g, "ReduceMax", flat, [0], False)
+        same = g.op("Equal", low, high)
+        low = g.op("Where", same, g.op("Sub", low, g.constant(1, dtype)), low)
+        high = g.op("Where", same, g.op("Add", high, g.constant(1, dtype)), high)
+    else:
+        low, high = g.constant(min, dtype), g.constant(max, dtype)
+    inside = g.op("And", g.op("GreaterOrEqual", flat, low), g.op("LessOrEqual", flat, high))
+    position = g.op("Div", g.op("Mul", g.op("Sub", flat, low), g.constant(bins, dtype)), g.op("Sub", high, low))
+    index = g.op("Cast", g.op("Floor", position), to_i=onnx_type(torch.int64))
+    index = g.op("Min", index, g.constant(bins - 1, torch.int64))
+    index = g.op("Where", inside, index, g.constant(-1, torch.int64))  # counted in no bin
+    edges = g.op("Range", g.constant(0, torch.int64), g.constant(bins, torch.int64), g.constant(1, torch.int64))
+    hits = g.op("Equal", g.op("Unsqueeze", index, g.constant([1], torch.int64)), g.op("Unsqueeze", edges, g.constant([0], torch.int64)))
+    return reduce(g, "ReduceSum", g.op("Cast", hits, to_i=onnx_type(dtype)), [0], False)
