@@ -147,4 +147,13 @@ MATMULS = [
     op("addbmm_beta_0_ignores_nan", lambda s, a, b: torch.addbmm(s, a, b, beta=0), lambda g: (torch.full((3, 5), float("nan")), randn(g, 4, 3, 2), randn(g, 4, 2, 5)), [ADDBMM], dynamic_axes={"args_1": {0: "batch"}, "args_2": {0: "batch"}}),
 ]
 
-CASES += [*HISTOGRAMS, *MATMULS]
+DET = "aten._linalg_det.default"
+MATRICES = [
+    op("det", torch.det, lambda g: (randn(g, 3, 3),), [DET]),
+    op("linalg_det_batched", torch.linalg.det, lambda g: (randn(g, 2, 4, 4),), [DET], dynamic_axes=batch()),
+    op("det_float64", torch.det, lambda g: (randn(g, 3, 3, dtype=torch.float64),), [DET],
+       xfail="onnxruntime has no float64 kernel for ONNX Det (NOT_IMPLEMENTED at load); float32 works"),
+    op("view_copy", lambda a: torch.view_copy(a, [a.shape[0], 2, 2]), lambda g: (randn(g, 3, 4),), ["aten.view_copy.default"], dynamic_axes=batch()),
+]
+
+CASES += [*HISTOGRAMS, *MATMULS, *MATRICES]

@@ -1,4 +1,4 @@
-"""Batched matrix products that ONNX spells as MatMul plus a reduction: addbmm.
+"""addbmm (MatMul plus a reduction), the determinant, and view_copy.
 
 (dot, mv, addr, baddbmm, einsum and the vector norms reach the registry decomposed into
 mm/bmm/mul/sum by torch.export, which the existing symbolics translate.)
@@ -9,6 +9,7 @@ from __future__ import annotations
 from exporter.graph import Graph, Value
 from exporter.registry import symbolic
 from exporter.symbolics._helpers import promote, reduce
+from exporter.symbolics.shape import view
 
 
 @symbolic("aten::addbmm")
@@ -26,3 +27,21 @@ def addbmm(g: Graph, self: Value, batch1: Value, batch2: Value, *, beta=1, alpha
     scaled = self if beta == 1 else g.op("Mul", self, promote(g, beta)[0])
     return g.op("Add", scaled, products)
 
+
+
+@symbolic("aten::_linalg_det")
+def linalg_det(g: Graph, A: Value) -> tuple[Value, None, None]:
+    """_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)
+
+    `torch.det` and `torch.linalg.det` reach here; ONNX Det over the last two axes.
+
+    Limits: the LU factors and pivots (the 2nd and 3rd results, for backward) are not exported;
+    onnxruntime runs Det in float32 only (a float64 model exports but does not load).
+    """
+    return g.op("Det", A), None, None
+
+
+@symbolic("aten::view_copy")
+def view_copy(g: Graph, self: Value, size) -> Value:
+    """view_copy(Tensor self, SymInt[] size) -> Tensor"""
+    return view(g, self, size)
