@@ -1,5 +1,6 @@
-"""Unary math (exporter/symbolics/unary_math.py) and variance and cumulative reductions
-(exporter/symbolics/statistics.py): one row per form, every row with a dynamic batch axis."""
+"""Unary math (exporter/symbolics/unary_math.py), variance, cumulative reductions and histc
+(exporter/symbolics/statistics.py) and addbmm (linalg.py): one row per form, each with a
+dynamic axis."""
 
 from __future__ import annotations
 
@@ -131,3 +132,28 @@ STATISTICS = [
 ]
 
 CASES: list[OpCase] = [*TRIG, *EXP_LOG, *ROUNDING, *SIGNS, *STATISTICS]
+
+HISTOGRAMS = [
+    op("histc_data_range", lambda a: torch.histc(a, 5), lambda g: (randn(g, 3, 8),), ["aten.histc.default"], dynamic_axes=batch()),
+    op("histc_fixed_range_drops_outside", lambda a: torch.histc(a, 4, -1.0, 1.0), lambda g: (randn(g, 3, 8),), ["aten.histc.default"], dynamic_axes=batch()),
+    op("histc_constant_input", lambda a: torch.histc(a * 0 + 2, 3), lambda g: (randn(g, 3, 4),), ["aten.histc.default"], dynamic_axes=batch()),
+    op("histc_double", lambda a: torch.histc(a, 6, 0, 3), lambda g: (positive(g, 3, 8).double(),), ["aten.histc.default"], dynamic_axes=batch()),
+]
+
+ADDBMM = "aten.addbmm.default"
+MATMULS = [
+    op("addbmm", torch.addbmm, lambda g: (randn(g, 3, 5), randn(g, 4, 3, 2), randn(g, 4, 2, 5)), [ADDBMM], dynamic_axes={"args_1": {0: "batch"}, "args_2": {0: "batch"}}),
+    op("addbmm_alpha_beta_broadcast", lambda s, a, b: torch.addbmm(s, a, b, beta=0.5, alpha=2), lambda g: (randn(g, 5), randn(g, 4, 3, 2), randn(g, 4, 2, 5)), [ADDBMM], dynamic_axes={"args_1": {0: "batch"}, "args_2": {0: "batch"}}),
+    op("addbmm_beta_0_ignores_nan", lambda s, a, b: torch.addbmm(s, a, b, beta=0), lambda g: (torch.full((3, 5), float("nan")), randn(g, 4, 3, 2), randn(g, 4, 2, 5)), [ADDBMM], dynamic_axes={"args_1": {0: "batch"}, "args_2": {0: "batch"}}),
+]
+
+DET = "aten._linalg_det.default"
+MATRICES = [
+    op("det", torch.det, lambda g: (randn(g, 3, 3),), [DET]),
+    op("linalg_det_batched", torch.linalg.det, lambda g: (randn(g, 2, 4, 4),), [DET], dynamic_axes=batch()),
+    op("det_float64", torch.det, lambda g: (randn(g, 3, 3, dtype=torch.float64),), [DET],
+       xfail="onnxruntime has no float64 kernel for ONNX Det (NOT_IMPLEMENTED at load); float32 works"),
+    op("view_copy", lambda a: torch.view_copy(a, [a.shape[0], 2, 2]), lambda g: (randn(g, 3, 4),), ["aten.view_copy.default"], dynamic_axes=batch()),
+]
+
+CASES += [*HISTOGRAMS, *MATMULS, *MATRICES]

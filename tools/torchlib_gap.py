@@ -104,7 +104,7 @@ def torchlib_targets() -> list[str]:
     from onnxscript.function_libs.torch_lib import registration
     import onnxscript.function_libs.torch_lib.ops  # noqa: F401  (fills the registry)
 
-    names = {normalize_target(name) for name in registration.default_registry._registry}
+    names = {normalize_target(name) for name, _ in registration.default_registry.items()}
     return sorted(name for name in names if name.startswith("aten."))
 
 

@@ -7,7 +7,7 @@ mask over the scanned axis (N at run time) and reduce each row of it: exact, at 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -90,6 +90,18 @@ def _restore(g: Graph, value: Value, perm: list[int] | None) -> Value:
     return g.op("Transpose", value, perm_i=inverse)
 
 
+def _scan(g: Graph, self: Value, dim: int, fill: float, reduce_rows: Callable[[Value, int], Value]) -> Value:
+    """A cumulative reduction: `reduce_rows(rows, axis)` reduces each row of the scan's
+    lower-triangular matrix (filled with `fill` past the diagonal) over `axis`."""
+    dtype = g.ctx.output_dtype
+    self = cast_to(g, self, dtype)
+    rank = rank_of(self)
+    if rank == 0:
+        return g.op("Identity", self)
+    rows, perm = _lower_triangle_rows(g, self, normalize_dim(dim, rank), g.constant(fill, dtype))
+    return _restore(g, reduce_rows(rows, rank), perm)
+
+
 @symbolic("aten::cumprod")
 def cumprod(g: Graph, self: Value, dim: int, *, dtype=None) -> Value:
     """cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
@@ -98,32 +110,52 @@ def cumprod(g: Graph, self: Value, dim: int, *, dtype=None) -> Value:
 
     Limits: memory grows with the square of the scanned axis's length.
     """
-    out_dtype = g.ctx.output_dtype
-    self = cast_to(g, self, out_dtype)
-    if rank_of(self) == 0:
-        return g.op("Identity", self)
-    rank = rank_of(self)
-    rows, perm = _lower_triangle_rows(g, self, normalize_dim(dim, rank), g.constant(1, out_dtype))
-    return _restore(g, reduce(g, "ReduceProd", rows, [rank], False), perm)
+    return _scan(g, self, dim, 1, lambda rows, axis: reduce(g, "ReduceProd", rows, [axis], False))
 
 
 @symbolic("aten::logcumsumexp")
 def logcumsumexp(g: Graph, self: Value, dim: int) -> Value:
     """logcumsumexp(Tensor self, int dim) -> Tensor
 
-    ReduceLogSumExp over each row of the lower-triangular matrix of the scan (-inf past i).
+    log(sum(exp)) over each row of the lower-triangular matrix of the scan (-inf past i), each
+    row shifted by its max first so that no exp overflows.
 
     Limits: memory grows with the square of the scanned axis's length.
     """
-    out_dtype = g.ctx.output_dtype
-    self = cast_to(g, self, out_dtype)
-    if rank_of(self) == 0:
-        return g.op("Identity", self)
-    rank = rank_of(self)
-    rows, perm = _lower_triangle_rows(g, self, normalize_dim(dim, rank), g.constant(float("-inf"), out_dtype))
-    # subtract each row's max first: exp of the -inf fill is 0, and of the rest at most 1
-    peak = reduce(g, "ReduceMax", rows, [rank], True)
-    peak = g.op("Where", g.op("IsInf", peak), g.constant(0, out_dtype), peak)  # an infinite max
-    shifted = g.op("Exp", g.op("Sub", rows, peak))
-    total = g.op("Add", g.op("Log", reduce(g, "ReduceSum", shifted, [rank], True)), peak)
-    return _restore(g, g.op("Squeeze", total, g.constant([rank], torch.int64)), perm)
+    zero = g.constant(0, g.ctx.output_dtype)
+
+    def log_sum_exp(rows: Value, axis: int) -> Value:
+        peak = reduce(g, "ReduceMax", rows, [axis], True)
+        peak = g.op("Where", g.op("IsInf", peak), zero, peak)  # an infinite max: shift by 0
+        total = reduce(g, "ReduceSum", g.op("Exp", g.op("Sub", rows, peak)), [axis], True)
+        return g.op("Squeeze", g.op("Add", g.op("Log", total), peak), g.constant([axis], torch.int64))
+
+    return _scan(g, self, dim, float("-inf"), log_sum_exp)
+
+
+@symbolic("aten::histc")
+def histc(g: Graph, self: Value, bins=100, min=0, max=0) -> Value:
+    """histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor
+
+    Equal-width bins over [min, max] (the data's own range when min == max, widened by 1 on
+    each side if that is one value); values outside are not counted, max falls in the last bin.
+
+    Limits: a value within float rounding of a bin edge may land in the neighbouring bin.
+    """
+    dtype = self.dtype
+    flat = g.op("Reshape", self, g.constant([-1], torch.int64))
+    if min == max:
+        low, high = reduce(g, "ReduceMin", flat, [0], False), reduce(g, "ReduceMax", flat, [0], False)
+        same = g.op("Equal", low, high)
+        low = g.op("Where", same, g.op("Sub", low, g.constant(1, dtype)), low)
+        high = g.op("Where", same, g.op("Add", high, g.constant(1, dtype)), high)
+    else:
+        low, high = g.constant(min, dtype), g.constant(max, dtype)
+    inside = g.op("And", g.op("GreaterOrEqual", flat, low), g.op("LessOrEqual", flat, high))
+    position = g.op("Div", g.op("Mul", g.op("Sub", flat, low), g.constant(bins, dtype)), g.op("Sub", high, low))
+    index = g.op("Cast", g.op("Floor", position), to_i=onnx_type(torch.int64))
+    index = g.op("Min", index, g.constant(bins - 1, torch.int64))
+    index = g.op("Where", inside, index, g.constant(-1, torch.int64))  # counted in no bin
+    edges = g.op("Range", g.constant(0, torch.int64), g.constant(bins, torch.int64), g.constant(1, torch.int64))
+    hits = g.op("Equal", g.op("Unsqueeze", index, g.constant([1], torch.int64)), g.op("Unsqueeze", edges, g.constant([0], torch.int64)))
+    return reduce(g, "ReduceSum", g.op("Cast", hits, to_i=onnx_type(dtype)), [0], False)
