@@ -77,6 +77,12 @@ class SymbolicRegistry:
     def register(self, target: Any, fn: SymbolicFn, *, opset: int | None = None) -> None:
         key = normalize_target(target)
         since = MIN_OPSET if opset is None else opset
+        if self.origin == "builtin":
+            clash = next((e for e in self._entries.get(key, []) if e.since_opset == since and e.fn is not fn), None)
+            if clash is not None:  # two families translating one overload: one would silently win
+                new = SymbolicEntry(key, fn, since, self.origin)
+                raise ValueError(f"two built-in symbolics for {key} since opset {since}: {clash.location} and "
+                                 f"{new.location}; keep one (users override built-ins with register_symbolic)")
         entries = [e for e in self._entries.get(key, []) if e.since_opset != since]
         entries.append(SymbolicEntry(key, fn, since, self.origin))
         self._entries[key] = sorted(entries, key=lambda e: e.since_opset)
