@@ -8,6 +8,7 @@
 | bernoulli.p, bernoulli | RandomUniformLike < p (p a float or the tensor's probabilities) |
 | multinomial | Multinomial with replacement; without, the Gumbel top-k trick (TopK of log p + Gumbel noise) |
 | exponential | `-log(1 - U) / lambd` |
+| rrelu (training) | slopes U(lower, upper) for the negative elements; in eval, LeakyRelu with their mean |
 
 The values differ from torch's draws by design: the harness verifies these ops by shape, dtype
 and distribution statistics (harness/metrics/distribution.py). Static sizes use the generator's
@@ -228,3 +229,20 @@ def multinomial(g: Graph, self: Value, num_samples: int, replacement: bool = Fal
         _, out = g.op("TopK", g.op("Add", log_weights, gumbel), g.constant([int(num_samples)], torch.int64),
                       axis_i=-1, largest_i=1, sorted_i=1, outputs=2)
     return g.op("Squeeze", out, g.constant([0], torch.int64)) if one_row else out
+
+
+@symbolic("aten::rrelu_with_noise_functional")
+def rrelu_with_noise_functional(g: Graph, self: Value, noise: Value, lower: float = 0.125, upper: float = 1 / 3,
+                                training: bool = False, generator: None = None) -> tuple[Value, Value]:
+    """rrelu_with_noise_functional(Tensor self, Tensor noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> (Tensor, Tensor noise_out)
+
+    Training: each negative element times a slope drawn uniformly from [lower, upper), the
+    slopes (1 for the others) as the noise output. Eval: LeakyRelu with the mean slope, the
+    noise passed through, as torch leaves it.
+    """
+    if not training:
+        return g.op("LeakyRelu", self, alpha_f=(float(lower) + float(upper)) / 2), g.op("Identity", noise)
+    slope = _like(g, "RandomUniform", self, self.dtype, low=float(lower), high=float(upper))
+    negative = g.op("Less", self, g.constant(0.0, self.dtype))
+    slope = g.op("Where", negative, slope, g.constant(1.0, self.dtype))
+    return g.op("Mul", self, slope), slope
