@@ -60,6 +60,12 @@ class ExportResult:
     _model: onnx.ModelProto | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
+    def static_axes(self) -> list[specialise.SpecialisedAxis]:
+        """The declared dynamic axes the model fixed, exported static (exporter.specialise)."""
+        record = capture_record(self.program)
+        return list(record.static_axes) if record is not None else []
+
+    @property
     def model(self) -> onnx.ModelProto:
         """The model with its weights inline (protobuf copies each weight into it)."""
         if self._model is None:

@@ -89,3 +89,17 @@ DISCRETE = [
 ]
 
 CASES: list[OpCase] = [*UNIFORM, *NORMAL, *DISCRETE]
+
+
+def _rrelu(training: bool):
+    """rrelu on an explicit noise buffer (F.rrelu makes it with `empty`), output and noise."""
+    return lambda x, noise: torch.ops.aten.rrelu_with_noise_functional(x, noise, 0.1, 0.3, training)
+
+
+RRELU = "aten.rrelu_with_noise_functional.default"
+CASES += [
+    op("rrelu_training", lambda x, n: _rrelu(True)(x, n), lambda g: (randn(g, 48, 64), torch.zeros(48, 64)), [RRELU],
+       law=lambda x, n: law.rrelu(x.numpy(), 0.1, 0.3)),
+    op("rrelu_eval_mean_slope", lambda x, n: _rrelu(False)(x, n), lambda g: (randn(g, 4, 5), torch.zeros(4, 5)),
+       [RRELU]),
+]

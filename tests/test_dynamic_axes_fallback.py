@@ -73,6 +73,14 @@ def test_a_fixed_axis_is_exported_static_with_a_warning(module, args, axes, fixe
     np.testing.assert_allclose(actual, model(*args).numpy(), rtol=1e-6, atol=1e-6)
 
 
+def test_the_export_result_lists_the_fixed_axes() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExportWarning)
+        result = exporter.export_program(FixedView(), (torch.randn(6, 3),), dynamic_axes={"x": {0: "b"}})
+    assert [(a.input, a.axis, a.size) for a in result.static_axes] == [("x", 0, 6)]
+    assert "x.view(6, -1)" in result.static_axes[0].source[-1]
+
+
 def test_the_axes_the_model_does_not_fix_stay_dynamic() -> None:
     onnx_model, _ = _export(Branch(), (torch.randn(6, 3), torch.randn(5)), {"x": {0: "b", 1: "c"}, "z": {0: "n"}})
     assert _dims(onnx_model) == [["b", 3], ["n"]]

@@ -116,3 +116,24 @@ def test_verify_fails_a_random_op_with_the_wrong_law() -> None:
     row = next(op for op in result.ops if op.aten == "aten.rand.default")
     assert row.check == "distribution" and row.passed is False
     assert not result.passed
+
+
+class _Rrelu(torch.nn.Module):
+    def __init__(self, training: bool) -> None:
+        super().__init__()
+        self.drawing = training
+
+    def forward(self, x: torch.Tensor, noise: torch.Tensor):
+        out, slopes = torch.ops.aten.rrelu_with_noise_functional(x, noise, 0.1, 0.3, self.drawing)
+        return out * 2, slopes
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_rrelu_draws_only_in_training(training: bool) -> None:
+    """Training rrelu is checked by distribution (output and slopes, each with its own law); in
+    eval it is deterministic and compared by value."""
+    args = (torch.randn(64, 64), torch.zeros(64, 64))
+    result = harness.verify(_Rrelu(training), args, strict=True)
+    row = next(op for op in result.ops if op.aten == "aten.rrelu_with_noise_functional.default")
+    assert row.check == ("distribution" if training else "values") and row.passed, row.to_dict()
+    assert result.passed, [c.to_dict() for c in result.outputs]

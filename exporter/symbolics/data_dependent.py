@@ -58,6 +58,9 @@ def index_put(g: Graph, self: Value, indices, values: Value, accumulate: bool = 
     `x[mask] = v`, `x[i, j] = v`, `x[:, i] = v` (`+=` with accumulate): one ScatterND over the
     indexed dims moved first, the values broadcast to what `x[indices]` would read. The indexed
     dims must be adjacent (torch moves them first otherwise, a form this does not translate).
+
+    Limits: index tensors on adjacent dims only; repeated indices without accumulate write one
+    of their values, as torch does, but which one is the backend's choice.
     """
     rank = rank_of(self)
     advanced = _advanced_indices(g, indices)
@@ -147,6 +150,8 @@ def unique2(g: Graph, self: Value, sorted: bool = True, return_inverse: bool = F
     ONNX Unique over the flattened tensor, sorted ascending (torch's CPU and CUDA kernels sort
     whatever `sorted` says); the inverse indices take the input's shape. Outputs torch leaves
     empty (inverse or counts not asked for) are empty here too.
+
+    Limits: always sorted; unique_consecutive is not translated.
     """
     flat = g.op("Reshape", self, g.constant([-1], torch.int64))
     values, _, inverse, counts = g.op("Unique", flat, sorted_i=1, outputs=4)

@@ -111,6 +111,8 @@ def fft_c2r(g: Graph, self: Value, dim, normalization: int, last_dim_size: int) 
     The inverse of a one-sided transform: the other dims' inverse transforms, then the full
     Hermitian spectrum along the last dim (X[k] for k <= n/2, conj(X[n - k]) above) whose
     inverse transform's real part is the signal of length `last_dim_size`.
+
+    Limits: the output length and the signal sizes must be static.
     """
     if not isinstance(last_dim_size, int):
         raise ValueError(f"irfft needs a static output length, got {last_dim_size!r}")

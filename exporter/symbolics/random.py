@@ -8,6 +8,7 @@
 | bernoulli.p, bernoulli | RandomUniformLike < p (p a float or the tensor's probabilities) |
 | multinomial | Multinomial with replacement; without, the Gumbel top-k trick (TopK of log p + Gumbel noise) |
 | exponential | `-log(1 - U) / lambd` |
+| rrelu (training) | slopes U(lower, upper) for the negative elements; in eval, LeakyRelu with their mean |
 
 The values differ from torch's draws by design: the harness verifies these ops by shape, dtype
 and distribution statistics (harness/metrics/distribution.py). Static sizes use the generator's
@@ -71,7 +72,10 @@ def _narrowed(g: Graph, drawn: Value, kind: str, dtype: torch.dtype, params: dic
 
 @symbolic("aten::rand")
 def rand(g: Graph, size, **options) -> Value:
-    """rand(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    """rand(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    Limits: onnxruntime 1.31 runs ONNX's random generators only below opset 22 (their first versions).
+    """
     dtype = g.ctx.output_dtype
     return _narrowed(g, _draw(g, "RandomUniform", size, _generated_dtype(dtype), low=0.0, high=1.0),
                      "RandomUniform", dtype, {"high": 1.0})
@@ -79,32 +83,47 @@ def rand(g: Graph, size, **options) -> Value:
 
 @symbolic("aten::randn")
 def randn(g: Graph, size, **options) -> Value:
-    """randn(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    """randn(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    Limits: onnxruntime 1.31 runs ONNX's random generators only below opset 22 (their first versions).
+    """
     dtype = g.ctx.output_dtype
     return cast_to(g, _draw(g, "RandomNormal", size, _generated_dtype(dtype), mean=0.0, scale=1.0), dtype)
 
 
 @symbolic("aten::rand_like")
 def rand_like(g: Graph, self: Value, **options) -> Value:
-    """rand_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    """rand_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+
+    Limits: onnxruntime 1.31 runs ONNX's random generators only below opset 22 (their first versions).
+    """
     return _like(g, "RandomUniform", self, g.ctx.output_dtype, low=0.0, high=1.0)
 
 
 @symbolic("aten::randn_like")
 def randn_like(g: Graph, self: Value, **options) -> Value:
-    """randn_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    """randn_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+
+    Limits: onnxruntime 1.31 runs ONNX's random generators only below opset 22 (their first versions).
+    """
     return _like(g, "RandomNormal", self, g.ctx.output_dtype, mean=0.0, scale=1.0)
 
 
 @symbolic("aten::uniform")
 def uniform(g: Graph, self: Value, low: float = 0.0, high: float = 1.0, **options) -> Value:
-    """uniform(Tensor self, float from=0, float to=1, *, Generator? generator=None) -> Tensor"""
+    """uniform(Tensor self, float from=0, float to=1, *, Generator? generator=None) -> Tensor
+
+    Limits: onnxruntime 1.31 runs ONNX's random generators only below opset 22 (their first versions).
+    """
     return _like(g, "RandomUniform", self, g.ctx.output_dtype, low=low, high=high)
 
 
 @symbolic("aten::normal_functional")
 def normal_functional(g: Graph, self: Value, mean: float = 0.0, std: float = 1.0, **options) -> Value:
-    """normal_functional(Tensor self, float mean=0, float std=1, *, Generator? generator=None) -> Tensor"""
+    """normal_functional(Tensor self, float mean=0, float std=1, *, Generator? generator=None) -> Tensor
+
+    Limits: onnxruntime 1.31 runs ONNX's random generators only below opset 22 (their first versions).
+    """
     return _like(g, "RandomNormal", self, g.ctx.output_dtype, mean=mean, scale=std)
 
 
@@ -119,25 +138,37 @@ def _integers(g: Graph, size, low: Any, high: Any) -> Value:
 
 @symbolic("aten::randint.low")
 def randint_low(g: Graph, low, high, size, **options) -> Value:
-    """randint.low(SymInt low, SymInt high, SymInt[] size, *, ScalarType? dtype=long, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    """randint.low(SymInt low, SymInt high, SymInt[] size, *, ScalarType? dtype=long, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    Limits: onnxruntime 1.31 runs ONNX's random generators only below opset 22 (their first versions).
+    """
     return _integers(g, size, low, high)
 
 
 @symbolic("aten::randint")
 def randint(g: Graph, high, size, **options) -> Value:
-    """randint(SymInt high, SymInt[] size, *, ScalarType? dtype=long, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    """randint(SymInt high, SymInt[] size, *, ScalarType? dtype=long, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    Limits: onnxruntime 1.31 runs ONNX's random generators only below opset 22 (their first versions).
+    """
     return _integers(g, size, 0, high)
 
 
 @symbolic("aten::randint_like")
 def randint_like(g: Graph, self: Value, high, **options) -> Value:
-    """randint_like(Tensor self, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    """randint_like(Tensor self, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+
+    Limits: onnxruntime 1.31 runs ONNX's random generators only below opset 22 (their first versions).
+    """
     return _integers(g, g.op("Shape", self), 0, high)
 
 
 @symbolic("aten::randint_like.low_dtype")
 def randint_like_low(g: Graph, self: Value, low, high, **options) -> Value:
-    """randint_like.low_dtype(Tensor self, SymInt low, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    """randint_like.low_dtype(Tensor self, SymInt low, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+
+    Limits: onnxruntime 1.31 runs ONNX's random generators only below opset 22 (their first versions).
+    """
     return _integers(g, g.op("Shape", self), low, high)
 
 
@@ -150,33 +181,48 @@ def _normal(g: Graph, shape_of: Value, mean: Any, std: Any) -> Value:
 
 @symbolic("aten::normal.Tensor_float")
 def normal_tensor_float(g: Graph, mean: Value, std: float = 1.0, **options) -> Value:
-    """normal.Tensor_float(Tensor mean, float std=1, *, Generator? generator=None) -> Tensor"""
+    """normal.Tensor_float(Tensor mean, float std=1, *, Generator? generator=None) -> Tensor
+
+    Limits: onnxruntime 1.31 runs ONNX's random generators only below opset 22 (their first versions).
+    """
     return _normal(g, mean, mean, std)
 
 
 @symbolic("aten::normal.float_Tensor")
 def normal_float_tensor(g: Graph, mean: float, std: Value, **options) -> Value:
-    """normal.float_Tensor(float mean, Tensor std, *, Generator? generator=None) -> Tensor"""
+    """normal.float_Tensor(float mean, Tensor std, *, Generator? generator=None) -> Tensor
+
+    Limits: onnxruntime 1.31 runs ONNX's random generators only below opset 22 (their first versions).
+    """
     return _normal(g, std, mean, std)
 
 
 @symbolic("aten::normal.Tensor_Tensor")
 def normal_tensor_tensor(g: Graph, mean: Value, std: Value, **options) -> Value:
-    """normal.Tensor_Tensor(Tensor mean, Tensor std, *, Generator? generator=None) -> Tensor"""
+    """normal.Tensor_Tensor(Tensor mean, Tensor std, *, Generator? generator=None) -> Tensor
+
+    Limits: onnxruntime 1.31 runs ONNX's random generators only below opset 22 (their first versions).
+    """
     shape_of = g.op("Add", cast_to(g, mean, g.ctx.output_dtype), cast_to(g, std, g.ctx.output_dtype))
     return _normal(g, shape_of, mean, std)
 
 
 @symbolic("aten::normal.float_float")
 def normal_float_float(g: Graph, mean: float, std: float, size, **options) -> Value:
-    """normal.float_float(float mean, float std, SymInt[] size, *, Generator? generator=None, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    """normal.float_float(float mean, float std, SymInt[] size, *, Generator? generator=None, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    Limits: onnxruntime 1.31 runs ONNX's random generators only below opset 22 (their first versions).
+    """
     dtype = g.ctx.output_dtype
     return cast_to(g, _draw(g, "RandomNormal", size, _generated_dtype(dtype), mean=mean, scale=std), dtype)
 
 
 @symbolic("aten::bernoulli.p")
 def bernoulli_p(g: Graph, self: Value, p: float = 0.5, **options) -> Value:
-    """bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
+    """bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor
+
+    Limits: onnxruntime 1.31 runs ONNX's random generators only below opset 22 (their first versions).
+    """
     unit = _like(g, "RandomUniform", self, torch.float32, low=0.0, high=1.0)
     return cast_to(g, g.op("Less", unit, g.constant(float(p), torch.float32)), g.ctx.output_dtype)
 
@@ -188,6 +234,8 @@ def bernoulli(g: Graph, self: Value, **options) -> Value:
     1 with the probability held in each element: `U < p`, U uniform on [0, 1). Not ONNX
     Bernoulli, which onnxruntime 1.31 gets backwards (it draws 1 with probability 1 - p; the
     op table's bernoulli_tensor_probabilities row catches it).
+
+    Limits: onnxruntime 1.31 runs ONNX's random generators only below opset 22 (their first versions).
     """
     probabilities = cast_to(g, self, _generated_dtype(self.dtype))
     unit = _like(g, "RandomUniform", probabilities, probabilities.dtype, low=0.0, high=1.0)
@@ -199,6 +247,8 @@ def exponential(g: Graph, self: Value, lambd: float = 1.0, **options) -> Value:
     """exponential(Tensor self, float lambd=1, *, Generator? generator=None) -> Tensor
 
     Inverse transform: `-log(1 - U) / lambd`, U uniform on [0, 1) (so the log's argument is > 0).
+
+    Limits: onnxruntime 1.31 runs ONNX's random generators only below opset 22 (their first versions).
     """
     unit = _like(g, "RandomUniform", self, g.ctx.output_dtype, low=0.0, high=1.0)
     one = g.constant(1.0, unit.dtype)
@@ -214,6 +264,8 @@ def multinomial(g: Graph, self: Value, num_samples: int, replacement: bool = Fal
     ONNX Multinomial on the log-weights. Without replacement, the Gumbel top-k trick: the k
     largest of `log w + G` (G standard Gumbel noise) are k draws without replacement, in draw
     order; zero weights give -inf and are never drawn while positive ones remain.
+
+    Limits: onnxruntime 1.31 runs ONNX's random generators only below opset 22 (their first versions).
     """
     one_row = rank_of(self) == 1
     weights = unsqueeze(g, self, [0]) if one_row else self
@@ -228,3 +280,22 @@ def multinomial(g: Graph, self: Value, num_samples: int, replacement: bool = Fal
         _, out = g.op("TopK", g.op("Add", log_weights, gumbel), g.constant([int(num_samples)], torch.int64),
                       axis_i=-1, largest_i=1, sorted_i=1, outputs=2)
     return g.op("Squeeze", out, g.constant([0], torch.int64)) if one_row else out
+
+
+@symbolic("aten::rrelu_with_noise_functional")
+def rrelu_with_noise_functional(g: Graph, self: Value, noise: Value, lower: float = 0.125, upper: float = 1 / 3,
+                                training: bool = False, generator: None = None) -> tuple[Value, Value]:
+    """rrelu_with_noise_functional(Tensor self, Tensor noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> (Tensor, Tensor noise_out)
+
+    Training: each negative element times a slope drawn uniformly from [lower, upper), the
+    slopes (1 for the others) as the noise output. Eval: LeakyRelu with the mean slope, the
+    noise passed through, as torch leaves it.
+
+    Limits: onnxruntime 1.31 runs ONNX's random generators only below opset 22 (their first versions).
+    """
+    if not training:
+        return g.op("LeakyRelu", self, alpha_f=(float(lower) + float(upper)) / 2), g.op("Identity", noise)
+    slope = _like(g, "RandomUniform", self, self.dtype, low=float(lower), high=float(upper))
+    negative = g.op("Less", self, g.constant(0.0, self.dtype))
+    slope = g.op("Where", negative, slope, g.constant(1.0, self.dtype))
+    return g.op("Mul", self, slope), slope

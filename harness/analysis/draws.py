@@ -42,13 +42,20 @@ def tagged_random(aten: str) -> bool:
     return torch.Tag.nondeterministic_seeded in getattr(op, "tags", ())
 
 
-def law_of_node(node: torch.fx.Node, values: Mapping[str, Any]) -> distribution.Law | None:
-    """The law of random FX `node`, its tensor arguments read from torch's `values`."""
+def draws_here(node: torch.fx.Node) -> bool:
+    """Whether FX `node` is a random op that draws in this call (rrelu in eval does not)."""
+    target = str(node.target)
+    return random_op(target) and distribution.draws(target, node.args, node.kwargs)
+
+
+def law_of_node(node: torch.fx.Node, values: Mapping[str, Any], index: int = 0) -> distribution.Law | None:
+    """The law of output `index` of random FX `node`, its tensor arguments read from torch's `values`."""
     def value(arg: Any) -> Any:
         return as_array(values[arg.name]) if isinstance(arg, torch.fx.Node) else arg
 
-    return distribution.law_of(str(node.target), [value(a) for a in node.args],
-                               {key: value(a) for key, a in node.kwargs.items()})
+    law = distribution.law_of(str(node.target), [value(a) for a in node.args],
+                              {key: value(a) for key, a in node.kwargs.items()})
+    return law[index] if isinstance(law, tuple) else law
 
 
 def compare_draws(record: OpRecord, node: torch.fx.Node, values: Mapping[str, Any], actual: Mapping[str, Any],
@@ -56,11 +63,11 @@ def compare_draws(record: OpRecord, node: torch.fx.Node, values: Mapping[str, An
     """The random op's outputs (`outputs`: index -> ONNX value name, found in `actual`) against
     its law; `expected(index)` is torch's draw, for shape and dtype. Sets the row's check."""
     record.check = distribution.CHECK
-    law = law_of_node(node, values)
-    if law is None:
+    if law_of_node(node, values) is None:
         record.notes.append(f"random op with no law in harness.metrics.distribution: {record.aten} is not verified")
         return []
-    return [distribution.compare_distribution(actual[name], as_array(expected(index)), law, name=name)
+    return [distribution.compare_distribution(actual[name], as_array(expected(index)), law_of_node(node, values, index),
+                                              name=name)
             for index, name in sorted(outputs.items()) if name in actual]
 
 
@@ -69,7 +76,7 @@ def random_ancestors(program: torch.export.ExportedProgram) -> dict[str, list[st
     found: dict[str, list[str]] = {}
     for node in program.graph.nodes:
         sources = [name for arg in node.all_input_nodes for name in found.get(arg.name, [])]
-        if node.op == "call_function" and random_op(str(node.target)):
+        if node.op == "call_function" and draws_here(node):
             sources.append(node.name)
         if sources:
             found[node.name] = list(dict.fromkeys(sources))
@@ -91,7 +98,7 @@ def output_comparisons(program: torch.export.ExportedProgram, values: Mapping[st
     for index, (item, comparison) in enumerate(zip(items, comparisons)):
         if item.name not in ancestors or index >= len(actual):
             continue
-        if random_op(str(item.target)) and (law := law_of_node(item, values)) is not None:
+        if draws_here(item) and (law := law_of_node(item, values)) is not None:
             result[index] = distribution.compare_distribution(actual[index], as_array(expected[index]), law,
                                                               name=comparison.name)
             continue

@@ -131,8 +131,8 @@ def _torch_output(analysis: FxAnalysis, group: NodeGroup, index: int) -> Any:
 
 def _compare_outputs(group: NodeGroup, actual: Mapping[str, Any], analysis: FxAnalysis,
                      record: OpRecord) -> list[Comparison]:
-    if draws.random_op(group.aten):  # its values are draws: checked by their law (analysis.draws)
-        node = next(n for n in analysis.program.graph.nodes if n.name == group.fx_node)
+    node = next(n for n in analysis.program.graph.nodes if n.name == group.fx_node) if draws.random_op(group.aten) else None
+    if node is not None and draws.draws_here(node):  # its values are draws: checked by their law (analysis.draws)
         return draws.compare_draws(record, node, analysis.values, actual,
                                    lambda index: _torch_output(analysis, group, index), group.outputs)
     tolerance = _tolerance(record)

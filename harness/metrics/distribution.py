@@ -136,7 +136,7 @@ def compare_distribution(actual: Any, expected: Any, law: Law, *, name: str = ""
 # -- the laws of ATen's random ops, from their arguments ---------------------------------------
 
 Args = Sequence[Any]
-LawBuilder = Callable[[Args, Mapping[str, Any]], Law]
+LawBuilder = Callable[[Args, Mapping[str, Any]], "Law | tuple[Law, ...]"]
 
 
 def _arg(args: Args, kwargs: Mapping[str, Any], index: int, key: str, default: Any) -> Any:
@@ -197,6 +197,19 @@ def categorical(weights: Any, num_samples: int, replacement: bool) -> Law:
                float(w.shape[-1] - 1), integral=True, distinct_rows=not replacement)
 
 
+def rrelu(x: Any, lower: float, upper: float) -> tuple[Law, Law]:
+    """Training rrelu's (output, noise): negative elements times a slope uniform on [lower, upper),
+    the others kept (slope 1)."""
+    x = np.asarray(x, dtype=np.float64)
+    negative = x < 0
+    slope = uniform(lower, upper)
+    ones = np.ones_like(x)
+    noise = Law("rrelu slopes", np.where(negative, slope.mean, 1.0), np.where(negative, slope.std, 0.0),
+                np.where(negative, slope.kurtosis, 1.0))
+    output = Law("rrelu", x * noise.mean, np.abs(x) * noise.std, noise.kurtosis * ones)
+    return output, noise
+
+
 LAWS: dict[str, LawBuilder] = {
     "aten.rand.default": lambda a, k: uniform(0.0, 1.0),
     "aten.rand_like.default": lambda a, k: uniform(0.0, 1.0),
@@ -216,11 +229,24 @@ LAWS: dict[str, LawBuilder] = {
     "aten.bernoulli.default": lambda a, k: bernoulli(_number(a[0])),
     "aten.exponential.default": lambda a, k: exponential(float(_arg(a, k, 1, "lambd", 1.0))),
     "aten.multinomial.default": lambda a, k: categorical(a[0], int(a[1]), bool(_arg(a, k, 2, "replacement", False))),
+    "aten.rrelu_with_noise_functional.default": lambda a, k: rrelu(a[0], float(_arg(a, k, 2, "lower", 0.125)),
+                                                                   float(_arg(a, k, 3, "upper", 1 / 3))),
 }
 
+# Overloads that draw only when an argument says so (index, name): rrelu only in training.
+DRAWS_WHEN = {"aten.rrelu_with_noise_functional.default": (4, "training")}
 
-def law_of(target: str, args: Args, kwargs: Mapping[str, Any] | None = None) -> Law | None:
+
+def draws(target: str, args: Args, kwargs: Mapping[str, Any] | None = None) -> bool:
+    """Whether a call of random op `target` with `args` draws (rrelu in eval does not)."""
+    if target not in DRAWS_WHEN:
+        return True
+    index, key = DRAWS_WHEN[target]
+    return bool(_arg(list(args), dict(kwargs or {}), index, key, False))
+
+
+def law_of(target: str, args: Args, kwargs: Mapping[str, Any] | None = None) -> Law | tuple[Law, ...] | None:
     """The law of random op `target` called with `args` (tensors as arrays, scalars as numbers);
     None for an op without a known law (its row then says it could not be verified)."""
     builder = LAWS.get(target)
-    return builder(list(args), dict(kwargs or {})) if builder is not None else None
+    return builder(list(args), dict(kwargs or {})) if builder is not None else None  # a Law, or one per output
