@@ -382,5 +382,5 @@ def test_the_cli_runs_strict_and_a_harness_error_exits_3(tmp_path):
     assert result.returncode == 3, result.stdout + result.stderr
     (case,) = json.loads((out / "parity.json").read_text())["cases"]
     assert case["status"] == "error" and case["internal"] and "planted fault" in case["error"], case
-    assert any(line.endswith("planted fault in the harness's session preparation'") for line in
+    assert any(line.rstrip("'\"").endswith("planted fault in the harness's session preparation") for line in
                result.stdout.splitlines()), result.stdout
