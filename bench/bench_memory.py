@@ -44,7 +44,13 @@ import time
 
 from _common import load_note, machine_info, results_path, write_results
 
-LIMIT = 2.5
+LIMIT = 3.0
+"""Target for (peak - baseline) / weights. The sessions run as users deploy them, prepacking on:
+onnxruntime keeps a packed copy of every matrix-product weight beside the array it was given
+in place, so the peak holds the weights about twice (the module's, the packed copy) plus the
+activations. Measured on a 2-core shared machine (2026-12-02): vgg16 2.79x with prepacking,
+2.23x with `{"config_entries": {"session.disable_prepacking": "1"}}`; linear23300 2.02x from
+the module and 2.04x from its file (2.17 GB in one initializer)."""
 CASES = ("vgg16", "linear3g", "linear23300")
 
 

@@ -110,7 +110,8 @@ def verify_onnx(
 
             started = time.perf_counter()
             verification.add_analysis(analyse_nodes(
-                loaded, inline, feeds, spec.kind, table, runtime.model_runner(spec, tf32, shared, ort_config), shared.stub,
+                loaded, inline, feeds, spec.kind, table, runtime.model_runner(spec, tf32, shared, ort_config),
+                shared.stub,
                 reference=reference, production=actual, environment=verification.environment, strict=strict,
             ))
             timings["per_op_s"] = time.perf_counter() - started

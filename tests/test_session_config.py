@@ -146,3 +146,20 @@ def test_the_plugin_verifies_with_the_configuration_file(pytester: pytest.Pytest
     result.assert_outcomes(passed=1)
     bad = pytester.runpytest_subprocess("-p", "no:xdist", "--roundtrip-ort-config", "missing.json")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR and "missing.json: no such file" in bad.stderr.str()
+
+
+def test_shards_verified_with_other_session_settings_do_not_merge_quietly():
+    from harness.report.document import new_document
+    from harness.report.files import ReportError
+    from harness.report.merge import merge
+
+    def shard(level):
+        document = new_document(source="roundtrip run", device="cpu", exporter="roundtrip", seed=0, command="x",
+                                shard="1/2")
+        document["onnxruntime_session"] = OrtConfig(graph_optimization_level=level).to_dict()
+        return document
+
+    merged = merge([("a", shard("basic")), ("b", shard("basic"))])
+    assert merged["onnxruntime_session"]["graph_optimization_level"] == "basic"
+    with pytest.raises(ReportError, match="onnxruntime_session"):
+        merge([("a", shard("basic")), ("b", shard("all"))])

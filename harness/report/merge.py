@@ -16,7 +16,7 @@ from harness.report.document import SCHEMA_VERSION, now
 from harness.report.files import ReportError
 
 LIBRARIES = ("torch", "onnx", "onnxruntime", "onnxscript", "numpy", "roundtrip")
-MUST_AGREE = ("device", "exporter", "seed", "opset", "tolerances", "tf32", "dtype")
+MUST_AGREE = ("device", "exporter", "seed", "opset", "tolerances", "tf32", "dtype", "onnxruntime_session")
 
 
 def _mixed(reports: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
@@ -64,6 +64,8 @@ def merge(reports: Sequence[tuple[str, dict[str, Any]]], *, allow_mixed: bool = 
     finished = [d["finished"] for d in documents if d["finished"]]
     merged = {key: first.get(key) for key in ("device", "exporter", "seed", "opset", "tolerances", "tf32", "dtype",
                                               "versions", "providers")}
+    if first.get("onnxruntime_session") is not None:
+        merged["onnxruntime_session"] = first["onnxruntime_session"]
     merged.update(
         schema_version=SCHEMA_VERSION, source="merge", status=_status(documents), command=command, shard=None,
         host={"name": socket.gethostname(), "cpus": os.cpu_count()},

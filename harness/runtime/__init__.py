@@ -17,8 +17,9 @@ from harness.runtime.sessions import (
 from harness.runtime.shared_weights import SharedWeights
 
 __all__ = [
-    "BACKEND_ERRORS", "OPTIMIZATION_LEVELS", "BackendRep", "BackendRunError", "OrtConfig", "OrtConfigError", "BackendUnavailableError", "DeviceSpec", "ModelFileError", "ModelLoadError", "ModelRunner", "ProductionRun",
-    "SharedWeights", "cpu_placed_nodes", "cuda_unavailable_reason", "device_context", "first_line",
-    "harness_session_options", "model_runner", "node_placement", "parse_profile", "prepare", "real_inputs", "require_cuda",
-    "run_production", "session_options", "session_record", "versions",
+    "BACKEND_ERRORS", "OPTIMIZATION_LEVELS", "BackendRep", "BackendRunError", "BackendUnavailableError",
+    "DeviceSpec", "ModelFileError", "ModelLoadError", "ModelRunner", "OrtConfig", "OrtConfigError",
+    "ProductionRun", "SharedWeights", "cpu_placed_nodes", "cuda_unavailable_reason", "device_context",
+    "first_line", "harness_session_options", "model_runner", "node_placement", "parse_profile", "prepare",
+    "real_inputs", "require_cuda", "run_production", "session_options", "session_record", "versions",
 ]

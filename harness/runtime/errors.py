@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -25,6 +26,7 @@ it cannot use, a run that fails. The analysis catches these around a backend cal
 else, so an error of the harness's own code is never blamed on the backend."""
 
 
+@functools.cache
 def onnxruntime_errors() -> tuple[type[BaseException], ...]:
     """The exception types onnxruntime raises from InferenceSession and run: its status
     exceptions (Fail, InvalidArgument, InvalidGraph, RuntimeException, ...), and the
@@ -54,13 +56,15 @@ def missing_kernel(error: BaseException) -> bool:
     return any(mark in text for mark in MISSING_KERNEL_MARKS)
 _ORT_PREFIX = re.compile(r"^\s*\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*")
 _SCRATCH_FILE = re.compile(r"Load model from \S+ failed:\s*")
-_UNREGISTERED = re.compile(r"(?P<domain>[\w.\-]*):(?P<op>[\w.\-]+)\((?P<version>-?\d+)\) is not a registered function/op")
+_UNREGISTERED = re.compile(
+    r"(?P<domain>[\w.\-]*):(?P<op>[\w.\-]+)\((?P<version>-?\d+)\) is not a registered function/op")
 
 
 def load_failure(error: BaseException, model: Any = None) -> str:
     """onnxruntime's reason for refusing a model, the part a reader needs first: its status
-    code and the scratch file it loaded from left out (the status name, NOT_IMPLEMENTED say, kept), and an operator it does not know named
-    with its domain (and the nodes that use it, from `model`) before anything else."""
+    code and the scratch file it loaded from left out (the status name, NOT_IMPLEMENTED say,
+    kept), and an operator it does not know named with its domain (and the nodes that use it,
+    from `model`) before anything else."""
     text = _SCRATCH_FILE.sub("", _ORT_PREFIX.sub("", str(error).strip()), count=1)
     found = _UNREGISTERED.search(text)
     if not found:

@@ -214,7 +214,8 @@ def _prepare_onnxruntime(model, spec: DeviceSpec, inputs, outputs, *, tf32: bool
                          ort_config: OrtConfig | None = None, **options: Any) -> BackendRep:
     import onnxruntime as ort
 
-    sess_options = session_options(profile=profile, ort_config=ort_config, **options)
+    config = ort_config or OrtConfig()
+    sess_options = session_options(profile=profile, ort_config=config, **options)
     source: Any = serialized
     if shared_weights is not None:
         used = shared_weights.used_by(model)
@@ -227,14 +228,13 @@ def _prepare_onnxruntime(model, spec: DeviceSpec, inputs, outputs, *, tf32: bool
             sess_options.add_external_initializers(list(values), list(values.values()))
     if spec.kind == "cuda":
         require_cuda()
-        config = ort_config or OrtConfig()
         providers: list[Any] = [
             ("CUDAExecutionProvider", config.provider_options_for(
                 "CUDAExecutionProvider", cuda_provider_options(spec.index, tf32, cuda_mem_limit))),
             ("CPUExecutionProvider", config.provider_options_for("CPUExecutionProvider", {})),
         ]
     else:
-        providers = [("CPUExecutionProvider", (ort_config or OrtConfig()).provider_options_for("CPUExecutionProvider", {}))]
+        providers = [("CPUExecutionProvider", config.provider_options_for("CPUExecutionProvider", {}))]
     try:
         session = ort.InferenceSession(source or model.SerializeToString(), sess_options, providers=providers)
     except onnxruntime_errors() as error:

@@ -1,10 +1,10 @@
 """Weights shared between onnxruntime sessions of variants of one model, never serialised.
 
 The production model, the instrumented one and the isolation model carry stub initializers
-(data-less, marked external at `IN_MEMORY`: the skeleton format of `exporter.skeleton`, a public contract); each session receives the
-weight arrays themselves, so the weights are neither copied into each variant nor serialised
-for each session, nor (on CPU) copied by onnxruntime. A CUDA session gets them through
-`add_external_initializers`, which copies them to the device as it loads. onnxruntime (1.31)
+(data-less, marked external at `IN_MEMORY`: `exporter.skeleton`'s format, a public contract);
+each session receives the weight arrays themselves, so the weights are neither copied into each
+variant nor serialised for each session, nor (on CPU) copied by onnxruntime. A CUDA session
+gets them through `add_external_initializers`, which copies them to the device as it loads. onnxruntime (1.31)
 copies what `add_external_initializers` gives it on the CPU too, but uses what
 `add_initializer` gives it in place. That needs the initializer declared in the model with data
 onnxruntime can resolve, and its graph optimisers read that data (the NCHWc layout reorders
