@@ -587,7 +587,8 @@ def sweep(patterns: Sequence[str] | None, max_samples: int, redo: bool, path: Pa
         _, call = resolve(key)
         measured = sweep_entry(entry, claimed, max_samples, call, dtypes)
         results["entries"][key] = {**results["entries"].get(key, {}), **measured}
-        results.setdefault("max_samples_of", {})[key] = max_samples
+        if dtypes is None:  # a limit per entry: every dtype of it ran at this one
+            results.setdefault("max_samples_of", {})[key] = max_samples
         results["summary"] = summarize(results)
         write_text_atomic(path, json.dumps(results, indent=1, sort_keys=True) + "\n")
     return results
