@@ -575,19 +575,22 @@ def recorded_max_samples(results: dict[str, Any], key: str, dtype: str) -> int:
 
 def sweep(patterns: Sequence[str] | None, max_samples: int, redo: bool, path: Path = RESULTS,
           dtypes: Sequence[torch.dtype] | None = None) -> dict[str, Any]:
-    """Run the sweep for the registered overloads matching `patterns`, saving after each entry.
-    With `dtypes`, only those dtypes are run (again), merged into the recorded entries."""
-    targets = [t for t in registered_targets() if not patterns or any(fnmatch.fnmatchcase(t, p) for p in patterns)]
+    """Run the sweep for the entries of the registered overloads matching `patterns`, saving
+    after each entry. Each entry runs for every registered overload it reaches, not only the
+    matching ones (an entry such as group_norm serves two). With `dtypes`, only those dtypes
+    are run (again), merged into the recorded entries."""
+    selected = {t for t in registered_targets() if not patterns or any(fnmatch.fnmatchcase(t, p) for p in patterns)}
     results = load(path)
     results.update(opset=OPSET, max_samples=max_samples, torch=torch.__version__)
-    for key, (entry, claimed) in sorted(entries_for(targets).items()):
-        if key in results["entries"] and not redo and dtypes is None:
+    for key, (entry, claimed) in sorted(entries_for(registered_targets()).items()):
+        if not claimed & selected or (key in results["entries"] and not redo and dtypes is None):
             continue
         logger.info("%s (%s)", key, ", ".join(sorted(claimed)))
         _, call = resolve(key)
         measured = sweep_entry(entry, claimed, max_samples, call, dtypes)
         results["entries"][key] = {**results["entries"].get(key, {}), **measured}
-        results.setdefault("max_samples_of", {})[key] = max_samples
+        if dtypes is None:  # a limit per entry: every dtype of it ran at this one
+            results.setdefault("max_samples_of", {})[key] = max_samples
         results["summary"] = summarize(results)
         write_text_atomic(path, json.dumps(results, indent=1, sort_keys=True) + "\n")
     return results
