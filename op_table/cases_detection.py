@@ -97,6 +97,7 @@ CASES: list[OpCase] = [
            opsets=ROI_ALIGN_OPSETS),
     op("empty_filled", _empty_filled, lambda g: (randn(g, 4),), ["aten.empty.memory_format"]),
     op("floor", torch.floor, lambda g: (randn(g, 3, 4) * 4,), ["aten.floor.default"]),
+    op("ceil", torch.ceil, lambda g: (randn(g, 3, 4) * 4,), ["aten.ceil.default"]),
     op("log2", torch.log2, lambda g: (torch.rand(3, 4, generator=g) * 8 + 0.1,), ["aten.log2.default"]),
     op("sym_max_of_count", lambda a: a.new_zeros(max(a.shape[0], 5)), lambda g: (randn(g, 3),),
        ["torch.sym_max"], dynamic_axes=COUNT),

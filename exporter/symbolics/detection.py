@@ -121,6 +121,17 @@ def floor(g: Graph, self: Value) -> Value:
     return g.op("Floor", self)
 
 
+@symbolic("aten::ceil")
+def ceil(g: Graph, self: Value) -> Value:
+    """ceil(Tensor self) -> Tensor
+
+    A keypoint ROI's heatmap size in Keypoint R-CNN; integers are their own ceiling.
+    """
+    if self.dtype is not None and not self.dtype.is_floating_point:
+        return g.op("Identity", self)
+    return g.op("Ceil", self)
+
+
 @symbolic("aten::log2")
 def log2(g: Graph, self: Value) -> Value:
     """log2(Tensor self) -> Tensor
