@@ -137,3 +137,24 @@ def test_anchor_generator_rule_equals_torchvision() -> None:
     expected = generator(images, features)
     got = rules.anchor_generator_forward(generator, images, features)
     assert len(got) == len(expected) and all(torch.equal(a, b) for a, b in zip(got, expected))
+
+
+def test_keypoint_rule_equals_torchvision_inside_roi_heads() -> None:
+    gen = torch.Generator().manual_seed(3)
+    maps = torch.randn(5, 17, 56, 56, generator=gen)
+    rois = torch.tensor([[3.2, 5.1, 60.7, 40.2], [0.0, 0.0, 20.0, 10.0], [100.0, 90.0, 130.0, 128.0],
+                         [10.0, 10.0, 10.4, 11.0], [0.0, 0.0, 127.9, 127.9]])
+    expected_xy, expected_scores = roi_heads.heatmaps_to_keypoints(maps, rois)
+    token = rules._IMAGE_BOUND.set((128, 140))  # what the RoIHeads.forward rule sets: the image bound
+    try:
+        xy, scores = rules.heatmaps_to_keypoints(maps, rois)
+    finally:
+        rules._IMAGE_BOUND.reset(token)
+    assert torch.equal(xy, expected_xy)
+    torch.testing.assert_close(scores, expected_scores, atol=1e-5, rtol=1e-5)
+
+
+def test_keypoint_rule_outside_roi_heads_is_torchvision_itself() -> None:
+    maps, rois = torch.randn(2, 3, 56, 56), torch.tensor([[0.0, 0.0, 9.0, 9.0], [2.0, 3.0, 30.0, 20.0]])
+    got, expected = rules.heatmaps_to_keypoints(maps, rois), roi_heads.heatmaps_to_keypoints(maps, rois)
+    assert all(torch.equal(a, b) for a, b in zip(got, expected))

@@ -198,8 +198,8 @@ def _detection_subject(name: str) -> dict[str, Any]:
 SUBJECTS = {"zoo": _zoo_subject, "huggingface": _huggingface_subject, "detection": _detection_subject}
 
 
-def measure(entry: dict[str, str]) -> dict[str, Any]:
-    """One model through both exporters (run in a worker process)."""
+def measure(entry: dict[str, str], exporters: Sequence[str] | None = None) -> dict[str, Any]:
+    """One model through both exporters, or those of `exporters` (run in a worker process)."""
     import torch
 
     subject = SUBJECTS[entry["kind"]](entry["name"])
@@ -211,6 +211,8 @@ def measure(entry: dict[str, str]) -> dict[str, Any]:
     if entry["kind"] == "zoo":
         record.update(_activation_stats(module, subject["traced"]))
     for exporter in DETECTION_EXPORTERS if entry["kind"] == "detection" else EXPORTERS:
+        if exporters and exporter not in exporters:
+            continue
         record[exporter] = _verify_both_batches(module, subject["traced"], subject["other"], exporter, **subject["common"])
     record["torch"] = torch.__version__
     return record
@@ -223,8 +225,10 @@ def load_results(path: Path = RESULTS) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def _run_worker(entry: dict[str, str], timeout_s: int) -> dict[str, Any]:
+def _run_worker(entry: dict[str, str], timeout_s: int, exporters: Sequence[str] | None = None) -> dict[str, Any]:
     command = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(entry)]
+    if exporters:
+        command += ["--exporters", ",".join(exporters)]
     started = time.perf_counter()
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT)
@@ -241,15 +245,17 @@ def _run_worker(entry: dict[str, str], timeout_s: int) -> dict[str, Any]:
     return record
 
 
-def run(patterns: Sequence[str] | None, redo: bool, timeout_s: int) -> None:
+def run(patterns: Sequence[str] | None, redo: bool, timeout_s: int, exporters: Sequence[str] | None = None) -> None:
     results = load_results()
     entries = [e for e in model_list() if not patterns or any(fnmatch.fnmatchcase(e["name"], p) for p in patterns)]
     todo = [e for e in entries if redo or e["name"] not in results]
     todo.sort(key=lambda e: (e["kind"] == "detection", _parameter_count(e)))
     for index, entry in enumerate(todo, 1):
         logger.info("[%d/%d] %s", index, len(todo), entry["name"])
-        record = _run_worker(entry, timeout_s)
+        record = _run_worker(entry, timeout_s, exporters)
         results = load_results()  # merge: another run (--only) may have added models meanwhile
+        if exporters:  # a run of some exporters keeps the others' results
+            record = {**results.get(entry["name"], {}), **record}
         results[entry["name"]] = record
         write_text_atomic(RESULTS, json.dumps(results, indent=1, sort_keys=True) + "\n")
         write_text_atomic(OUTPUT, render(results))
@@ -375,19 +381,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--render", action="store_true", help="only rewrite docs/COVERAGE.md from the results")
     parser.add_argument("--measurements", action="store_true", help="print measured rows for the extended cases")
     parser.add_argument("--timeout", type=int, default=MODEL_TIMEOUT_S, help="seconds per model")
+    parser.add_argument("--exporters", help="measure only these exporters (comma-separated), keeping the others' results")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    exporters = [e.strip() for e in options.exporters.split(",")] if options.exporters else None
     if options.worker:
         logging.getLogger().setLevel(logging.ERROR)
-        sys.stdout.write(json.dumps(measure(json.loads(options.worker))) + "\n")
+        sys.stdout.write(json.dumps(measure(json.loads(options.worker), exporters)) + "\n")
         return 0
     if options.measurements:
         sys.stdout.write("\n".join(measurement_rows(load_results())) + "\n")
         return 0
     if not options.render:
         patterns = [p.strip() for p in options.only.split(",")] if options.only else None
-        run(patterns, options.redo, options.timeout)
+        run(patterns, options.redo, options.timeout, exporters)
     write_text_atomic(OUTPUT, render(load_results()))
     return 0
 

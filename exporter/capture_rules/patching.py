@@ -128,3 +128,11 @@ def rule(target: str, *, settles: str, soundness: str) -> Callable[[Callable[...
         return fn
 
     return register
+
+
+def original_of(target: str) -> Callable[..., Any]:
+    """The library's own function behind the rule for `target` (for a rule that wraps it)."""
+    for registered in RULES:
+        if registered.target == target:
+            return registered.original()
+    raise KeyError(f"no capture rule for {target!r}")

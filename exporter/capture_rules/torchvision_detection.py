@@ -9,12 +9,13 @@ then takes the branch that is correct for every size, which its `soundness` argu
 
 from __future__ import annotations
 
+import contextvars
 from typing import Any
 
 import torch
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
-from exporter.capture_rules.patching import rule
+from exporter.capture_rules.patching import original_of, rule
 
 
 @rule(
@@ -141,3 +142,83 @@ def _bilinear_taps(start: torch.Tensor, end: torch.Tensor, mask_size: int, image
     index1 = torch.clamp(index0 + 1, max=mask_size - 1)
     weight1 = source - index0.to(torch.float32)
     return index0, index1, 1.0 - weight1, weight1, inside
+
+
+# -- Keypoint R-CNN: heatmaps to keypoints -------------------------------------------------------
+
+_IMAGE_BOUND: contextvars.ContextVar[tuple[Any, Any] | None] = contextvars.ContextVar(
+    "roundtrip_keypoint_image_bound", default=None)
+BICUBIC_A = -0.75  # torch's cubic convolution constant (upsample_bicubic2d)
+
+
+@rule(
+    "torchvision.models.detection.roi_heads:RoIHeads.forward",
+    settles="nothing itself: it tells the keypoint rule below the largest image size of the batch "
+    "(max of image_shapes), the bound of every ROI the heads see",
+    soundness="it calls torchvision's RoIHeads.forward unchanged; the ROIs are boxes clipped to their "
+    "image (box_ops.clip_boxes_to_image), so no ROI is larger than the largest image.",
+)
+def roi_heads_forward(self: Any, features: Any, proposals: Any, image_shapes: list[tuple[int, int]],
+                      targets: Any = None) -> Any:
+    """RoIHeads.forward, with the image-size bound set for `heatmaps_to_keypoints`."""
+    bound = (max(h for h, _ in image_shapes), max(w for _, w in image_shapes))
+    token = _IMAGE_BOUND.set(bound)
+    try:
+        return original_of("torchvision.models.detection.roi_heads:RoIHeads.forward")(
+            self, features, proposals, image_shapes, targets)
+    finally:
+        _IMAGE_BOUND.reset(token)
+
+
+@rule(
+    "torchvision.models.detection.roi_heads:heatmaps_to_keypoints",
+    settles="Min(<detections>, u5) (torchvision/models/detection/roi_heads.py: heatmaps_to_keypoints "
+    "allocates len(rois) rows, loops over the ROIs in Python and resizes each heatmap to "
+    "int(widths_ceil[i].item()) columns, a data-dependent int)",
+    soundness="each ROI's heatmaps are resized as torch's bicubic upsample does (align_corners=False: "
+    "source (j + 0.5) * 56 / size - 0.5, four taps clamped to the map, A = -0.75), written as two "
+    "interpolation matrices over a canvas of the largest image size (no ROI is larger); the "
+    "argmax runs over the ROI's own rows and columns only, in the same row-major order, so the "
+    "first maximum, the keypoint and its score are torchvision's up to fp32 rounding.",
+)
+def heatmaps_to_keypoints(maps: torch.Tensor, rois: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """torchvision's `heatmaps_to_keypoints` for every ROI at once (inside RoIHeads.forward)."""
+    bound = _IMAGE_BOUND.get()
+    if bound is None:  # called outside RoIHeads: no bound on the ROI sizes
+        return original_of("torchvision.models.detection.roi_heads:heatmaps_to_keypoints")(maps, rois)
+    offset_x, offset_y = rois[:, 0], rois[:, 1]
+    widths = (rois[:, 2] - rois[:, 0]).clamp(min=1)
+    heights = (rois[:, 3] - rois[:, 1]).clamp(min=1)
+    widths_ceil, heights_ceil = widths.ceil(), heights.ceil()
+    rows = _bicubic_matrix(heights_ceil, maps.shape[2], bound[0])  # [N, H, Hm]
+    cols = _bicubic_matrix(widths_ceil, maps.shape[3], bound[1])  # [N, W, Wm]
+    resized = rows[:, None] @ maps @ cols[:, None].transpose(2, 3)  # [N, K, H, W]
+    inside_y = torch.arange(bound[0], device=maps.device)[None, :] < heights_ceil[:, None]
+    inside_x = torch.arange(bound[1], device=maps.device)[None, :] < widths_ceil[:, None]
+    inside = (inside_y[:, :, None] & inside_x[:, None, :])[:, None]
+    resized = torch.where(inside, resized, torch.full((), float("-inf"), dtype=resized.dtype))
+    scores, position = resized.flatten(2).max(dim=2)  # the first maximum, row-major as torchvision's
+    x_int = position % bound[1]
+    y_int = torch.div(position - x_int, bound[1], rounding_mode="floor")
+    x = (x_int.float() + 0.5) * (widths / widths_ceil)[:, None]
+    y = (y_int.float() + 0.5) * (heights / heights_ceil)[:, None]
+    xy = torch.stack([x + offset_x[:, None], y + offset_y[:, None], torch.ones_like(x)], dim=2)
+    return xy, scores
+
+
+def _bicubic_matrix(out_sizes: torch.Tensor, in_size: int, bound: Any) -> torch.Tensor:
+    """[N, bound, in_size]: row j of matrix n resamples a length-`in_size` signal to
+    `out_sizes[n]` samples as torch's bicubic upsample (rows past the size are unused)."""
+    scale = torch.full_like(out_sizes, in_size) / out_sizes  # torch: input size / output size, in fp32
+    position = torch.arange(bound, device=out_sizes.device).to(out_sizes.dtype)[None, :]
+    real = scale[:, None] * (position + 0.5) - 0.5
+    index = torch.clamp(torch.floor(real), max=in_size - 1)
+    t = torch.clamp(real - index, 0.0, 1.0)
+    a = BICUBIC_A
+    near = lambda x: ((a + 2) * x - (a + 3)) * x * x + 1  # noqa: E731  |x| <= 1
+    far = lambda x: ((a * x - 5 * a) * x + 8 * a) * x - 4 * a  # noqa: E731  1 < |x| < 2
+    weights = torch.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], dim=2)  # [N, bound, 4]
+    taps = index.to(torch.int64)[:, :, None] + torch.arange(-1, 3, device=out_sizes.device)
+    taps = torch.clamp(taps, 0, in_size - 1)
+    one_hot = (taps[..., None] == torch.arange(in_size, device=out_sizes.device)).to(weights.dtype)
+    return (weights[..., None] * one_hot).sum(dim=2)

@@ -1,0 +1,70 @@
+"""torchvision's detectors exported by roundtrip (capture rules + detection symbolics) and
+verified with matched outputs, at two image sizes with one ONNX model.
+
+One small detector runs in every CI run (a small image and few proposals); the whole
+`detection` tier runs nightly (`-m nightly`).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+import harness
+import model_zoo_cases
+from model_zoo_cases import detection
+
+# The CI detector: the smallest of the tier at a smaller image (its FPN still has two levels).
+CI_DETECTOR = detection.Detector("fasterrcnn_mobilenet_v3_large_320_fpn", image_size=128, internal_size=128, kind="rcnn")
+AXES = {"images": {2: "height", 3: "width"}}
+
+
+@functools.lru_cache(maxsize=1)
+def _ci_model() -> torch.nn.Module:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        module = CI_DETECTOR.build().eval()
+    generator = torch.Generator().manual_seed(1)
+    model_zoo_cases.calibrate_batchnorm(module, lambda step: CI_DETECTOR.images(generator, 1), 2)
+    return module
+
+
+def _verify_two_sizes(module: torch.nn.Module, images: torch.Tensor, other: torch.Tensor, *, atol: float,
+                      rtol: float, per_op_other: bool = False):
+    common = dict(dynamic_axes=AXES, input_names=["images"], output_atol=atol, output_rtol=rtol, strict=True)
+    traced = harness.verify(module, (images,), **common)
+    resized = harness.verify(module, (other,), onnx_model=traced.onnx_model, per_op=per_op_other, **common)
+    return traced, resized
+
+
+def _failures(verification) -> list:
+    return [c.to_dict() for c in verification.outputs if not c.passed] + verification.notes
+
+
+def test_small_detector_exports_and_verifies_at_two_image_sizes() -> None:
+    generator = torch.Generator().manual_seed(0)
+    images = CI_DETECTOR.images(generator, 1)[0]
+    other = images[:, :, :96, :96].contiguous()  # another size: the transform's dynamic-size Resize
+    traced, resized = _verify_two_sizes(_ci_model(), images, other, atol=1e-3, rtol=1e-3)
+    assert traced.passed and resized.passed, _failures(traced) + _failures(resized)
+    ops = {node.op_type for node in traced.onnx_model.graph.node}
+    assert {"NonMaxSuppression", "RoiAlign", "TopK", "Resize"} <= ops
+    assert [c.shape_expected for c in traced.outputs] == [[10, 4], [10], [10]]  # detections were returned
+    assert all(c.note.startswith("matched: 10 of torch's 10") for c in traced.outputs + resized.outputs)
+    matched_rows = [row for row in traced.ops if row.check == "matched"]
+    assert sorted(row.fx_node for row in matched_rows) == sorted(c.name for c in traced.outputs)
+
+
+def _tier_cases() -> list:
+    return model_zoo_cases.select(tier="detection")
+
+
+@pytest.mark.nightly
+@pytest.mark.parametrize("case", _tier_cases(), ids=lambda case: case.name)
+def test_detection_tier(case) -> None:
+    module = case.module(0)
+    traced, resized = _verify_two_sizes(module, case.inputs(0)[0], case.other_inputs(1)[0], atol=case.atol, rtol=case.rtol)
+    assert traced.passed and resized.passed, _failures(traced) + _failures(resized)
+    model_zoo_cases.clear_module_cache()
