@@ -25,7 +25,7 @@ from harness.analysis.fx_mapping import NodeGroup, output_at, value_sources
 from harness.analysis.isolated import isolate
 from harness.analysis.rows import OpAnalysis, OpArtifacts, OpRecord, judge, worst_comparison as _worst
 from harness.analysis.strictness import harness_error
-from harness.analysis.truth import OpCallFailed, Replayer, no_truth_reason, reduction_length
+from harness.analysis.truth import OpCallFailed, Replayer, no_truth_reason, reduction_length, replay_region
 from harness.metrics.arrays import as_array, largest_finite
 from harness.metrics.comparison import Comparison, compare, dtype_name
 from harness.metrics.noise import NoiseModel, attribute, dtype_key, load_noise_model
@@ -254,15 +254,23 @@ def _truth(records: dict[str, OpRecord], analysis: FxAnalysis,
     for node in nodes:
         record = records[node.name]
         group = analysis.groups[node.name]
-        reason = no_truth_reason(node) or _region_reason(group)
+        members = _region_members(group, analysis.program)
+        reason = no_truth_reason(node) or next((no_truth_reason(m) for m in members if no_truth_reason(m)), "")
         if reason or not group.outputs:
             if reason:
                 record.notes.append(f"no fp64 truth: {reason}")
             replay.skip(node)
             continue
         try:
-            truth, args = replay(node)
-            found[node.name] = _fill_truth(record, group, node, truth, args, analysis, isolated.get(node.name, {}))
+            if members:  # an optimised region: its members replayed in sequence
+                replay.skip(node)
+                truth, length = replay_region(members, analysis.values)
+                args = None
+            else:
+                truth, args = replay(node)
+                length = None
+            found[node.name] = _fill_truth(record, group, node, truth, args, analysis, isolated.get(node.name, {}),
+                                           length=length)
         except OpCallFailed as failed:  # an overload without a float64 kernel, say
             record.notes.append(f"no fp64 truth: the float64 call failed: {failed}"[:300])
         except Exception as error:  # the replay's or the comparison's own code: a harness bug
@@ -270,20 +278,22 @@ def _truth(records: dict[str, OpRecord], analysis: FxAnalysis,
     return found
 
 
-def _region_reason(group: NodeGroup) -> str:
-    """Why a region (several FX nodes fused into one ONNX node) has no fp64 truth: the truth
-    replays its last member alone, on torch's input, while the backend computes every member."""
-    if not group.region:
-        return ""
-    return (f"a region of {len(group.region)} FX nodes ({', '.join(m.fx_node for m in group.region)}); "
-            "the fp64 truth of its last member alone would charge the others' rounding to the backend")
+def _region_members(group: NodeGroup, program: torch.export.ExportedProgram) -> list[torch.fx.Node]:
+    """The FX nodes of an optimised region in graph order; [] for an op of its own."""
+    if len(group.region) < 2:
+        return []
+    by_name = {n.name: n for n in program.graph.nodes}
+    return [by_name[m.fx_node] for m in group.region if m.fx_node in by_name]
 
 
-def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: Any, args: list[Any],
-                analysis: FxAnalysis, isolated_comparisons: Mapping[str, Comparison]) -> dict[str, TruthPair]:
+def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: Any, args: list[Any] | None,
+                analysis: FxAnalysis, isolated_comparisons: Mapping[str, Comparison], *,
+                length: int | None = None) -> dict[str, TruthPair]:
+    """Compare torch's and the backend's outputs of one row with its truth; `length` is the
+    reduction length when the caller knows it (a region's largest), else computed from `args`."""
     tolerance = _tolerance(record)
     isolated = record.artifacts.isolated_outputs if record.artifacts is not None else {}
-    length = reduction_length(node, args, truth)
+    length = reduction_length(node, args, truth) if length is None else length
     backend_side, torch_side = [], []
     pairs: dict[str, TruthPair] = {}
     noise = 0.0

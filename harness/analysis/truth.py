@@ -13,6 +13,7 @@ torch CUDA on the same inputs, what two correct fp32 implementations disagree by
 from __future__ import annotations
 
 import math
+import operator
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -298,6 +299,43 @@ def _convert(value: Any, device: torch.device, dtype: torch.dtype | None) -> Any
     if isinstance(value, (list, tuple)):
         return type(value)(_convert(v, device, dtype) for v in value)
     return value
+
+
+# --- regions ------------------------------------------------------------------------------
+
+
+def replay_region(members: list[torch.fx.Node], values: dict[str, Any], *,
+                  dtype: torch.dtype = torch.float64) -> tuple[Any, int]:
+    """(the last member's output, the largest reduction length) of a region replayed in `dtype`
+    on CPU: each member computed on its predecessors' replayed outputs, and on torch's values
+    (cast up) for what enters the region from outside. This is the truth of what one optimised
+    node computes (a Conv with its BatchNorm folded in, a fused HardSwish): the rounding torch
+    does between the members is then torch's error, not the backend's. OpCallFailed when a
+    member's op raises."""
+    replayed: dict[str, Any] = {}
+    device = torch.device("cpu")
+
+    def value_of(node: torch.fx.Node) -> Any:
+        if node.name in replayed:
+            return replayed[node.name]
+        if node.target is operator.getitem and node.args[0].name in replayed:
+            return replayed[node.args[0].name][node.args[1]]
+        return _convert(values.get(node.name), device, dtype)
+
+    length, output = 1, None
+    for member in members:
+        args = list(torch.fx.node.map_arg(member.args, value_of))
+        kwargs = dict(torch.fx.node.map_arg(member.kwargs, value_of))
+        if kwargs.get("device") is not None:
+            kwargs["device"] = device
+        try:
+            with torch.no_grad():
+                output = member.target(*args, **kwargs)
+        except Exception as error:  # torch's kernel refused these inputs
+            raise OpCallFailed(member, error) from error
+        replayed[member.name] = output
+        length = max(length, reduction_length(member, args, output))
+    return output, length
 
 
 # --- model-level truth ---------------------------------------------------------------------
