@@ -262,7 +262,9 @@ def verify_exported(
                 judge_detections(verification, actual_outputs, expected_outputs, layout, output_names, table=table,
                                  device=spec.kind, atol=output_atol, rtol=output_rtol)
             else:
-                truth = _output_truth(verification, exported, module, torch_args, torch_kwargs, timings)
+                given = output_atol is not None or output_rtol is not None  # the given tolerances decide alone
+                truth = None if given else _output_truth(verification, exported, module, torch_args, torch_kwargs,
+                                                         values, timings)
                 judge_outputs(verification, actual_outputs, expected_outputs, truth, output_names, table=table,
                               device=spec.kind, atol=output_atol, rtol=output_rtol, allowed_mismatch=allowed_mismatch,
                               rounding_steps=_rounding_steps(exported, values))
@@ -300,17 +302,20 @@ def _rounding_steps(exported: ExportedForVerification, values: Mapping[str, Any]
 
 
 def _output_truth(verification: Verification, exported: ExportedForVerification, module: torch.nn.Module | None,
-                  args: tuple[Any, ...], kwargs: dict[str, Any], timings: dict[str, float]) -> list[Any] | None:
-    """The model's outputs in float64 (the module's, else the program's), flattened; None, with
-    a note, when it cannot run in float64."""
-    from harness.analysis.truth import OpCallFailed, model_truth
+                  args: tuple[Any, ...], kwargs: dict[str, Any], values: dict[str, Any],
+                  timings: dict[str, float]) -> list[Any] | None:
+    """The model's outputs in float64 (the program replayed node by node from torch's recorded
+    inputs and weights, else the module run in float64), flattened; None, with a note, when it
+    cannot run in float64."""
+    from harness.analysis.truth import OpCallFailed, model_truth, program_truth
 
-    source = module if module is not None else (exported.program.module() if exported.program is not None else None)
-    if source is None:
+    if exported.program is None and module is None:
         return None
     started = time.perf_counter()
     try:
-        return flatten_outputs(model_truth(source, args, kwargs))
+        if exported.program is not None:
+            return flatten_outputs(program_truth(exported.program, values))
+        return flatten_outputs(model_truth(module, args, kwargs))
     except OpCallFailed as failed:
         verification.notes.append(f"no fp64 truth for the outputs: the float64 run failed: {failed}"[:300])
         return None

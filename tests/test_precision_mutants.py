@@ -81,12 +81,17 @@ def _scale_element(op_type: str, scope_part: str, input_index: int, relative: fl
         if tensor is None:  # a Constant node's value
             producer = next(n for n in model.graph.node if name in n.output and n.op_type == "Constant")
             tensor = next(a.t for a in producer.attribute if a.name == "value")
-        array = numpy_helper.to_array(tensor).copy()
-        flat = array.reshape(-1)
-        flat[np.argmax(np.abs(flat))] *= 1 + relative
-        tensor.CopyFrom(numpy_helper.from_array(array, tensor.name))
+        _edit_largest(tensor, lambda value: value * (1 + relative))
         return node
     return alter
+
+
+def _edit_largest(tensor: onnx.TensorProto, change: Callable[[np.ndarray], np.ndarray]) -> None:
+    """Replace the largest-magnitude element of `tensor` by `change` of it, in place."""
+    values = numpy_helper.to_array(tensor).copy()
+    index = np.unravel_index(np.argmax(np.abs(values)), values.shape)
+    values[index] = change(values[index])
+    tensor.CopyFrom(numpy_helper.from_array(values, tensor.name))
 
 
 MUTANTS = [
@@ -144,11 +149,7 @@ def _plant_overflow(model: onnx.ModelProto) -> onnx.NodeProto:
     """Set the conv's largest weight element to 6e4: its outputs leave float16's range (65504)
     in the backend, while torch's (unaltered) values stay finite."""
     node = next(n for n in model.graph.node if n.op_type == "Conv")
-    tensor = next(t for t in model.graph.initializer if t.name == node.input[1])
-    array = numpy_helper.to_array(tensor).copy()
-    flat = array.reshape(-1)
-    flat[np.argmax(np.abs(flat))] = 6e4
-    tensor.CopyFrom(numpy_helper.from_array(array, tensor.name))
+    _edit_largest(next(t for t in model.graph.initializer if t.name == node.input[1]), lambda value: 6e4)
     return node
 
 

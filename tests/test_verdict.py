@@ -187,7 +187,7 @@ def test_given_output_tolerances_override_the_rule():
     x = torch.randn(4, 16).half()
     tight = harness.verify(model, (x,), output_atol=1e-9, output_rtol=0.0, per_op=False)
     default = harness.verify(model, (x,), per_op=False)
-    assert tight.output_verdicts[0].rule == OVERRIDE and tight.output_verdicts[0].e_torch is not None
+    assert tight.output_verdicts[0].rule == OVERRIDE and tight.output_verdicts[0].e_torch is None  # no fp64 run
     assert default.output_verdicts[0].rule == TRUTH and default.passed
     assert tight.passed is tight.outputs[0].passed
 

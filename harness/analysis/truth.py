@@ -341,6 +341,29 @@ def replay_region(members: list[torch.fx.Node], values: dict[str, Any], *,
 # --- model-level truth ---------------------------------------------------------------------
 
 
+def program_truth(program: torch.export.ExportedProgram, values: dict[str, Any]) -> list[Any]:
+    """The program's user outputs computed in float64 on CPU, node after node from its recorded
+    inputs, parameters and buffers cast up exactly (a Replayer: large layers in slices, each fp64
+    input released after its last use, each intermediate once nothing reads it any more).
+    OpCallFailed when an op has no float64 kernel."""
+    from exporter.trace import user_outputs
+    from harness.analysis.torch_values import output_values
+
+    nodes = [node for node in program.graph.nodes if node.op == "call_function"]
+    kept = {a.name for a in user_outputs(program) if isinstance(a, torch.fx.Node)}
+    reads_left = Counter(source.name for node in nodes for source in node.all_input_nodes)
+    chained = {name: value for name, value in values.items()
+               if name not in {node.name for node in nodes}}  # inputs, parameters, buffers as recorded
+    replay = Replayer(nodes, chained, device="cpu", dtype=torch.float64)
+    for node in nodes:
+        chained[node.name], _ = replay(node)
+        for source in node.all_input_nodes:
+            reads_left[source.name] -= 1
+            if reads_left[source.name] <= 0 and source.name not in kept and source.op == "call_function":
+                chained.pop(source.name, None)
+    return output_values(program, chained)
+
+
 def model_truth(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> Any:
     """The module's outputs in float64 on CPU: its floating parameters and buffers, and the
     floating tensors of `args` and `kwargs`, cast up exactly (the module is not changed).
