@@ -22,6 +22,11 @@ def _group_norm_with_statistics(x: torch.Tensor, weight: torch.Tensor, bias: tor
     return torch.ops.aten.native_group_norm.default(x, weight, bias, n, c, x[0, 0].numel(), 2, 1e-5)
 
 
+def _batch_norm_with_statistics(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """BatchNorm without running statistics, as training computes it: output, batch mean, inverse std."""
+    return torch.ops.aten._native_batch_norm_legit.no_stats(x, weight, bias, True, 0.1, 1e-5)
+
+
 def _conv_transpose(spatial: int, *, batched: bool = True):
     """conv_transpose{spatial}d with an output_padding (3) beyond its stride (2), which torch
     allows because the dilation (4) is larger: OpInfo's sample, shrunk."""
@@ -67,4 +72,6 @@ CASES: list[OpCase] = [
     op("native_group_norm_statistics_float16", _group_norm_with_statistics,
        lambda g: tuple(t.half() for t in (randn(g, 3, 4, 5, 2), randn(g, 4), randn(g, 4))),
        ["aten.native_group_norm.default"], atol=1e-3, rtol=1e-2),
+    op("native_batch_norm_no_stats_statistics", _batch_norm_with_statistics,
+       lambda g: (randn(g, 3, 4, 5), randn(g, 4), randn(g, 4)), ["aten._native_batch_norm_legit.no_stats"]),
 ]

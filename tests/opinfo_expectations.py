@@ -174,7 +174,7 @@ UNDEFINED_TYPES: list[Expectation] = [
                 strict=False),
     no_onnx_type("GridSample", "bfloat16", ("grid_sampler_2d", "nn.functional.grid_sample")),
     no_onnx_type("InstanceNormalization", "bfloat16", ("nn.functional.group_norm", "nn.functional.instance_norm",
-                                                       "native_group_norm")),
+                                                       "native_group_norm", "_native_batch_norm_legit")),
     no_onnx_type("InstanceNormalization", "bfloat16", ("nn.functional.batch_norm",), batch_statistics_without_running),
     no_onnx_type("Cos", "bfloat16", ("cos",)),
     no_onnx_type("Sin", "bfloat16", ("sin",)),
@@ -232,10 +232,6 @@ NOT_EXPORTED: list[Expectation] = [
     Expectation(("module.nn.LSTM",), ("float32",),
                 "ONNX LSTM has no projection of the hidden state (proj_size > 0); the exporter refuses it "
                 "by design", r"proj_size", projection),
-    Expectation(("_native_batch_norm_legit",), ("float32", "float16", "bfloat16"),
-                "the batch-statistics form returns no batch mean / inverse std (outputs 1 and 2): compute "
-                "them as native_group_norm does (exporter/symbolics/nn.py)",
-                r"output \d \(getitem_\d\) did not produce an ONNX value"),
     Expectation(("nn.functional.batch_norm",), ("float32", "float16", "bfloat16"),
                 "onnxruntime's BatchNormalization shape inference refuses an empty 1-D input (no channel "
                 "axis) in inference: export a 1-D batch norm of an empty tensor as the empty tensor itself",

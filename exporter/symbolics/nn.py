@@ -68,8 +68,12 @@ def native_batch_norm_no_training(g: Graph, input, weight, bias, running_mean, r
 @symbolic("aten::_native_batch_norm_legit.no_stats")
 def native_batch_norm_no_stats(g: Graph, input, weight, bias, training, momentum, eps):
     """_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # BatchNorm with track_running_stats=False: batch statistics, in eval too.
-    return _batch_norm_batch_stats(g, input, weight, bias, eps), None, None
+    # BatchNorm with track_running_stats=False: batch statistics, in eval too; the batch mean and
+    # inverse std ([C]) when the graph reads them.
+    y = _batch_norm_batch_stats(g, input, weight, bias, eps)
+    if not (output_used(g, 1) or output_used(g, 2)):
+        return y, None, None
+    return (y, *_mean_and_rstd(g, input, [0, *range(2, rank_of(input))], eps))
 
 
 @symbolic("aten::instance_norm")
@@ -133,22 +137,30 @@ def group_norm(g: Graph, input: Value, num_groups: int, weight=None, bias=None, 
     return _group_norm(g, input, num_groups, weight, bias, eps)
 
 
-def _group_statistics(g: Graph, x: Value, groups: int, eps: float) -> tuple[Value, Value]:
-    """Each group's mean and 1/sqrt(biased var + eps), [N, G], in x's dtype (computed in
-    float32 for the half types, as torch's kernels do)."""
+def _mean_and_rstd(g: Graph, x: Value, axes: Sequence[int], eps: float, reshape: Value | None = None
+                   ) -> tuple[Value, Value]:
+    """The mean of x (reshaped to `reshape` first, if given) over `axes` and 1/sqrt(biased var +
+    eps), those axes dropped, in x's dtype (computed in float32 for the half types, as torch's
+    kernels do)."""
     dtype = x.dtype or torch.float32
     wide = cast_to(g, x, torch.float32) if dtype in (torch.float16, torch.bfloat16) else x
-    batch = g.op("Shape", x, start_i=0, end_i=1)  # explicit, not 0: a zero-size input stays zero-size
-    grouped = g.op("Reshape", wide, g.op("Concat", batch, g.constant([groups, -1]), axis_i=0))
-    mean = reduce(g, "ReduceMean", grouped, [2], keepdims=True)
-    centred = g.op("Sub", grouped, mean)
-    var = reduce(g, "ReduceMean", g.op("Mul", centred, centred), [2], keepdims=False)
+    if reshape is not None:
+        wide = g.op("Reshape", wide, reshape)
+    mean = reduce(g, "ReduceMean", wide, axes, keepdims=True)
+    centred = g.op("Sub", wide, mean)
+    var = reduce(g, "ReduceMean", g.op("Mul", centred, centred), axes, keepdims=False)
     epsilon = g.constant(torch.tensor(eps, dtype=torch.float32 if wide is not x else dtype))
     rstd = g.op("Reciprocal", g.op("Sqrt", g.op("Add", var, epsilon)))
-    mean = squeeze(g, mean, [2])
+    mean = squeeze(g, mean, axes)
     if wide is not x:
         mean, rstd = cast_to(g, mean, dtype), cast_to(g, rstd, dtype)
     return mean, rstd
+
+
+def _group_statistics(g: Graph, x: Value, groups: int, eps: float) -> tuple[Value, Value]:
+    """Each group's mean and reciprocal standard deviation, [N, G]."""
+    batch = g.op("Shape", x, start_i=0, end_i=1)  # explicit, not 0: a zero-size input stays zero-size
+    return _mean_and_rstd(g, x, [2], eps, reshape=g.op("Concat", batch, g.constant([groups, -1]), axis_i=0))
 
 
 @symbolic("aten::native_group_norm")
