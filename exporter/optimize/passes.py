@@ -153,7 +153,7 @@ def _evaluate(node: ir.Node) -> list[np.ndarray]:
         helper.make_graph([proto], "fold", [helper.make_tensor_value_info(n, v.const_value.dtype.value, None)
                                             for n, v in zip(names, node.inputs) if n],
                           [helper.make_value_info(o, onnx.TypeProto()) for o in proto.output]),
-        opset_imports=[helper.make_opsetid("", node.version or 18)]))
+        opset_imports=[helper.make_opsetid("", node.version or node.graph.opset_imports.get("", 18))]))
     return evaluator.run(None, {n: v.const_value.numpy() for n, v in zip(names, node.inputs) if n})
 
 
