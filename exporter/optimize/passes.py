@@ -1,10 +1,10 @@
 """The optimisation passes, each a small named step over an onnx_ir model.
 
 Every pass is idempotent (a second run changes nothing) and returns what it changed: the op
-types it removed (`-Op`) and added (`+Op`), and for rewrites the count per rule. Rewrites carry the provenance of the
-nodes they replace (exporter.optimize.rewriting); the passes that only delete nodes (no-op
-removal, unused nodes) leave nothing that stands for them, and the FX values they drop get no
-row of their own in the harness.
+types it removed (`-Op`) and added (`+Op`), and for rewrites the count per rule. Rewrites
+carry the provenance of the nodes they replace (exporter.optimize.rewriting); the passes that
+only delete nodes (no-op removal, unused nodes, shared sub-expressions) leave nothing that
+stands for them, and the FX values they drop get no row of their own in the harness.
 """
 
 from __future__ import annotations
