@@ -1,10 +1,10 @@
 """The optimisation passes, each a small named step over an onnx_ir model.
 
 Every pass is idempotent (a second run changes nothing) and returns what it changed: the op
-types it removed (`-Op`) and added (`+Op`), and for rewrites the count per rule. Rewrites carry the provenance of the
-nodes they replace (exporter.optimize.rewriting); the passes that only delete nodes (no-op
-removal, unused nodes) leave nothing that stands for them, and the FX values they drop get no
-row of their own in the harness.
+types it removed (`-Op`) and added (`+Op`), and for rewrites the count per rule. Rewrites
+carry the provenance of the nodes they replace (exporter.optimize.rewriting); the passes that
+only delete nodes (no-op removal, unused nodes, shared sub-expressions) leave nothing that
+stands for them, and the FX values they drop get no row of their own in the harness.
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def _evaluate(node: ir.Node) -> list[np.ndarray]:
         helper.make_graph([proto], "fold", [helper.make_tensor_value_info(n, v.const_value.dtype.value, None)
                                             for n, v in zip(names, node.inputs) if n],
                           [helper.make_value_info(o, onnx.TypeProto()) for o in proto.output]),
-        opset_imports=[helper.make_opsetid("", node.version or 18)]))
+        opset_imports=[helper.make_opsetid("", node.version or node.graph.opset_imports.get("", 18))]))
     return evaluator.run(None, {n: v.const_value.numpy() for n, v in zip(names, node.inputs) if n})
 
 
