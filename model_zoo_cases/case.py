@@ -155,6 +155,14 @@ class ModelCase:
         logger.debug("built %s (seed=%d, dtype=%s)", self.name, seed, dtype or "float32")
         return module
 
+    def output_tolerance(self, dtype: Any = None) -> tuple[float | None, float | None]:
+        """(atol, rtol) that judge the case's outputs in `dtype`: the measured `atol`/`rtol` in
+        float32 (None), where they were measured; (None, None) in any other dtype, whose outputs
+        the verdict rule judges against the fp64 truth with the shipped per-dtype rows."""
+        if dtype is None or str(dtype).removeprefix("torch.") == "float32":
+            return self.atol, self.rtol
+        return None, None
+
     def module(self, seed: int = 0, dtype: torch.dtype | None = None) -> nn.Module:
         """The module for `seed` in `dtype` (None: float32), from a small LRU cache keyed by
         (name, seed, dtype).

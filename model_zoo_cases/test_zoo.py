@@ -53,12 +53,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize(("zoo_case", "zoo_size"), params)
 
 
-def verify_options(case: model_zoo_cases.ModelCase, batch: int) -> dict[str, Any]:
-    """The keywords of `roundtrip.verify` for `case` at `batch`: its names, dynamic axes,
-    output tolerance, and how the report names it."""
+def verify_options(case: model_zoo_cases.ModelCase, batch: int, dtype: Any = None) -> dict[str, Any]:
+    """The keywords of `roundtrip.verify` for `case` at `batch` in `dtype`: its names, dynamic
+    axes, output tolerance (ModelCase.output_tolerance), and how the report names it."""
+    atol, rtol = case.output_tolerance(dtype)
     return {
         "dynamic_axes": {name: axes for name, axes in case.dynamic_axes.items() if name in case.input_names},
-        "input_names": list(case.input_names), "atol": case.atol, "rtol": case.rtol,
+        "input_names": list(case.input_names), "atol": atol, "rtol": rtol,
         "allowed_mismatch": case.allowed_mismatch_fraction, "model_name": case.name,
         "name": f"{case.name} batch {batch}", "family": case.family, "sizes": [f"batch {batch}"],
         "origin": {"zoo": case.name, "tier": case.tier, "seed": SEED},
@@ -93,8 +94,8 @@ def test_zoo_case(zoo_case: model_zoo_cases.ModelCase, zoo_size: str, roundtrip:
     module = zoo_case.module(SEED, dtype)  # the case casts itself: no second copy in verify
     if zoo_size == "traced":
         roundtrip.verify(module, zoo_case.inputs(SEED, dtype=dtype), dtype=None,
-                         **verify_options(zoo_case, zoo_case.traced_batch))
+                         **verify_options(zoo_case, zoo_case.traced_batch, dtype))
         return
     onnx_model = traced_export(zoo_case.name, settings["exporter"], settings["opset"], dtype)
     roundtrip.verify(module, zoo_case.other_inputs(OTHER_SEED, dtype), onnx_model=onnx_model, dtype=None,
-                     **verify_options(zoo_case, zoo_case.other_batch))
+                     **verify_options(zoo_case, zoo_case.other_batch, dtype))
