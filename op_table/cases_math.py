@@ -157,3 +157,12 @@ MATRICES = [
 ]
 
 CASES += [*HISTOGRAMS, *MATMULS, *MATRICES]
+
+HALF = [  # float16 at opset 18: no IsInf (which takes float16 only from opset 20) in these graphs
+    _unary("log1p_float16", torch.log1p, lambda g: (positive(g, 3, 4).half(),), "log1p.default", atol=1e-3, rtol=1e-3),
+    _unary("expm1_float16", torch.expm1, lambda g: (randn(g, 3, 4, dtype=torch.float16),), "expm1.default", atol=1e-3, rtol=1e-3),
+    _unary("isinf_float16", torch.isinf, lambda g: (_specials(g, 3, 4).half(),), "isinf.default"),
+    op("var_mean_of_empty_is_nan", lambda a: torch.var_mean(a[:, :0], 1), lambda g: (randn(g, 3, 4),), [VAR_MEAN], dynamic_axes=batch()),
+]
+
+CASES += HALF

@@ -176,7 +176,7 @@ def render_torchlib_gap(gap: dict[str, Any]) -> list[str]:
     counts = ", ".join(f"{category} {count}" for category, count in gap["gap_by_category"].items())
     lines = [
         "", "## Compared with onnxscript's torch_lib", "",
-        f"Measured by `python tools/torchlib_gap.py` (`docs/torchlib_gap.json`) against onnxscript",
+        "Measured by `python tools/torchlib_gap.py` (`docs/torchlib_gap.json`) against onnxscript",
         f"{gap['onnxscript']}'s torch_lib on torch {gap['torch']}: torch_lib registers {gap['torchlib_overloads']}",
         f"ATen overloads, this registry {gap['our_overloads']}; {gap['both']} are in both, {len(gap['ours_only'])}",
         f"only here. {gap['gap_count']} of torch_lib's are not registered here: {counts}.",

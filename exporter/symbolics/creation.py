@@ -12,8 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import torch
-
 from exporter.graph import Graph, Value
 from exporter.registry import symbolic
 from exporter.symbolics._helpers import int64_vector

@@ -15,6 +15,7 @@ from exporter.dtypes import onnx_type
 from exporter.graph import Graph, Value
 from exporter.registry import symbolic
 from exporter.symbolics._helpers import cast_to, normalize_dim, rank_of, reduce
+from exporter.symbolics.unary_math import is_infinite
 
 
 def _dims(self: Value, dim: int | Sequence[int] | None) -> list[int]:
@@ -40,10 +41,11 @@ def _variance(g: Graph, self: Value, dim, correction, keepdim: bool) -> tuple[Va
         divisor = g.constant(max(1 - correction, 0), dtype)
         return g.op("Div", g.op("Sub", self, self), divisor), g.op("Identity", self)
     dims = _dims(self, dim)
-    mean = reduce(g, "ReduceMean", self, dims, True)
+    count = _count(g, self, dims, dtype)
+    # sum / N rather than ReduceMean: an empty input's mean is NaN in torch (0 in onnxruntime)
+    mean = g.op("Div", reduce(g, "ReduceSum", self, dims, True), count)
     deviation = g.op("Sub", self, mean)
     squares = reduce(g, "ReduceSum", g.op("Mul", deviation, deviation), dims, keepdim)
-    count = _count(g, self, dims, dtype)
     divisor = g.op("Max", g.op("Sub", count, g.constant(correction, dtype)), g.constant(0, dtype))
     if not keepdim:
         mean = g.op("Squeeze", mean, g.constant(dims, torch.int64))
@@ -126,7 +128,7 @@ def logcumsumexp(g: Graph, self: Value, dim: int) -> Value:
 
     def log_sum_exp(rows: Value, axis: int) -> Value:
         peak = reduce(g, "ReduceMax", rows, [axis], True)
-        peak = g.op("Where", g.op("IsInf", peak), zero, peak)  # an infinite max: shift by 0
+        peak = g.op("Where", is_infinite(g, peak, g.ctx.output_dtype), zero, peak)  # an infinite max: shift by 0
         total = reduce(g, "ReduceSum", g.op("Exp", g.op("Sub", rows, peak)), [axis], True)
         return g.op("Squeeze", g.op("Add", g.op("Log", total), peak), g.constant([axis], torch.int64))
 

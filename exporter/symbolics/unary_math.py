@@ -27,6 +27,11 @@ def _is_float(value: Value) -> bool:
     return value.dtype is not None and value.dtype.is_floating_point
 
 
+def is_infinite(g: Graph, value: Value, dtype: torch.dtype) -> Value:
+    """|x| == inf: ONNX IsInf takes float16 and bfloat16 only from opset 20."""
+    return g.op("Equal", g.op("Abs", value), g.constant(float("inf"), dtype))
+
+
 # -- trigonometric and hyperbolic ------------------------------------------------------------
 
 
@@ -161,7 +166,7 @@ def log1p(g: Graph, self: Value) -> Value:
     u = g.op("Add", x, one)
     log_u = g.op("Log", u)
     corrected = g.op("Div", g.op("Mul", log_u, x), g.op("Sub", u, one))
-    corrected = g.op("Where", g.op("IsInf", u), log_u, corrected)
+    corrected = g.op("Where", is_infinite(g, u, g.ctx.output_dtype), log_u, corrected)
     return g.op("Where", g.op("Equal", u, one), x, corrected)
 
 
@@ -178,7 +183,7 @@ def expm1(g: Graph, self: Value) -> Value:
     u_minus_one = g.op("Sub", u, one)
     corrected = g.op("Div", g.op("Mul", u_minus_one, x), g.op("Log", u))
     corrected = g.op("Where", g.op("Equal", u_minus_one, g.op("Neg", one)), u_minus_one, corrected)
-    corrected = g.op("Where", g.op("IsInf", u), u, corrected)
+    corrected = g.op("Where", is_infinite(g, u, g.ctx.output_dtype), u, corrected)
     return g.op("Where", g.op("Equal", u, one), x, corrected)
 
 
@@ -290,7 +295,7 @@ def isnan(g: Graph, self: Value) -> Value:
 @symbolic("aten::isinf")
 def isinf(g: Graph, self: Value) -> Value:
     """isinf(Tensor self) -> Tensor"""
-    return g.op("IsInf", self) if _is_float(self) else _never(g, self)
+    return is_infinite(g, self, self.dtype) if _is_float(self) else _never(g, self)
 
 
 @symbolic("aten::remainder.Scalar_Tensor")
