@@ -181,7 +181,7 @@ def render_torchlib_gap(gap: dict[str, Any]) -> list[str]:
         f"ATen overloads, this registry {gap['our_overloads']}; {gap['both']} are in both, {len(gap['ours_only'])}",
         f"only here. {gap['gap_count']} of torch_lib's are not registered here: {counts}.",
         "'decomposed at capture' overloads reach the registry as the ATen ops torch.export's",
-        "decomposition rewrites them into; 'assigned' ones belong to other parts of the exporter.",
+        "decomposition rewrites them into.",
         "", "| torch_lib overload not registered here | Category | Reason |", "|---|---|---|",
     ]
     lines += [f"| `{item['target']}` | {item['category']} | {item['reason'].partition(': ')[2] or item['reason']} |"

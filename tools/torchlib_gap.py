@@ -4,8 +4,6 @@ The gap is derived, never typed in: the installed torch_lib's registry of ATen o
 (`onnxscript.function_libs.torch_lib.registration.default_registry`) against the built-ins of
 `exporter.registry.BUILTINS`. Each overload of the gap gets one category and a reason:
 
-- `assigned`: another part of the exporter owns it (data-dependent sizes, random ops, FFT,
-  detection ops, prelu); the reason names the part;
 - `complex-only`, `training-only`, `internal`: an overload an inference export of real tensors
   never meets (the reason says why);
 - `no such overload`: torch_lib names an overload this torch does not define (measured);
@@ -43,32 +41,6 @@ from exporter.registry import BUILTINS, normalize_target  # noqa: E402
 log = logging.getLogger(__name__)
 
 OUTPUT = ROOT / "docs" / "torchlib_gap.json"
-
-_DYNAMIC = "assigned: data-dependent sizes, random ops and FFT (dynamic values work)"
-_RANDOM = "assigned: random op, exported to ONNX's random ops by the random-ops work"
-_FFT = "assigned: FFT and complex views, mapped to ONNX DFT/STFT by the FFT work"
-# Overloads another part of the exporter owns; the reason names which.
-ASSIGNED: dict[str, str] = {
-    **{f"aten.{name}": _DYNAMIC for name in (
-        "_local_scalar_dense.default", "index_put.default", "_unsafe_index_put.default",
-        "masked_scatter.default", "_unique.default", "_unique2.default", "unique_consecutive.default",
-        "unique_dim.default", "bincount.default", "repeat_interleave.Tensor", "allclose.default",
-        "equal.default", "is_nonzero.default",
-    )},
-    **{f"aten.{name}": _RANDOM for name in (
-        "bernoulli.default", "bernoulli.p", "multinomial.default", "normal.Tensor_Tensor",
-        "normal.Tensor_float", "normal.float_Tensor", "normal.float_float", "normal_functional.default",
-        "rand.default", "rand_like.default", "randint.default", "randint.low", "randint_like.default",
-        "randint_like.low_dtype", "randn.default", "randn_like.default",
-    )},
-    **{f"aten.{name}": _FFT for name in (
-        "_fft_c2c.default", "_fft_c2r.default", "_fft_r2c.default", "stft.default",
-        "view_as_complex.default", "view_as_complex_copy.default", "view_as_real.default",
-        "view_as_real_copy.default",
-    )},
-    "aten.topk.default": "assigned: topk with a dynamic k belongs to the detection ops",
-    "aten._prelu_kernel.default": "assigned: prelu (incl. a scalar weight) belongs to the prelu fix",
-}
 
 COMPLEX_ONLY = {
     f"aten.{name}": "complex-only: complex tensors have no ONNX type"
@@ -127,7 +99,7 @@ def _decomposed_at_capture(op: Any, table: set[str]) -> bool:
 
 def classify(target: str, table: set[str]) -> tuple[str, str]:
     """(category, reason) of an overload torch_lib translates and we do not."""
-    for known in (ASSIGNED, COMPLEX_ONLY, TRAINING_ONLY, INTERNAL):
+    for known in (COMPLEX_ONLY, TRAINING_ONLY, INTERNAL):
         if target in known:
             reason = known[target]
             return reason.split(":")[0], reason
