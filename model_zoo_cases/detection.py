@@ -68,10 +68,10 @@ class Detector:
         return torchvision.models.get_model(self.name, **self.builder_kwargs())
 
     def images(self, generator: torch.Generator, batch: int) -> tuple[torch.Tensor]:
-        """One image in [0, 1] of `image_size` (the model normalises it itself); `batch` is
-        ignored: a detector's output holds one mapping per image, so the batch is fixed."""
-        del batch
-        return (inputs.uniform_images(generator, 1, 3, self.image_size),)
+        """`batch` images in [0, 1] of `image_size` (the model normalises them itself): the
+        cases verify one (a fixed batch), BatchNorm calibration uses several (SSDlite's last
+        feature maps are 1x1, so one image gives one value per channel, too few to calibrate)."""
+        return (inputs.uniform_images(generator, batch, 3, self.image_size),)
 
 
 def _rcnn(name: str, outputs: tuple[str, ...] = ("boxes", "labels", "scores"), **fields: Any) -> Detector:

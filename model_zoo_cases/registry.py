@@ -217,10 +217,12 @@ def _extended_cases(registered: Iterable[str]) -> list[ModelCase]:
 
 # Detections are compared matched (harness.metrics.detections), each field at these tolerances:
 # box corners are pixels (up to the image size), scores and mask probabilities lie in [0, 1].
-# Measured on the tier at seed 0 (CPU): backbone and head errors of fp32 noise reach ~1e-4 in
-# pixels and ~1e-5 in scores; 1e-3 is the same margin over noise the classifiers' rows keep.
+# Measured at seed 0 on the CPU (docs/coverage.json): a box corner of fasterrcnn_resnet50_fpn
+# differs from torch by 1.4e-3 relative (0.0175 px at 191 px) for roundtrip AND the TorchScript
+# exporter alike: untrained ResNet-50 features through the exp() of the box decoding. rtol
+# 5e-3 keeps every corner within a pixel; scores differ by ~2e-5, far inside atol.
 DETECTION_ATOL = 1e-3
-DETECTION_RTOL = 1e-3
+DETECTION_RTOL = 5e-3
 DETECTION_ACTIVATION_BOUND = 1e5  # box regression is in pixels: activations reach the image size
 
 

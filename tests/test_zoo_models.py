@@ -83,15 +83,18 @@ def test_names_unique_and_match_keys() -> None:
 def test_smoke_tier_covers_every_family() -> None:
     full_families = {case.family for case in select(tier="full")}
     assert {case.family for case in select(tier="smoke")} == full_families
-    assert {case.family for case in select(tier="extended")} == set(FAMILIES)
+    assert {case.family for case in select(tier="extended")} == set(FAMILIES) - {"detection"}
+    assert {case.family for case in select(tier="detection")} == {"detection"}  # a tier of its own
+    assert len(select(tier="detection")) == 12
 
 
 def test_tiers_are_nested() -> None:
     smoke = {case.name for case in select(tier="smoke")}
     full = {case.name for case in select(tier="full")}
     extended = {case.name for case in select(tier="extended")}
+    detection = {case.name for case in select(tier="detection")}
     assert smoke < full < extended
-    assert extended == set(model_zoo_cases.CASES)
+    assert extended | detection == set(model_zoo_cases.CASES) and not extended & detection
 
 
 def test_select_by_pattern() -> None:
