@@ -37,7 +37,9 @@ from exporter.fileio import write_text_atomic  # noqa: E402
 
 EXPORTERS = ("roundtrip", "torch.onnx")
 CASE_TIMEOUT_S = 120
-BATCH_SIZE = 50
+BATCH_SIZE = 25
+STARTUP_S = 180  # a worker's imports, on a loaded machine, before its first case starts
+SUITE = "coverage_suite"
 
 logger = logging.getLogger("run_coverage_suite")
 
@@ -50,17 +52,19 @@ def _commit() -> str:
         return "unknown"
 
 
-def worker(names: Sequence[str], exporters: Sequence[str], per_op: bool) -> None:
-    """Measure `names` in this process, one JSON line per event on stdout: {"start": name} before
-    a case, {"case": name, "results": {...}} after it."""
+def worker(names: Sequence[str], exporters: Sequence[str], per_op: bool, cases_module: str = SUITE) -> None:
+    """Measure `names` (cases of the module `cases_module`'s CASES) in this process, one JSON line
+    per event on stdout: {"start": name} before a case, {"case": name, "results": {...}} after it."""
+    import importlib
+
     import torch
 
-    import coverage_suite
     from coverage_suite.measure import measure
 
     torch.set_num_threads(1)
+    cases = importlib.import_module(cases_module).CASES
     for name in names:
-        case = coverage_suite.CASES[name]
+        case = cases[name]
         sys.stdout.write(json.dumps({"start": name}) + "\n")
         sys.stdout.flush()
         results = {exporter: measure(case, exporter, per_op=per_op) for exporter in exporters}
@@ -69,15 +73,16 @@ def worker(names: Sequence[str], exporters: Sequence[str], per_op: bool) -> None
 
 
 def run_batch(names: Sequence[str], exporters: Sequence[str], *, timeout_s: float, per_op: bool,
-              on_result, command_prefix: Sequence[str] | None = None) -> None:
+              on_result, cases_module: str = SUITE) -> None:
     """Measure `names` in worker processes: a worker that crashes or stalls on a case longer
     than `timeout_s` is killed, the case recorded as a crash or timeout, and a fresh worker takes
     the rest. `on_result(name, results)` gets each case's results as they come."""
     pending = list(names)
     while pending:
-        command = [*(command_prefix or [sys.executable, str(Path(__file__).resolve())]), "--worker",
+        command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--cases-module", cases_module,
                    "--exporters", ",".join(exporters), *(["--no-per-op"] if not per_op else [])]
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
         process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    text=True, cwd=ROOT, env=env)
         process.stdin.write(json.dumps(pending))
@@ -94,7 +99,7 @@ def _drain(process: subprocess.Popen, pending: list[str], timeout_s: float, on_r
     """Read the worker's results until it ends; the case it died or stalled on and why (None when done)."""
     selector = selectors.DefaultSelector()
     selector.register(process.stdout, selectors.EVENT_READ)
-    current, deadline = None, time.monotonic() + timeout_s
+    current, deadline = None, time.monotonic() + max(timeout_s, STARTUP_S)  # importing torch comes first
     while True:
         if not selector.select(timeout=max(0.0, deadline - time.monotonic())):
             process.kill()
@@ -121,8 +126,8 @@ def _drain(process: subprocess.Popen, pending: list[str], timeout_s: float, on_r
                 return None, ""
 
 
-def run(cases, exporters: Sequence[str], *, redo: bool, timeout_s: float, batch_size: int, per_op: bool,
-        path: Path = RESULTS) -> dict[str, Any]:
+def run(cases, exporters: Sequence[str], *, redo: bool = False, timeout_s: float = CASE_TIMEOUT_S,
+        batch_size: int = BATCH_SIZE, per_op: bool = True, path: Path = RESULTS, cases_module: str = SUITE) -> dict[str, Any]:
     """Measure `cases` (coverage_suite.Case), family by family, into the results file at `path`."""
     results = load(path)
     todo = [c for c in cases if redo or any(e not in results["cases"].get(c.name, {}) for e in exporters)]
@@ -145,11 +150,23 @@ def run(cases, exporters: Sequence[str], *, redo: bool, timeout_s: float, batch_
         logger.info("[%d/%d] %s: %s", done, len(todo), name,
                     ", ".join(f"{e} {'ok' if r['verified'] else r['failure']}" for e, r in measured.items()))
 
-    for family, members in by_family.items():
-        for start in range(0, len(members), batch_size):
-            run_batch([c.name for c in members[start:start + batch_size]], exporters, timeout_s=timeout_s,
-                      per_op=per_op, on_result=on_result)
+    for batch in _interleaved_batches(by_family, batch_size):
+        run_batch([c.name for c in batch], exporters, timeout_s=timeout_s, per_op=per_op, on_result=on_result,
+                  cases_module=cases_module)
     return results
+
+
+def _interleaved_batches(by_family: dict[str, list[Any]], batch_size: int) -> list[list[Any]]:
+    """Each family's cases in batches, the families taken in turn: a run stopped early has
+    measured some of every family, not all of the first few."""
+    queues = {family: [members[i:i + batch_size] for i in range(0, len(members), batch_size)]
+              for family, members in by_family.items()}
+    batches = []
+    while any(queues.values()):
+        for family in list(queues):
+            if queues[family]:
+                batches.append(queues[family].pop(0))
+    return batches
 
 
 def _now() -> str:
@@ -174,13 +191,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--render", action="store_true", help="only rewrite docs/COVERAGE.md's suite section")
     parser.add_argument("--results", type=Path, default=RESULTS, help="the results file")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--cases-module", default=SUITE, help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     exporters = [e for e in options.exporters.split(",") if e]
     unknown = [e for e in exporters if e not in EXPORTERS]
     if unknown:
         parser.error(f"unknown exporters {unknown}; choose from {list(EXPORTERS)}")
     if options.worker:
-        worker(json.loads(sys.stdin.read()), exporters, not options.no_per_op)
+        worker(json.loads(sys.stdin.read()), exporters, not options.no_per_op, options.cases_module)
         return 0
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if not options.render:
