@@ -167,7 +167,7 @@ ACTIVATIONS = {
     "softsign": nn.Softsign, "tanhshrink": nn.Tanhshrink, "softshrink": nn.Softshrink, "hardshrink": nn.Hardshrink,
     "threshold": lambda: nn.Threshold(0.1, -1.0), "logsigmoid": nn.LogSigmoid, "prelu": nn.PReLU,
     "prelu_channels": lambda: nn.PReLU(4), "softmin": lambda: nn.Softmin(1), "softmax2d": nn.Softmax2d,
-    "glu": nn.GLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "rrelu_eval": nn.RReLU,
+    "glu": lambda: nn.GLU(1), "sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "rrelu_eval": nn.RReLU,
 }
 for _name, _factory in ACTIVATIONS.items():
     act.add(_name, f"nn.{_name} on a (2, 4, 3, 3) tensor", _factory, F(2, 4, 3, 3))

@@ -100,7 +100,8 @@ for _dim in (0, 1, 2):
              lambda x, i, d=_dim: torch.index_select(x, d, i), F(3, 4, 5), I(2, high=3))
     index.fn(f"gather_d{_dim}", f"torch.gather on dim {_dim}", lambda x, i, d=_dim: torch.gather(x, d, i), F(3, 4, 5), I(3, 3, 3, high=3))
     index.fn(f"take_along_dim_d{_dim}", f"torch.take_along_dim on dim {_dim}",
-             lambda x, i, d=_dim: torch.take_along_dim(x, i, d), F(3, 4, 5), I(3, 3, 3, high=3))
+             lambda x, i, d=_dim: torch.take_along_dim(x, i, d), F(3, 4, 5),
+             I(*[2 if axis == _dim else size for axis, size in enumerate((3, 4, 5))], high=3))
 for _dim in (0, 1):
     index.fn(f"scatter_src_d{_dim}", f"Tensor.scatter(dim={_dim}, src)",
              lambda x, i, y, d=_dim: x.scatter(d, i, y), F(4, 5), I(2, 3, high=4), F(2, 3))
