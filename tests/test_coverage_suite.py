@@ -188,3 +188,9 @@ def test_section_splices_into_the_document_and_keeps_the_rest():
     document = "# Coverage\n\nkept\n"
     once = report.splice(document, text)
     assert once.startswith(document.rstrip("\n")) and report.splice(once, text) == once
+
+
+def test_a_random_output_is_judged_by_its_distribution():
+    """An output that is a draw passes on its distribution: its value verdict does not overrule it."""
+    result = measure(CASES["create.rand_like"], "roundtrip", per_op=False)
+    assert result["verified"], result["reason"]
