@@ -33,7 +33,7 @@ EXPORTER_CONTRACTS = {
     "exporter.skeleton": "the skeleton format (in-memory weight stubs) the shared-weight sessions load",
 }
 # The installed packages, whose modules must not import the scripts and tests around them.
-PACKAGES = ("harness", "exporter", "op_table", "model_zoo_cases")
+PACKAGES = ("harness", "exporter", "op_table", "model_zoo_cases", "coverage_suite")
 OUTSIDE = ("tools", "bench", "tests", "_common")  # bench/_common.py is bench's, imported as _common
 SCRIPTS = ("tools", "bench")
 

@@ -165,8 +165,7 @@ def test_resnet18_in_float16_passes_with_defaults_and_records_both_errors():
 
 @pytest.mark.parametrize("dtype", [
     pytest.param(torch.float16, id="float16"),
-    pytest.param(torch.bfloat16, id="bfloat16", marks=pytest.mark.xfail(
-        strict=True, reason="bfloat16 inputs crash onnxruntime I/O until OrtValue feeds land (dtypes branch)")),
+    pytest.param(torch.bfloat16, id="bfloat16"),
 ])
 def test_a_transformer_encoder_in_half_precision_passes_with_defaults(dtype):
     torch.manual_seed(0)

@@ -332,7 +332,15 @@ def render(results: dict[str, Any]) -> str:
             f"| {record.get('input', '-')} | {_note(record) or '-'} |"
         )
     lines += _detection_table(expected, results)
-    return "\n".join(lines) + "\n"
+    return _with_suite_section("\n".join(lines) + "\n")
+
+
+def _with_suite_section(document: str) -> str:
+    """`document` with the coverage suite's section (tools/run_coverage_suite.py) appended."""
+    import coverage_suite
+    from coverage_suite import report
+
+    return report.splice(document, report.section(report.load(), len(coverage_suite.CASES)))
 
 
 def _detection_table(expected: Sequence[dict[str, str]], results: dict[str, Any]) -> list[str]:
