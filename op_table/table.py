@@ -159,8 +159,10 @@ def program_targets(program: torch.export.ExportedProgram) -> set[str]:
 
 
 def emits_no_nodes(target: str) -> bool:
-    """Whether the built-in symbolic for `target` translates to nothing (a proved check)."""
-    return any(getattr(entry.fn, "emits_no_nodes", False) for entry in BUILTINS.entries(target))
+    """Whether the built-in symbolic for `target` leaves no node in the model: it translates to
+    nothing (a check), or to a value only dropped runtime checks read (removed as dead code)."""
+    return any(getattr(entry.fn, "emits_no_nodes", False) or getattr(entry.fn, "read_by_checks", False)
+               for entry in BUILTINS.entries(target))
 
 
 def flat_tensors(value: Any) -> list[torch.Tensor]:

@@ -4,6 +4,7 @@ why, and a harness error is the harness's (exit 3), never the backend's."""
 
 from __future__ import annotations
 
+import onnx
 import pytest
 
 from harness.cli import main
@@ -18,7 +19,7 @@ def test_the_second_size_is_verified_with_the_runs_exporter(monkeypatch, exporte
     seen = {}
 
     class Record:
-        onnx_model = object()
+        onnx_model = onnx.ModelProto()  # an export that fixed no declared dynamic axis
 
     monkeypatch.setattr(harness.verification, "verify_exported", lambda *a, **k: Record())
     monkeypatch.setattr(harness.verification, "verify", lambda *a, **k: seen.update(k) or Record())

@@ -38,7 +38,8 @@ class Spectrum(torch.nn.Module):
 
 @pytest.mark.parametrize("opset", [18, 20])
 def test_fft_rows_verify_per_op(opset: int) -> None:
-    result = harness.verify(Spectrum(), (torch.randn(3, 16),), opset_version=opset, strict=True)
+    # the one-node-per-op form: the optimiser merges _fft_r2c's value with its view_as_real alias
+    result = harness.verify(Spectrum(), (torch.randn(3, 16),), opset_version=opset, strict=True, optimize=False)
     assert result.passed
     rows = {op.aten: op for op in result.ops}
     for target in ("aten._fft_r2c.default", "aten._fft_c2r.default", "aten.abs.default"):

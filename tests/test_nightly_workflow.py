@@ -50,15 +50,15 @@ def test_workflow_schedules_cpu_and_gpu_shards_for_both_exporters_and_three_dtyp
         matrix = json.loads(result.stdout.split("=", 1)[1])["include"]
         assert {m["device"] for m in matrix} == devices and {m["exporter"] for m in matrix} == {"roundtrip", "torch.onnx"}
         runs = {(m["exporter"], m["args"]) for m in matrix}
-        assert {("roundtrip", ""), ("torch.onnx", ""), ("roundtrip", "--dtype float16"),
-                ("roundtrip", "--dtype bfloat16"), ("roundtrip", "--no-optimize")} <= runs
+        assert {("roundtrip", "--dtype float32"), ("torch.onnx", "--dtype float32"), ("roundtrip", "--dtype float16"),
+                ("roundtrip", "--dtype bfloat16"), ("roundtrip", "--dtype float32 --no-optimize")} <= runs
         per_device = {d: {(m["exporter"], m["args"]) for m in matrix if m["device"] == d} for d in devices}
         assert all(len([m for m in matrix if m["device"] == d and (m["exporter"], m["args"]) == run]) == 4
                    for d in devices for run in per_device[d])
         assert all("gpu" in json.loads(m["runs-on"]) for m in matrix if m["device"] == "cuda")
         # onnxruntime's other graph optimisation levels: the roundtrip CPU shards again, one report each
         levels = {(m["args"], m["device"], m["exporter"]) for m in matrix if "--graph-optimization-level" in m["args"]}
-        assert levels == {(f"--graph-optimization-level {level}", "cpu", "roundtrip")
+        assert levels == {(f"--dtype float32 --graph-optimization-level {level}", "cpu", "roundtrip")
                           for level in ("disabled", "basic", "extended")}
         assert len({m["name"] for m in matrix}) == len(matrix) == 4 * (5 * len(devices) + 3)
 
@@ -68,7 +68,7 @@ def test_shards_merge_and_diff_as_the_workflow_runs_them(tmp_path):
     steps = _steps()
     shards = tmp_path / "reports" / "shards"
     for shard in range(1, SHARDS + 1):
-        result = _bash(steps["parity"], tmp_path, DEVICE="cpu", EXPORTER="roundtrip", ARGS="", SHARD=str(shard),
+        result = _bash(steps["parity"], tmp_path, DEVICE="cpu", EXPORTER="roundtrip", ARGS="--dtype float32", SHARD=str(shard),
                        NAME=f"cpu-roundtrip-{shard}")
         assert result.returncode == 0, result.stdout + result.stderr
         # download-artifact puts each artifact in a folder named after it

@@ -165,9 +165,9 @@ def _fold_weight_nodes(model: ir.Model) -> None:
     for node in list(graph):
         if not _fold_weights_only(node):
             continue
-        for value, array in zip(node.outputs, _evaluate(node)):
+        for value, array in zip(node.outputs, _evaluate(node)):  # np.require keeps a 0-d array 0-d
             folded = ir.Value(name=value.name, shape=ir.Shape(array.shape), type=value.type,
-                              const_value=ir.Tensor(np.ascontiguousarray(array), name=value.name))
+                              const_value=ir.Tensor(np.require(array, requirements="C"), name=value.name))
             folded.meta[optimizer.FOLDED_FROM_KEY] = {v.name for v in node.inputs if v is not None}
             value.replace_all_uses_with(folded)
             value.name = None

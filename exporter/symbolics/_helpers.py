@@ -174,3 +174,11 @@ def emits_no_nodes(fn: Any) -> Any:
     """
     fn.emits_no_nodes = True
     return fn
+
+
+def read_by_checks(fn: Any) -> Any:
+    """Mark a symbolic whose value only runtime checks read (SymInt comparisons feeding
+    `_assert_scalar`): the checks are not emitted (exporter.symbolics.shape.assert_scalar), so
+    its nodes are dead code the export removes. Tests use the mark as `emits_no_nodes`'s."""
+    fn.read_by_checks = True
+    return fn

@@ -23,6 +23,7 @@ from exporter.symbolics._helpers import (
     cast_to,
     dim_size,
     emits_no_nodes,
+    read_by_checks,
     int64_vector,
     normalize_dim,
     promote,
@@ -352,12 +353,14 @@ def sym_float(g: Graph, a) -> Value | float:
 
 
 @symbolic("_operator.ge")
+@read_by_checks
 def sym_ge(g: Graph, a, b) -> Value | bool:
     """SymInt a >= b, a bool scalar (the bounds checks of data-dependent sizes)."""
     return _sym_binary(g, "GreaterOrEqual", operator.ge, a, b)
 
 
 @symbolic("_operator.le")
+@read_by_checks
 def sym_le(g: Graph, a, b) -> Value | bool:
     """SymInt a <= b, a bool scalar (the bounds checks of data-dependent sizes)."""
     return _sym_binary(g, "LessOrEqual", operator.le, a, b)

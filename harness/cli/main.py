@@ -29,7 +29,7 @@ DEFAULT_OUT = os.path.join("reports", "latest")
 EXPORTERS = ("roundtrip", "torch.onnx", "torchscript")
 # harness.runtime.OPTIMIZATION_LEVELS and model_zoo_cases.TIERS, spelled out for the same reason.
 OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
-TIERS = ("smoke", "full", "extended")
+TIERS = ("smoke", "full", "extended", "detection")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -73,7 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="verify model zoo cases, per op, and write a report directory")
     run.add_argument("--tier", choices=TIERS, default="smoke",
                      help="smoke: one small case per family (default); full: the 2018 zoo; extended: full plus "
-                          "every other torchvision model at small inputs (nightly)")
+                          "every other torchvision model at small inputs (nightly); detection: extended plus "
+                          "torchvision's 12 detectors")
     run.add_argument("--cases", default=None, metavar="PATTERN",
                      help="fnmatch pattern or comma-separated case names (overrides --tier)")
     run.add_argument("--shard", default=None, metavar="K/N",
