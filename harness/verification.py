@@ -265,7 +265,7 @@ def verify_exported(
             else:
                 given = output_atol is not None or output_rtol is not None  # the given tolerances decide alone
                 truth = None if given else _output_truth(verification, exported, module, torch_args, torch_kwargs,
-                                                         values, timings)
+                                                         values, timings, strict)
                 judge_outputs(verification, actual_outputs, expected_outputs, truth, output_names, table=table,
                               device=spec.kind, atol=output_atol, rtol=output_rtol, allowed_mismatch=allowed_mismatch,
                               rounding_steps=_rounding_steps(exported, values))
@@ -310,10 +310,12 @@ def _rounding_steps(exported: ExportedForVerification, values: Mapping[str, Any]
 
 def _output_truth(verification: Verification, exported: ExportedForVerification, module: torch.nn.Module | None,
                   args: tuple[Any, ...], kwargs: dict[str, Any], values: dict[str, Any],
-                  timings: dict[str, float]) -> list[Any] | None:
+                  timings: dict[str, float], strict: bool | None = None) -> list[Any] | None:
     """The model's outputs in float64 (the program replayed node by node from torch's recorded
     inputs and weights, else the module run in float64), flattened; None, with a note, when it
-    cannot run in float64."""
+    cannot run in float64. An error of the replay's own code is the harness's: raised in strict
+    mode, else a note (harness.analysis.strictness), never an fp64 failure of the model."""
+    from harness.analysis.strictness import harness_error
     from harness.analysis.truth import OpCallFailed, model_truth, program_truth
 
     if exported.program is None and module is None:
@@ -325,6 +327,9 @@ def _output_truth(verification: Verification, exported: ExportedForVerification,
         return flatten_outputs(model_truth(module, args, kwargs))
     except OpCallFailed as failed:
         verification.notes.append(f"no fp64 truth for the outputs: the float64 run failed: {failed}"[:300])
+        return None
+    except Exception as error:  # the replay's own code: a harness bug
+        verification.notes.append(harness_error(error, "computing the fp64 truth of the outputs", strict))
         return None
     finally:
         timings["output_truth_s"] = time.perf_counter() - started
