@@ -181,7 +181,7 @@ def _on_reference(built: IsolationModel, fallback: ModelRunner, key: str, result
     backend's reason with the fallback's."""
     try:
         values = fallback(built.model, built.feeds)
-    except Exception as error:  # onnx's ReferenceEvaluator raises whatever its op raises
+    except BACKEND_ERRORS as error:  # the reference's own failure (the runner wraps what its ops raise)
         return f"{reason}; onnx.reference could not run it either: {first_line(error)}"
     logger.info("no backend kernel for %s (%s): computed by onnx.reference", key, reason)
     result.computed_by[key] = "onnx.reference"
