@@ -60,7 +60,7 @@ def measure_case(case: Any, dtype_name: str) -> dict[str, Any]:
                     "e_backend": verdict.e_backend, "e_torch": verdict.e_torch, "unit": unit,
                     "floor": verdict.floor, "score": verdict.score, "cap_ratio": verdict.tolerance_ratio,
                     "isolated_ratio": op.isolated.tolerance_ratio if op.isolated else None,
-                    "attribution": op.attribution, "passed": op.passed})
+                    "attribution": op.attribution, "passed": op.passed, "members": max(len(op.region), 1)})
     worst = verification.worst_op
     worst_verdict = worst.verdict if worst is not None else None
     return {
@@ -81,7 +81,8 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for result in results:
         entry = summary.setdefault(result["dtype"], {"cases": 0, "ops": 0, "failed": [], "max_error_units": 0.0,
                                                      "max_ratio_above_floor": 0.0, "max_cap_ratio": 0.0,
-                                                     "max_output_normalized": 0.0, "max_op_score": 0.0})
+                                                     "max_output_normalized": 0.0, "max_op_score": 0.0,
+                                                     "max_units": {}})
         entry["cases"] += 1
         if not result["passed"]:
             entry["failed"].append(result["case"])
@@ -89,6 +90,10 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             entry["ops"] += 1
             if op["unit"]:
                 entry["max_error_units"] = max(entry["max_error_units"], max(op["e_backend"], op["e_torch"]) / op["unit"])
+                # split by side and by how many FX nodes the row stands for (1: an op of its own)
+                units = entry["max_units"].setdefault(f"members={op.get('members', 1)}", {"torch": 0.0, "backend": 0.0})
+                units["torch"] = max(units["torch"], op["e_torch"] / op["unit"])
+                units["backend"] = max(units["backend"], op["e_backend"] / op["unit"])
             if op["e_torch"] > op["floor"] and op["e_torch"] > 0:
                 entry["max_ratio_above_floor"] = max(entry["max_ratio_above_floor"], op["e_backend"] / op["e_torch"])
             entry["max_cap_ratio"] = max(entry["max_cap_ratio"], op["isolated_ratio"] or 0.0)

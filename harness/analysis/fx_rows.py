@@ -294,6 +294,7 @@ def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: 
     tolerance = _tolerance(record)
     isolated = record.artifacts.isolated_outputs if record.artifacts is not None else {}
     length = reduction_length(node, args, truth) if length is None else length
+    roundings = max(len(group.region), 1)
     backend_side, torch_side = [], []
     pairs: dict[str, TruthPair] = {}
     noise = 0.0
@@ -305,7 +306,7 @@ def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: 
         expected_array = as_array(expected)
         torch_array = as_array(torch_value)
         noise = max(noise, analysis.noise_model.bound(
-            torch_value.dtype if isinstance(torch_value, torch.Tensor) else torch_array.dtype, length))
+            torch_value.dtype if isinstance(torch_value, torch.Tensor) else torch_array.dtype, length, roundings))
         torch_side.append(compare(torch_array, expected_array, atol=tolerance.atol, rtol=tolerance.rtol,
                                   name=name, check_dtype=False))
         if name in isolated:
@@ -316,7 +317,8 @@ def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: 
                 backend_side.append(compare(backend, expected_array, atol=tolerance.atol,
                                             rtol=tolerance.rtol, name=name, check_dtype=False))
         dtype = dtype_key(torch_value.dtype) if isinstance(torch_value, torch.Tensor) else dtype_name(torch_array.dtype)
-        pairs[name] = TruthPair(backend_side[-1] if name in isolated else None, torch_side[-1], length, dtype)
+        pairs[name] = TruthPair(backend_side[-1] if name in isolated else None, torch_side[-1], length, dtype,
+                                roundings)
         scale = largest_finite(expected_array)
         record.truth_scale = max(record.truth_scale or 0.0, scale)
         note = overflow_note(dtype, scale)

@@ -16,12 +16,14 @@ from harness.metrics.verdict import OVERRIDE, TOLERANCE, VerdictRule, by_row, by
 @dataclass(frozen=True)
 class TruthPair:
     """One output's comparisons with its fp64 truth: the backend's (None when it has no isolated
-    value) and torch's, with the op's reduction length and the output's dtype."""
+    value) and torch's, with the op's reduction length, the output's dtype and the roundings the
+    row stands for (an optimised region's member count, else 1)."""
 
     backend: Comparison | None
     torch_side: Comparison
     reduction_length: int
     dtype: str
+    roundings: int = 1
 
 
 def decide(record: OpRecord, isolated: Mapping[str, Comparison], truths: Mapping[str, TruthPair],
@@ -44,7 +46,8 @@ def decide(record: OpRecord, isolated: Mapping[str, Comparison], truths: Mapping
             verdicts.append(by_row(against_torch, dtype=dtype, row=row, rule=TOLERANCE, reason=_no_truth(record, pair)))
         else:
             verdicts.append(by_truth(pair.backend, pair.torch_side, against_torch, dtype=dtype,
-                                     reduction_length=pair.reduction_length, rule=rule, row=default))
+                                     reduction_length=pair.reduction_length, rule=rule, row=default,
+                                     roundings=pair.roundings))
     record.verdict = worst(verdicts)
     record.passed = all(v.passed for v in verdicts)
 

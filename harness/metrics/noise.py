@@ -3,14 +3,15 @@
 For an op with fp64 truth r, torch's fp32 output T and the backend's isolated output B, the
 errors are normalised by the truth's scale (max |r|):
 
-    noise     = ulps * max(u(dtype), u(acc) * sqrt(K))
+    noise     = ulps(dtype) * max(u(dtype), u(acc) * sqrt(K)) * R
                                                u = eps/2 (2**-24 for fp32), K = the op's
                                                reduction length (terms summed per output
                                                element; 1 element-wise), acc the dtype the
                                                sums are accumulated in (float32 for float16
                                                and bfloat16, else the dtype itself: fp32 gives
-                                               ulps * u * sqrt(K)); ulps from
-                                               data/attribution.json.
+                                               ulps * u * sqrt(K)); ulps per dtype from
+                                               data/attribution.json; R the roundings the row
+                                               stands for (1; an optimised region's members).
     e_b = |B - r| / scale,   e_t = |T - r| / scale     (max over elements)
 
     "both-noise"  e_b <= noise and e_t <= noise: both are fp32 renderings of the same result
@@ -26,7 +27,8 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -41,14 +43,21 @@ ATTRIBUTION_PATH = "data/attribution.json"
 class NoiseModel:
     """The numbers of the attribution rule, with where they came from (data, not literals)."""
 
-    ulps: float
+    ulps: float  # every dtype without a row of its own in `ulps_by_dtype`
     dominance: float
     ulps_source: str = ""
     dominance_source: str = ""
+    ulps_by_dtype: Mapping[str, float] = field(default_factory=dict)
 
-    def bound(self, dtype: Any, reduction_length: int) -> float:
-        """Normalised error two correct implementations of one op may show in `dtype`."""
-        return self.ulps * rounding_unit(dtype, reduction_length)
+    def ulps_for(self, dtype: Any) -> float:
+        """The noise bound's rounding units in `dtype`."""
+        return float(self.ulps_by_dtype.get(dtype_key(dtype), self.ulps))
+
+    def bound(self, dtype: Any, reduction_length: int, roundings: int = 1) -> float:
+        """Normalised error two correct implementations of one op may show in `dtype`; a row
+        that stands for `roundings` ops (an optimised region) is that many roundings in torch,
+        whose worst cases add."""
+        return self.ulps_for(dtype) * rounding_unit(dtype, reduction_length) * max(roundings, 1)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,7 +66,8 @@ class NoiseModel:
 def load_noise_model() -> NoiseModel:
     data = json.loads(resources.files("harness.metrics").joinpath(ATTRIBUTION_PATH).read_text())
     return NoiseModel(float(data["ulps"]), float(data["dominance"]), data.get("ulps_source", ""),
-                      data.get("dominance_source", ""))
+                      data.get("dominance_source", ""),
+                      {key: float(value) for key, value in data.get("ulps_by_dtype", {}).items()})
 
 
 # eps/2 of the floating dtypes by name: numpy has no bfloat16, torch is not imported for a name

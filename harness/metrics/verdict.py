@@ -11,7 +11,10 @@ errors are normalised by the truth's scale (max |r|):
                      result carries its final rounding, u(dtype), and the accumulation's
                      random walk, u(float32) * sqrt(K), whichever is larger; float32 and
                      float64 accumulate in themselves (unit = u * sqrt(K), the noise model's)
-    floor          = floor_ulps * unit(dtype, K)
+    floor          = floor_ulps(dtype) * unit(dtype, K) * R
+                     R = the roundings the row stands for: 1 for an op, an optimised region's
+                     member count (torch rounds after each member; the fused node rounds its
+                     folded parameters instead)
     allowed        = factor * max(e_torch, floor)
     rule passes    when e_backend <= allowed
 
@@ -47,7 +50,7 @@ from importlib import resources
 from typing import Any
 
 from harness.metrics.comparison import Comparison, json_number
-from harness.metrics.noise import NoiseModel, rounding_unit, truth_error, unit_roundoff
+from harness.metrics.noise import NoiseModel, dtype_key, rounding_unit, truth_error, unit_roundoff
 from harness.metrics.tolerances import Tolerance
 
 VERDICT_PATH = "data/verdict.json"
@@ -63,19 +66,26 @@ class VerdictRule:
     """The rule's constants, each with where it came from (data/verdict.json)."""
 
     factor: float
-    floor_ulps: float
+    floor_ulps: float  # every dtype without a row in `floor_ulps_by_dtype`, and every model output
     cap_factors: dict[str, float]
     sources: dict[str, str] = field(default_factory=dict)
+    floor_ulps_by_dtype: dict[str, float] = field(default_factory=dict)
 
     def cap_factor(self, dtype: str) -> float:
         return float(self.cap_factors.get(dtype, self.cap_factors.get("*", 1.0)))
 
-    def floor(self, dtype: Any, reduction_length: int) -> float:
-        """Normalised error below which a value counts as rounded correctly in `dtype`."""
-        return self.floor_ulps * rounding_unit(dtype, reduction_length)
+    def floor_ulps_for(self, dtype: Any) -> float:
+        """The floor's rounding units for one op's value in `dtype`."""
+        return float(self.floor_ulps_by_dtype.get(dtype_key(dtype), self.floor_ulps))
+
+    def floor(self, dtype: Any, reduction_length: int, roundings: int = 1) -> float:
+        """Normalised error below which a value counts as rounded correctly in `dtype`, for a row
+        that stands for `roundings` ops (1; an optimised region's member count)."""
+        return self.floor_ulps_for(dtype) * rounding_unit(dtype, reduction_length) * max(roundings, 1)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"factor": self.factor, "floor_ulps": self.floor_ulps, "cap_factors": dict(self.cap_factors),
+        return {"factor": self.factor, "floor_ulps": self.floor_ulps,
+                "floor_ulps_by_dtype": dict(self.floor_ulps_by_dtype), "cap_factors": dict(self.cap_factors),
                 "sources": dict(self.sources)}
 
 
@@ -85,18 +95,25 @@ def load_rule(noise_model: NoiseModel | None = None) -> VerdictRule:
     data = json.loads(resources.files("harness.metrics").joinpath(VERDICT_PATH).read_text())
     rule = VerdictRule(float(data["factor"]), float(data["floor_ulps"]),
                        {k: float(v) for k, v in data["cap_factors"].items()},
-                       {key: data.get(f"{key}_source", "") for key in ("factor", "floor_ulps", "cap_factors")})
+                       {key: data.get(f"{key}_source", "")
+                        for key in ("factor", "floor_ulps", "floor_ulps_by_dtype", "cap_factors")},
+                       {k: float(v) for k, v in data.get("floor_ulps_by_dtype", {}).items()})
     if noise_model is not None:
         check_consistent(rule, noise_model)
     return rule
 
 
 def check_consistent(rule: VerdictRule, noise_model: NoiseModel) -> None:
-    """Raise ValueError unless every op the noise model calls `both-noise` passes the rule."""
-    if rule.factor < 1 or rule.factor * rule.floor_ulps < noise_model.ulps:
-        raise ValueError(
-            f"verdict rule factor={rule.factor:g}, floor_ulps={rule.floor_ulps:g} would fail ops attributed "
-            f"both-noise (needs factor >= 1 and factor * floor_ulps >= the noise model's {noise_model.ulps:g} ulps)")
+    """Raise ValueError unless every op the noise model calls `both-noise` passes the rule, in
+    every dtype either names (both scale a region's bound by its member count alike)."""
+    if rule.factor < 1:
+        raise ValueError(f"verdict rule factor={rule.factor:g} is below 1: a backend as exact as torch would fail")
+    for dtype in {"*", *rule.floor_ulps_by_dtype, *noise_model.ulps_by_dtype}:
+        floor_ulps, ulps = rule.floor_ulps_for(dtype), noise_model.ulps_for(dtype)
+        if rule.factor * floor_ulps < ulps:
+            raise ValueError(
+                f"verdict rule factor={rule.factor:g}, floor_ulps={floor_ulps:g} ({dtype}) would fail ops "
+                f"attributed both-noise (needs factor * floor_ulps >= the noise model's {ulps:g} ulps in {dtype})")
 
 
 @dataclass
@@ -134,7 +151,7 @@ def _ratio(numerator: float, denominator: float) -> float:
 
 def by_truth(backend: Comparison, torch_side: Comparison, against_torch: Comparison | None, *, dtype: str,
              reduction_length: int, rule: VerdictRule, row: Tolerance, cap_factor: float | None = None,
-             unit: float | None = None) -> Verdict:
+             unit: float | None = None, roundings: int = 1) -> Verdict:
     """The rule for one value with a truth: `backend` and `torch_side` are compared with the
     fp64 truth under `row` (the dtype's default), `against_torch` is the backend against torch
     under the same row. The cap is `row` times `cap_factor` (default: the dtype's; a model
@@ -143,9 +160,10 @@ def by_truth(backend: Comparison, torch_side: Comparison, against_torch: Compari
     looser than it), and `backend` elsewhere (half types: torch's own rounding may be the larger
     one, and the backend is not blamed for it), where it bounds only what torch's error admitted:
     a backend within `factor * floor` of the truth is rounding, whatever the row says. `unit`
-    replaces the rounding unit of one op (a model output's: `output_unit`)."""
+    replaces the rounding unit of one op (a model output's: `output_unit`, with the default
+    `floor_ulps`); `roundings` is the ops a region stands for."""
     e_backend, e_torch = truth_error(backend), truth_error(torch_side)
-    floor = rule.floor(dtype, reduction_length) if unit is None else rule.floor_ulps * unit
+    floor = rule.floor(dtype, reduction_length, roundings) if unit is None else rule.floor_ulps * unit
     allowed = rule.factor * max(e_torch, floor)
     rule_passed = e_backend <= allowed
     against_truth = rule.cap_factor(dtype) != 1
