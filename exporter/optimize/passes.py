@@ -23,6 +23,7 @@ from onnxscript import optimizer
 from onnxscript.rewriter import pattern
 from onnxscript.rewriter.rules import common as onnxscript_rules
 
+from exporter.optimize import aliases
 from exporter.optimize.rewriting import apply_rules
 from exporter.optimize.rules import no_op_reshape_rule, static_reshape_shape_rule
 
@@ -188,6 +189,7 @@ def _drop_identities(model: ir.Model) -> None:
             continue
         if any(out.is_graph_output() for out in node.outputs):
             continue
+        aliases.record(graph, node.outputs[0].name, node.inputs[0].name)
         node.outputs[0].replace_all_uses_with(node.inputs[0])
         graph.remove(node, safe=True)
 
