@@ -24,7 +24,7 @@ from onnxscript.rewriter import pattern
 from onnxscript.rewriter.rules import common as onnxscript_rules
 
 from exporter.optimize import aliases
-from exporter.optimize.rewriting import apply_rules
+from exporter.optimize.rewriting import RuleIndex, apply_rules
 from exporter.optimize.rules import no_op_reshape_rule, static_reshape_shape_rule
 
 FOLD_INPUT_LIMIT = 1 << 24
@@ -80,7 +80,7 @@ def _rules(*sources: pattern.RewriteRule | pattern.RewriteRuleSet | Sequence[pat
 
 def _rule_pass(name: str, doc: str, *sources, then: Sequence[Callable[[ir.Model], object]] = ()) -> Pass:
     """A pass of rewrite rules (`then`: steps run after them, in order)."""
-    rules = _rules(*sources)
+    rules = RuleIndex(_rules(*sources))
 
     def step(model: ir.Model, applied: Counter[str]) -> None:
         applied.update(apply_rules(model, rules))
