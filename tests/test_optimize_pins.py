@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -15,7 +16,7 @@ from torch import nn
 import exporter
 from exporter.optimize import PASSES, optimize
 from exporter.provenance import ALIASED_VALUES_KEY
-from test_optimize import Activations, ConvBatchNorm, NoOps, Reshapes
+from test_optimize import Activations, ConvBatchNorm, LinearGelu, NoOps, Reshapes, _run
 
 
 class ResidualBlock(nn.Module):
@@ -61,6 +62,7 @@ MODELS = [
      {"Add": 1, "Conv": 2, "Gemm": 1, "GlobalAveragePool": 1, "Relu": 2, "Reshape": 1}, 6),
     ("squeeze_excite", SqueezeExcite, (2, 4, 6, 6),
      {"Conv": 4, "GlobalAveragePool": 1, "HardSigmoid": 1, "HardSwish": 1, "Mul": 1, "Relu": 1}, 8),
+    ("linear_gelu", LinearGelu, (3, 5, 8), {"Add": 2, "Div": 1, "Erf": 1, "MatMul": 1, "Mul": 2}, 5),
     ("transformer_encoder", _encoder, (2, 5, 16),
      {"Add": 5, "Gather": 3, "Gemm": 1, "LayerNormalization": 2, "MatMul": 5, "Mul": 1, "Relu": 1, "Reshape": 9,
       "Softmax": 1, "Squeeze": 1, "Transpose": 8, "Unsqueeze": 1}, 20),
@@ -94,3 +96,29 @@ def test_a_graph_output_that_takes_over_its_producers_value_keeps_both_rows():
     groups = map_model(result.model, result.program)
     assert groups["_fft_r2c"].outputs == {0: "view_as_real"} and groups["_fft_r2c"].mapped_by == "metadata"
     assert groups["view_as_real"].outputs == {0: "view_as_real"}
+
+
+def test_erf_gelu_becomes_onnx_gelu_from_opset_20():
+    from onnx import TensorProto, helper
+
+    def const(name, value):
+        return helper.make_tensor(name, TensorProto.FLOAT, [], [value])
+
+    nodes = [helper.make_node("Mul", ["x", "rsqrt2"], ["scaled"]), helper.make_node("Erf", ["scaled"], ["erf"]),
+             helper.make_node("Mul", ["x", "half"], ["halved"]), helper.make_node("Add", ["erf", "one"], ["erf1"]),
+             helper.make_node("Mul", ["halved", "erf1"], ["gelu"])]
+    for node in nodes:
+        entry = node.metadata_props.add()
+        entry.key, entry.value = "roundtrip.fx_node", "gelu"
+    graph = helper.make_graph(nodes, "gelu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("gelu", TensorProto.FLOAT, [2, 3])],
+                              [const("rsqrt2", 0.5 ** 0.5), const("half", 0.5), const("one", 1.0)])
+    for opset, ops in ((20, ["Gelu"]), (18, ["Div", "Erf", "Add", "Mul", "Mul"])):
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+        optimized = optimize(model, {}, PASSES)
+        assert [n.op_type for n in optimized.skeleton.graph.node] == ops
+        assert all({p.key: p.value for p in n.metadata_props}["roundtrip.fx_node"] == "gelu"
+                   for n in optimized.skeleton.graph.node)
+        x = np.linspace(-3, 3, 6, dtype=np.float32).reshape(2, 3)
+        expected = torch.nn.functional.gelu(torch.from_numpy(x)).numpy()
+        np.testing.assert_allclose(_run(optimized.skeleton, {}, torch.from_numpy(x))[0], expected, rtol=1e-6, atol=1e-6)

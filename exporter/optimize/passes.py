@@ -25,7 +25,7 @@ from onnxscript.rewriter.rules import common as onnxscript_rules
 
 from exporter.optimize import aliases
 from exporter.optimize.rewriting import RuleIndex, apply_rules
-from exporter.optimize.rules import no_op_reshape_rule, static_reshape_shape_rule
+from exporter.optimize.rules import erf_gelu_rules, no_op_reshape_rule, static_reshape_shape_rule
 
 FOLD_INPUT_LIMIT = 1 << 24
 """Elements: the largest constant input folded (onnxscript's default, 8192, leaves the
@@ -109,7 +109,7 @@ def _should_fold(node: ir.Node) -> bool | None:
 
 def _fold_constants(model: ir.Model) -> Counter[str]:
     return op_delta(model, lambda m: (
-        optimizer.fold_constants_ir(m, onnx_shape_inference=False, input_size_limit=FOLD_INPUT_LIMIT,
+        optimizer.fold_constants_ir(m, onnx_shape_inference=True, input_size_limit=FOLD_INPUT_LIMIT,
                                     output_size_limit=FOLD_OUTPUT_LIMIT, should_fold=_should_fold),
         ir_passes.RemoveUnusedNodesPass()(m),
     ))
@@ -228,8 +228,9 @@ PASSES: tuple[Pass, ...] = (
     _rule_pass("merge_clips", "Clip of Clip (clamp_min then clamp_max) and Clip of Relu as one Clip",
                onnxscript_rules.successive_clip_rule, onnxscript_rules.successive_clip_relu_rule,
                onnxscript_rules.successive_relu_clip_rule, onnxscript_rules.successive_relu_rule),
-    _rule_pass("fuse_activations", "Add+Clip+Div as HardSigmoid, with the Mul as HardSwish",
-               onnxscript_rules.fuse_hardswish_rules()),
+    _rule_pass("fuse_activations", "Add+Clip+Div as HardSigmoid, with the Mul as HardSwish; the exact "
+               "GELU as Gelu from opset 20, below it in the form onnxruntime fuses",
+               onnxscript_rules.fuse_hardswish_rules(), erf_gelu_rules),
     Pass("constants_to_initializers", "Constant nodes become initializers; equal initializers are "
          "stored once; nodes computing the same op on the same inputs are computed once (last: merging "
          "shared sub-expressions earlier would stop the fusions above)", _constants_to_initializers),
