@@ -56,6 +56,7 @@ class ExportResult:
     capture_seconds: float = 0.0
     convert_seconds: float = 0.0  # the optimisation stage included
     optimize_seconds: float = 0.0
+    optimize_cpu_seconds: dict[str, float] = field(default_factory=dict)  # per pass, process CPU time
     changes: dict[str, dict[str, int]] = field(default_factory=dict)  # what each optimisation pass changed
     _model: onnx.ModelProto | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -276,6 +277,7 @@ def convert_program(
         renamed=conversion.renamed,
         convert_seconds=time.perf_counter() - started,
         optimize_seconds=optimized.seconds if optimized else 0.0,
+        optimize_cpu_seconds=optimized.cpu_seconds if optimized else {},
         changes=optimized.changes if optimized else {},
     )
 
