@@ -122,3 +122,21 @@ def test_erf_gelu_becomes_onnx_gelu_from_opset_20():
         x = np.linspace(-3, 3, 6, dtype=np.float32).reshape(2, 3)
         expected = torch.nn.functional.gelu(torch.from_numpy(x)).numpy()
         np.testing.assert_allclose(_run(optimized.skeleton, {}, torch.from_numpy(x))[0], expected, rtol=1e-6, atol=1e-6)
+
+
+class Twice(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * 2 + torch.relu(x)  # the second relu is computed once with the first
+
+
+def test_a_shared_sub_expression_computed_once_keeps_both_rows():
+    import harness
+
+    x = torch.randn(2, 3)
+    result = exporter.export_program(Twice(), (x,))
+    assert [n.op_type for n in result.skeleton.graph.node].count("Relu") == 1
+    metadata = {p.key: p.value for p in result.skeleton.metadata_props}
+    assert json.loads(metadata[ALIASED_VALUES_KEY]) == {"relu_1": "relu"}
+    verified = harness.verify(Twice(), (x,), strict=True)
+    rows = {op.fx_node: op for op in verified.ops}
+    assert rows["relu"].passed and rows["relu_1"].passed and rows["relu_1"].truth is not None
