@@ -107,9 +107,17 @@ def _should_fold(node: ir.Node) -> bool | None:
     return True if sizes and len(sizes) == sum(v is not None for v in node.inputs) else None
 
 
+def _needs_types(graph: ir.Graph) -> bool:
+    """Whether a Cast reads a value of unknown type (an intermediate of a symbolic: Range then
+    Cast to int64): only ONNX's type inference tells whether it is a no-op. Inference costs
+    about as much as the folding itself, so a graph without such a Cast does without it."""
+    return any(node.op_type == "Cast" and not node.domain and node.inputs and node.inputs[0] is not None
+               and node.inputs[0].dtype is None for node in graph)
+
+
 def _fold_constants(model: ir.Model) -> Counter[str]:
     return op_delta(model, lambda m: (
-        optimizer.fold_constants_ir(m, onnx_shape_inference=True, input_size_limit=FOLD_INPUT_LIMIT,
+        optimizer.fold_constants_ir(m, onnx_shape_inference=_needs_types(m.graph), input_size_limit=FOLD_INPUT_LIMIT,
                                     output_size_limit=FOLD_OUTPUT_LIMIT, should_fold=_should_fold),
         ir_passes.RemoveUnusedNodesPass()(m),
     ))
