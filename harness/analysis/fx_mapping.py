@@ -99,7 +99,7 @@ def map_model(
     """FX node name -> NodeGroup, joining on provenance metadata and on value names."""
     renamed = renamed_values(model)
     aliased = aliased_values(model)
-    renamed = {**{n: aliased.get(n, n) for n in aliased}, **{k: aliased.get(v, v) for k, v in renamed.items()}}
+    renamed = {**aliased, **{fx: aliased.get(name, name) for fx, name in renamed.items()}}
     produced = {out: node for node in model.graph.node for out in node.output if out}
     nodes = compute_nodes(program)
     by_name = {n.name: n for n in program.graph.nodes}
