@@ -7,6 +7,7 @@ public so a caller may capture once and convert at several opsets.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import sys
 import time
@@ -56,6 +57,7 @@ class ExportResult:
     capture_seconds: float = 0.0
     convert_seconds: float = 0.0  # the optimisation stage included
     optimize_seconds: float = 0.0
+    optimize_cpu_seconds: dict[str, float] = field(default_factory=dict)  # per pass, process CPU time
     changes: dict[str, dict[str, int]] = field(default_factory=dict)  # what each optimisation pass changed
     _model: onnx.ModelProto | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -132,17 +134,31 @@ def export(
 def _save_and_return(result: ExportResult, f: str | os.PathLike | IO[bytes],
                      external_data: bool | None) -> onnx.ModelProto:
     """Write `result` to `f` and return the model `export` returns: the one with external-data
-    references when the weights go to a data file, else the self-contained one. The two are
-    built at once, the file in a thread (its writes release the GIL), since each is a copy of
-    every weight into new memory."""
+    references when the weights go to a data file, else the self-contained one. To a path, the
+    self-contained model is parsed back from the file just written (mapped, so protobuf's parse
+    is the one copy of every weight; building it from the arrays costs two, a bytes object and
+    protobuf's own); to a file object, it is built from the arrays while a thread writes."""
     if external_data or exceeds_protobuf_limit(result.skeleton, result.weights):
         return result.save(f, external_data=external_data).model  # refuses external_data=False past 2 GB
+    if not hasattr(f, "write"):
+        result.save(f, external_data=external_data)
+        return _parse_mapped(f)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="roundtrip-save") as pool:
         saving = pool.submit(result.save, f, external_data=external_data)
         try:
             model = result.model
         finally:
             saving.result()  # re-raises the writer's error, after it has cleaned up
+    return model
+
+
+def _parse_mapped(path: str | os.PathLike) -> onnx.ModelProto:
+    """The model in the file at `path`, parsed from a read-only mapping of it (protobuf copies
+    what it keeps, so nothing refers to the mapping once it is closed)."""
+    model = onnx.ModelProto()
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        with memoryview(mapped) as view:
+            model.ParseFromString(view)
     return model
 
 
@@ -276,6 +292,7 @@ def convert_program(
         renamed=conversion.renamed,
         convert_seconds=time.perf_counter() - started,
         optimize_seconds=optimized.seconds if optimized else 0.0,
+        optimize_cpu_seconds=optimized.cpu_seconds if optimized else {},
         changes=optimized.changes if optimized else {},
     )
 

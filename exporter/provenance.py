@@ -25,6 +25,9 @@ REGION_KEY = "roundtrip.region"
 CAST_KEY = "roundtrip.cast"
 # Model metadata: JSON {initializer name: FX node} for FX values folded into initializers at export.
 FOLDED_VALUES_KEY = "roundtrip.folded_values"
+# Model metadata: JSON {value name: value name} for FX values the optimisation stage merged into
+# another value that carries the same data (a removed Identity/no-op, a shared sub-expression).
+ALIASED_VALUES_KEY = "roundtrip.aliased_values"
 # Model metadata: "true" when the optimisation stage ran (export(optimize=True)), else "false".
 OPTIMIZED_KEY = "roundtrip.optimized"
 # Model metadata: JSON list of {"expression", "fx_node", "source"}, one per runtime check of the

@@ -49,6 +49,15 @@ class Activations(nn.Module):
         return F.hardswish(x) + F.hardsigmoid(x) * 2
 
 
+class LinearGelu(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 16)
+
+    def forward(self, x):
+        return F.gelu(self.fc(x))
+
+
 class NoOps:
     """Not a module: a hand-made ONNX graph of ops that change nothing (the exporter itself
     emits none of these for `x.to(x.dtype)`, `x.reshape(x.shape)` or `x.expand(x.shape)`)."""
@@ -108,6 +117,7 @@ CASES = [
     ("merge_clips", Activations, (2, 8), {"-Clip": 2, "-Constant": 4}),
     ("fuse_activations", Activations, (2, 8),
      {"+HardSwish": 1, "+HardSigmoid": 1, "-Clip": 2, "-Div": 2, "-Add": 2, "-Mul": 1, "-Constant": 4}),
+    ("fuse_activations", LinearGelu, (3, 5, 8), {"-Mul": 1, "+Div": 1}),  # opset 18: the form onnxruntime fuses
     ("no_op_rewrites", lambda: NoOps(), (2, 3), {"-Cast": 1, "-Expand": 1, "-Reshape": 1, "+Identity": 3}),
     ("remove_identities", lambda: NoOps(), (2, 3), {"-Identity": 4}),
     ("fold_constants", TransposedWeight, (3, 6), {"-Transpose": 1}),

@@ -132,6 +132,8 @@ def inference_section(document: dict[str, Any]) -> list[str]:
             f"{_fmt(row.get('verify_ratio'))} |")
     if summary.get("compared"):
         targets = summary.get("targets", {})
+        cpu = (f", {summary['export_speedup_cpu_geomean']:.1f}x in process CPU time (which other processes' load "
+               "distorts less)") if "export_speedup_cpu_geomean" in summary else ""
         verify = (f"; per-op verification {summary['verify_ratio_geomean']:.2f}x the one-node-per-op time "
                   f"(target {targets.get('verify_ratio')}x)") if "verify_ratio_geomean" in summary else ""
         lines += ["", f"Latency ratio geomean **{summary['latency_ratio_geomean']:.2f}** (target "
@@ -139,7 +141,7 @@ def inference_section(document: dict[str, Any]) -> list[str]:
                       f"{summary['within_latency_target']} of {summary['compared']}; node count at most torch.onnx's: "
                       f"{summary['nodes_at_most_theirs']} of {summary['compared']}; export "
                       f"{summary['export_speedup_geomean']:.1f}x faster in geomean (target {targets.get('export_geomean')}x)"
-                      f"{verify}."]
+                      f"{cpu}{verify}."]
     return lines + [""]
 
 

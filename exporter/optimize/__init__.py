@@ -5,7 +5,8 @@ Conv/ConvTranspose/Gemm, fused HardSwish/HardSigmoid, no-op removal, static shap
 deduplicated constants) and returns the optimised skeleton and weights with what each pass
 changed. A node that a rewrite made stands for every FX node it replaced
 (`roundtrip.region`, exporter.optimize.regions); an FX value folded into an initializer is
-recorded in the model's `roundtrip.folded_values`.
+recorded in the model's `roundtrip.folded_values`, and one merged into another value (a
+removed no-op, a shared sub-expression) in `roundtrip.aliased_values`.
 """
 
 from __future__ import annotations
@@ -20,13 +21,25 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from exporter.optimize import aliases
 from exporter.optimize.bridge import from_ir, to_ir
 from exporter.optimize.passes import PASSES, WEIGHT_FOLDING, Pass
-from exporter.provenance import FOLDED_VALUES_KEY, FX_NODE_KEY
+from exporter.provenance import ALIASED_VALUES_KEY, FOLDED_VALUES_KEY, FX_NODE_KEY
 
-__all__ = ["FOLDED_VALUES_KEY", "PASSES", "WEIGHT_FOLDING", "Optimized", "Pass", "optimize", "optimize_ir"]
+__all__ = ["FOLDED_VALUES_KEY", "PASSES", "WEIGHT_FOLDING", "Applied", "Optimized", "Pass", "optimize", "optimize_ir"]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Applied:
+    """What running the passes did: the changes per pass, the FX values folded into
+    initializers and merged into other values, and each pass's process CPU time."""
+
+    changes: dict[str, dict[str, int]] = field(default_factory=dict)  # pass name -> change -> count
+    folded_values: dict[str, str] = field(default_factory=dict)  # initializer -> FX node
+    aliased_values: dict[str, str] = field(default_factory=dict)  # merged value -> value carrying it
+    cpu_seconds: dict[str, float] = field(default_factory=dict)  # pass name -> process CPU time
 
 
 @dataclass
@@ -38,34 +51,51 @@ class Optimized:
     changes: dict[str, dict[str, int]] = field(default_factory=dict)  # pass name -> change -> count
     folded_values: dict[str, str] = field(default_factory=dict)  # initializer -> FX node
     seconds: float = 0.0
+    aliased_values: dict[str, str] = field(default_factory=dict)  # merged value -> value carrying it
+    cpu_seconds: dict[str, float] = field(default_factory=dict)  # pass (and "bridge") -> process CPU time
 
 
-def optimize_ir(model: ir.Model, passes: tuple[Pass, ...] = PASSES) -> tuple[dict[str, dict[str, int]], dict[str, str]]:
-    """Run `passes` on `model` in place, in order. Returns what each changed and the FX values
-    folded into initializers (initializer name -> FX node), also written to the model's
-    `roundtrip.folded_values` metadata."""
+def optimize_ir(model: ir.Model, passes: tuple[Pass, ...] = PASSES) -> Applied:
+    """Run `passes` on `model` in place, in order. Returns what each changed, the FX values
+    folded into initializers (initializer name -> FX node, also written to the model's
+    `roundtrip.folded_values` metadata) and those merged into another value by a removed
+    no-op or a shared sub-expression (`roundtrip.aliased_values`, exporter.optimize.aliases)."""
+    graph = model.graph
     computed = {value.name: node.metadata_props[FX_NODE_KEY]
-                for node in model.graph if FX_NODE_KEY in node.metadata_props
+                for node in graph if FX_NODE_KEY in node.metadata_props
                 for value in node.outputs if value.name and "::" not in value.name}
-    changes: dict[str, dict[str, int]] = {}
+    applied = Applied()
+    merged: dict[str, str] = dict(json.loads(model.metadata_props.get(ALIASED_VALUES_KEY, "{}")))
     for step in passes:
+        started = time.process_time()
+        before = aliases.readers(graph, computed)
         counts: Counter[str] = step.run(model)
+        merged.update(aliases.merged_values(before, graph))
+        applied.cpu_seconds[step.name] = time.process_time() - started
         if counts:
-            changes[step.name] = dict(counts)
+            applied.changes[step.name] = dict(counts)
             logger.debug("%s: %s", step.name, dict(counts))
     folded = dict(json.loads(model.metadata_props.get(FOLDED_VALUES_KEY, "{}")))
-    folded.update({name: computed[name] for name in model.graph.initializers if name in computed})
+    folded.update({name: computed[name] for name in graph.initializers if name in computed})
     if folded:
         model.metadata_props[FOLDED_VALUES_KEY] = json.dumps(folded)
-    return changes, folded
+    applied.folded_values = folded
+    applied.aliased_values = aliases.resolved(merged, aliases.present_values(graph))
+    if applied.aliased_values:
+        model.metadata_props[ALIASED_VALUES_KEY] = json.dumps(applied.aliased_values)
+    return applied
 
 
 def optimize(skeleton: onnx.ModelProto, weights: dict[str, np.ndarray],
              passes: tuple[Pass, ...] = PASSES) -> Optimized:
     """Optimise an exported model given as skeleton and weights (exporter.external_data); the
     weights the passes leave alone are passed through without a copy."""
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     model = to_ir(skeleton, weights)
-    changes, folded = optimize_ir(model, passes)
+    bridge = time.process_time() - cpu
+    applied = optimize_ir(model, passes)
+    cpu = time.process_time()
     new_skeleton, new_weights = from_ir(model)
-    return Optimized(new_skeleton, new_weights, changes, folded, time.perf_counter() - started)
+    applied.cpu_seconds["bridge"] = bridge + time.process_time() - cpu
+    return Optimized(new_skeleton, new_weights, applied.changes, applied.folded_values,
+                     time.perf_counter() - started, applied.aliased_values, applied.cpu_seconds)

@@ -23,8 +23,9 @@ from onnxscript import optimizer
 from onnxscript.rewriter import pattern
 from onnxscript.rewriter.rules import common as onnxscript_rules
 
-from exporter.optimize.rewriting import apply_rules
-from exporter.optimize.rules import no_op_reshape_rule, static_reshape_shape_rule
+from exporter.optimize import aliases
+from exporter.optimize.rewriting import RuleIndex, apply_rules
+from exporter.optimize.rules import erf_gelu_rules, no_op_reshape_rule, static_reshape_shape_rule
 
 FOLD_INPUT_LIMIT = 1 << 24
 """Elements: the largest constant input folded (onnxscript's default, 8192, leaves the
@@ -79,7 +80,7 @@ def _rules(*sources: pattern.RewriteRule | pattern.RewriteRuleSet | Sequence[pat
 
 def _rule_pass(name: str, doc: str, *sources, then: Sequence[Callable[[ir.Model], object]] = ()) -> Pass:
     """A pass of rewrite rules (`then`: steps run after them, in order)."""
-    rules = _rules(*sources)
+    rules = RuleIndex(_rules(*sources))
 
     def step(model: ir.Model, applied: Counter[str]) -> None:
         applied.update(apply_rules(model, rules))
@@ -106,9 +107,17 @@ def _should_fold(node: ir.Node) -> bool | None:
     return True if sizes and len(sizes) == sum(v is not None for v in node.inputs) else None
 
 
+def _needs_types(graph: ir.Graph) -> bool:
+    """Whether a Cast reads a value of unknown type (an intermediate of a symbolic: Range then
+    Cast to int64): only ONNX's type inference tells whether it is a no-op. Inference costs
+    about as much as the folding itself, so a graph without such a Cast does without it."""
+    return any(node.op_type == "Cast" and not node.domain and node.inputs and node.inputs[0] is not None
+               and node.inputs[0].dtype is None for node in graph)
+
+
 def _fold_constants(model: ir.Model) -> Counter[str]:
     return op_delta(model, lambda m: (
-        optimizer.fold_constants_ir(m, onnx_shape_inference=False, input_size_limit=FOLD_INPUT_LIMIT,
+        optimizer.fold_constants_ir(m, onnx_shape_inference=_needs_types(m.graph), input_size_limit=FOLD_INPUT_LIMIT,
                                     output_size_limit=FOLD_OUTPUT_LIMIT, should_fold=_should_fold),
         ir_passes.RemoveUnusedNodesPass()(m),
     ))
@@ -188,6 +197,7 @@ def _drop_identities(model: ir.Model) -> None:
             continue
         if any(out.is_graph_output() for out in node.outputs):
             continue
+        aliases.record(graph, node.outputs[0].name, node.inputs[0].name)
         node.outputs[0].replace_all_uses_with(node.inputs[0])
         graph.remove(node, safe=True)
 
@@ -226,8 +236,9 @@ PASSES: tuple[Pass, ...] = (
     _rule_pass("merge_clips", "Clip of Clip (clamp_min then clamp_max) and Clip of Relu as one Clip",
                onnxscript_rules.successive_clip_rule, onnxscript_rules.successive_clip_relu_rule,
                onnxscript_rules.successive_relu_clip_rule, onnxscript_rules.successive_relu_rule),
-    _rule_pass("fuse_activations", "Add+Clip+Div as HardSigmoid, with the Mul as HardSwish",
-               onnxscript_rules.fuse_hardswish_rules()),
+    _rule_pass("fuse_activations", "Add+Clip+Div as HardSigmoid, with the Mul as HardSwish; the exact "
+               "GELU as Gelu from opset 20, below it in the form onnxruntime fuses",
+               onnxscript_rules.fuse_hardswish_rules(), erf_gelu_rules),
     Pass("constants_to_initializers", "Constant nodes become initializers; equal initializers are "
          "stored once; nodes computing the same op on the same inputs are computed once (last: merging "
          "shared sub-expressions earlier would stop the fusions above)", _constants_to_initializers),

@@ -14,20 +14,74 @@ from collections.abc import Sequence
 import onnx_ir as ir
 from onnxscript import optimizer
 from onnxscript.rewriter import pattern
+from onnxscript.rewriter._pattern_ir import StringConstantPattern
 
 from exporter.optimize.regions import carry
 
 
-def apply_rules(model: ir.Model, rules: Sequence[pattern.RewriteRule]) -> Counter[str]:
-    """Rewrite `model`'s main graph with `rules` until none matches; count rewrites per rule."""
+def root_ops(rule: pattern.RewriteRule) -> frozenset[tuple[str, str]] | None:
+    """The (domain, op type) a node must have for `rule` to match there (its pattern's output
+    nodes' ops), or None when the pattern does not fix it."""
+    outputs = rule._target_pattern.output_nodes  # onnxscript's pattern, read only
+    if len(outputs) != 1:
+        return None  # a multi-output pattern: onnxscript's generic matcher may start elsewhere
+    op, domain = outputs[0].op, outputs[0].domain
+    if not (isinstance(op, StringConstantPattern) and isinstance(domain, StringConstantPattern)):
+        return None
+    return frozenset({(_domain(domain.value()), op.value())})
+
+
+def _domain(domain: str) -> str:
+    return "" if domain == "ai.onnx" else domain
+
+
+class RuleIndex:
+    """Rules by the op type a node needs for each to match there, in their given order: a
+    node is tried only against the rules that can match it."""
+
+    def __init__(self, rules: Sequence[pattern.RewriteRule]) -> None:
+        self.rules = tuple(rules)
+        self._any: list[int] = []
+        self._by_op: dict[tuple[str, str], list[int]] = {}
+        for index, rule in enumerate(self.rules):
+            ops = root_ops(rule)
+            if ops is None:
+                self._any.append(index)
+            for op in ops or ():
+                self._by_op.setdefault(op, []).append(index)
+        self._cache: dict[tuple[str, str], tuple[pattern.RewriteRule, ...]] = {}
+
+    def for_node(self, node: ir.Node) -> tuple[pattern.RewriteRule, ...]:
+        key = (_domain(node.domain), node.op_type)
+        found = self._cache.get(key)
+        if found is None:
+            found = self._cache[key] = tuple(self.rules[i] for i in sorted({*self._any, *self._by_op.get(key, ())}))
+        return found
+
+    def can_match(self, graph: ir.Graph) -> bool:
+        """Whether any node of `graph` has an op some rule needs."""
+        return bool(self._any) or any((_domain(n.domain), n.op_type) in self._by_op for n in graph)
+
+
+def apply_rules(model: ir.Model, rules: Sequence[pattern.RewriteRule] | RuleIndex) -> Counter[str]:
+    """Rewrite `model`'s main graph with `rules` until none matches; count rewrites per rule.
+
+    Each sweep visits the graph's nodes in order, a node against the rules that can match it
+    (RuleIndex), and goes on after a rewrite; sweeps repeat until one rewrites nothing (the
+    nodes a rewrite adds are visited by the next sweep)."""
+    index = rules if isinstance(rules, RuleIndex) else RuleIndex(rules)
     counts: Counter[str] = Counter()
     graph = model.graph
+    if not index.can_match(graph):
+        return counts
     optimizer.basic_constant_propagation(graph)  # rules read Constant nodes' values off their outputs
     changed = True
     while changed:
         changed = False
-        for node in graph:
-            for rule in rules:
+        for node in list(graph):
+            if node.graph is not graph:  # removed by an earlier rewrite of this sweep
+                continue
+            for rule in index.for_node(node):
                 delta = rule.try_rewrite(model, graph, node)
                 if delta is None:
                     continue

