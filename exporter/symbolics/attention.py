@@ -4,7 +4,11 @@ The graph is torch's math definition: scores = q k^T * scale (+ mask), softmax o
 then the weighted sum of the values. A boolean mask keeps the positions where it is True, a
 float mask is added to the scores, `is_causal` keeps key j for query i when j <= i (aligned
 top-left, as torch does for L != S). Rows whose every score is masked give 0, as torch's
-safe softmax does (plain softmax would give NaN). `enable_gqa` repeats each key/value head
+safe softmax does (plain softmax would give NaN): which rows are is read off the mask alone
+(a row whose mask is all False, or all -inf), whose shape is usually far smaller than the
+scores' (a padding mask is [B, 1, 1, S]), and the zero is chosen on the output ([..., L, Ev])
+rather than on the weights ([..., L, S]). A causal mask never hides a whole row (key 0 is kept
+for every query). `enable_gqa` repeats each key/value head
 for its group of query heads. Sequence lengths may be dynamic.
 """
 
@@ -74,7 +78,6 @@ def scaled_dot_product_attention(g: Graph, query: Value, key: Value, value: Valu
         key, value = _repeat_heads(g, key, query_heads), _repeat_heads(g, value, query_heads)
     key_t = g.op("Transpose", key, perm_i=[*range(rank - 2), rank - 1, rank - 2])
     scores = g.op("Mul", g.op("MatMul", query, key_t), g.constant(scale, dtype))
-    masked = is_causal or attn_mask is not None
     minus_inf = g.constant(-math.inf, dtype)
     if is_causal:
         scores = g.op("Where", _causal_mask(g, query, keys), scores, minus_inf)
@@ -84,9 +87,20 @@ def scaled_dot_product_attention(g: Graph, query: Value, key: Value, value: Valu
         else:
             scores = g.op("Add", scores, cast_to(g, attn_mask, dtype))
     weights = g.op("Softmax", scores, axis_i=-1)
-    if masked:
-        hidden = g.op("Cast", g.op("Equal", scores, minus_inf), to_i=onnx_type(torch.uint8))
-        all_hidden = g.op("Cast", reduce(g, "ReduceMin", hidden, [rank - 1], True), to_i=onnx_type(torch.bool))
-        weights = g.op("Where", all_hidden, g.constant(0.0, dtype), weights)
-    return g.op("MatMul", weights, value)
+    output = g.op("MatMul", weights, value)
+    if attn_mask is None:
+        return output
+    return g.op("Where", _rows_all_hidden(g, attn_mask, dtype), g.constant(0.0, dtype), output)
+
+
+def _rows_all_hidden(g: Graph, attn_mask: Value, dtype: torch.dtype) -> Value:
+    """[..., L, 1] bool: True for the queries whose every key the mask hides (all False in a
+    boolean mask, all -inf in a float one), computed on the mask's own (broadcast) shape."""
+    last = rank_of(attn_mask) - 1
+    if attn_mask.dtype == torch.bool:
+        kept = g.op("Cast", attn_mask, to_i=onnx_type(torch.uint8))
+        return g.op("Not", g.op("Cast", reduce(g, "ReduceMax", kept, [last], True), to_i=onnx_type(torch.bool)))
+    hidden = g.op("Cast", g.op("Equal", cast_to(g, attn_mask, dtype), g.constant(-math.inf, dtype)),
+                  to_i=onnx_type(torch.uint8))
+    return g.op("Cast", reduce(g, "ReduceMin", hidden, [last], True), to_i=onnx_type(torch.bool))
 
