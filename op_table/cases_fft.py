@@ -43,4 +43,10 @@ CASES: list[OpCase] = [
     fft_op("irfft2", lambda x: torch.fft.irfft2(torch.fft.rfft2(x), s=(4, 6)), (2, 4, 6), [R2C, C2R]),
     fft_op("rfft_magnitude", lambda x: torch.fft.rfft(x).abs(), (3, 16), [R2C, "aten.abs.default"]),
     fft_op("stft_hann", _stft, (2, 32), [R2C, AS_REAL, "aten.transpose.int"]),
+    # the `_copy` forms, as a functionalised program spells the views
+    fft_op("view_as_complex_copy_fft", lambda x: torch.ops.aten.view_as_real_copy(
+        torch.fft.fft(torch.ops.aten.view_as_complex_copy(x))), (3, 8, 2),
+        ["aten.view_as_complex_copy.default", C2C, "aten.view_as_real_copy.default"], dynamic_axes=BATCH),
+    fft_op("view_as_real_copy_rfft", lambda x: torch.ops.aten.view_as_real_copy(torch.fft.rfft(x)), (2, 10),
+           [R2C, "aten.view_as_real_copy.default"]),
 ]

@@ -1,5 +1,5 @@
 """FFTs and complex views: `_fft_r2c`, `_fft_c2c`, `_fft_c2r` as ONNX DFT; `view_as_real` and
-`view_as_complex`.
+`view_as_complex` (and their `_copy` forms).
 
 Inside the graph a complex tensor of shape S is a real tensor of shape (*S, 2): real and
 imaginary parts on a trailing axis, which is ONNX DFT's own layout, so `view_as_real` and
@@ -134,22 +134,23 @@ def fft_c2r(g: Graph, self: Value, dim, normalization: int, last_dim_size: int) 
     return _scaled(g, real, normalization, sizes, dtype)
 
 
-@symbolic("aten::view_as_real")
+@symbolic("aten::view_as_real", "aten::view_as_real_copy")
 @takes_complex
 def view_as_real(g: Graph, self: Value) -> Value:
     """view_as_real(Tensor(a) self) -> Tensor(a)
 
-    A complex value already is its (..., 2) pairs in the graph.
+    A complex value already is its (..., 2) pairs in the graph; the copy (a functionalised
+    program's form) is the same value, as no view aliases it in ONNX.
     """
     return g.op("Identity", self)
 
 
-@symbolic("aten::view_as_complex")
+@symbolic("aten::view_as_complex", "aten::view_as_complex_copy")
 @takes_complex
 def view_as_complex(g: Graph, self: Value) -> Value:
     """view_as_complex(Tensor(a) self) -> Tensor(a)
 
-    The (..., 2) pairs are the graph's layout of a complex value.
+    The (..., 2) pairs are the graph's layout of a complex value (the copy's too).
     """
     return g.op("Identity", self)
 
