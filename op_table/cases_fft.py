@@ -43,6 +43,18 @@ CASES: list[OpCase] = [
     fft_op("irfft2", lambda x: torch.fft.irfft2(torch.fft.rfft2(x), s=(4, 6)), (2, 4, 6), [R2C, C2R]),
     fft_op("rfft_magnitude", lambda x: torch.fft.rfft(x).abs(), (3, 16), [R2C, "aten.abs.default"]),
     fft_op("stft_hann", _stft, (2, 32), [R2C, AS_REAL, "aten.transpose.int"]),
+    fft_op("fft2_of_real", lambda x: torch.view_as_real(torch.fft.fft2(x)), (2, 4, 6),
+           ["aten._to_copy.default", C2C, AS_REAL], dynamic_axes=BATCH),
+    fft_op("ifft2_of_real_float64", lambda x: torch.view_as_real(torch.fft.ifft2(x.double(), norm="ortho")), (3, 5),
+           ["aten._to_copy.default", C2C, AS_REAL]),
+    fft_op("complex_times_complex", lambda x: torch.view_as_real(torch.fft.rfft(x) * torch.fft.rfft(x.flip(-1))), (3, 8),
+           [R2C, "aten.mul.Tensor", AS_REAL], dynamic_axes=BATCH),
+    fft_op("complex_times_real_and_number", lambda x: torch.view_as_real(torch.view_as_complex(x) * x[..., 0] * 2.5),
+           (4, 3, 2), [AS_COMPLEX, "aten.mul.Tensor", AS_REAL]),
+    fft_op("complex_times_complex_number", lambda x: torch.view_as_real(torch.view_as_complex(x) * (1 - 2j)),
+           (4, 3, 2), [AS_COMPLEX, "aten.mul.Tensor", AS_REAL]),
+    fft_op("complex_to_complex128", lambda x: torch.view_as_real(torch.view_as_complex(x).to(torch.complex128)), (3, 2),
+           [AS_COMPLEX, "aten._to_copy.default", AS_REAL]),
     # the `_copy` forms, as a functionalised program spells the views
     fft_op("view_as_complex_copy_fft", lambda x: torch.ops.aten.view_as_real_copy(
         torch.fft.fft(torch.ops.aten.view_as_complex_copy(x))), (3, 8, 2),

@@ -23,10 +23,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+import torch.fx
 
 from exporter.graph import Graph, Value
 from exporter.registry import symbolic
-from exporter.symbolics._helpers import normalize_dim, unsqueeze
+from exporter.symbolics._helpers import cast_to, normalize_dim, unsqueeze
+from exporter.symbolics.shape import assert_tensor_metadata
 
 DFT_AXIS_INPUT_SINCE = 20
 
@@ -44,8 +46,8 @@ def _dft(g: Graph, pairs: Value, axis: int, onesided: bool = False) -> Value:
     return g.op("DFT", pairs, axis_i=axis, onesided_i=int(onesided))
 
 
-def _conj(g: Graph, pairs: Value) -> Value:
-    return g.op("Mul", pairs, g.constant([1.0, -1.0], pairs.dtype or torch.float32))
+def _conj(g: Graph, pairs: Value, dtype: torch.dtype) -> Value:
+    return g.op("Mul", pairs, g.constant([1.0, -1.0], dtype))
 
 
 def _scaled(g: Graph, value: Value, normalization: int, sizes: Sequence[int], dtype: torch.dtype) -> Value:
@@ -96,10 +98,10 @@ def fft_c2c(g: Graph, self: Value, dim, normalization: int, forward: bool) -> Va
     meta = _input_meta(g)
     dims = [normalize_dim(d, meta.dim()) for d in dim]
     dtype = _real_dtype(g)
-    out = self if forward else _conj(g, self)
+    out = self if forward else _conj(g, self, dtype)
     for axis in dims:
         out = _dft(g, out, axis)
-    out = out if forward else _conj(g, out)
+    out = out if forward else _conj(g, out, dtype)
     return _scaled(g, out, normalization, _static_sizes(meta, dims), dtype)
 
 
@@ -120,14 +122,14 @@ def fft_c2r(g: Graph, self: Value, dim, normalization: int, last_dim_size: int) 
     dims = [normalize_dim(d, meta.dim()) for d in dim]
     dtype = _real_dtype(g)
     n, last = last_dim_size, dims[-1]
-    out = _conj(g, self)
+    out = _conj(g, self, dtype)
     for axis in dims[:-1]:
         out = _dft(g, out, axis)
     axes = g.constant([last], torch.int64)
     kept = g.op("Slice", out, g.constant([0], torch.int64), g.constant([n // 2 + 1], torch.int64), axes)
     mirrored = g.op("Slice", out, g.constant([n - n // 2 - 1], torch.int64), g.constant([0], torch.int64), axes,
                     g.constant([-1], torch.int64))  # X[n - k] for k = n//2 + 1 .. n - 1, conj'ed below
-    full = g.op("Concat", kept, _conj(g, mirrored), axis_i=last)  # conj(X) and its mirror, conj(conj(X))
+    full = g.op("Concat", kept, _conj(g, mirrored, dtype), axis_i=last)  # conj(X) and its mirror, conj(conj(X))
     signal = _dft(g, full, last)
     real = g.op("Gather", signal, g.constant(0, torch.int64), axis_i=-1)  # real(conj(y)) = real(y)
     sizes = [*_static_sizes(meta, dims[:-1]), n]
@@ -156,8 +158,9 @@ def view_as_complex(g: Graph, self: Value) -> Value:
 
 
 # -- ops that also read complex values: their forms for the (..., 2) layout ----------------------
-# Consulted by translate when a node reads a complex tensor and its registered symbolic does not
-# take complex operands (`takes_complex`); each is covered by an op-table row (stft, rfft abs).
+# Consulted by translate when a node reads or makes a complex tensor and its registered symbolic
+# does not take complex operands (`takes_complex`); each is covered by an op-table row (stft,
+# rfft abs, fft2's cast of the reals to complex, complex products).
 
 
 def _complex_transpose(g: Graph, self: Value, dim0: int, dim1: int) -> Value:
@@ -177,7 +180,59 @@ def _complex_abs(g: Graph, self: Value) -> Value:
     return g.op("ReduceL2", self, axes_i=[-1], keepdims_i=0)
 
 
+def _result_real_dtype(g: Graph) -> torch.dtype:
+    return g.ctx.node.meta["val"].dtype.to_real()
+
+
+def _as_pairs(g: Graph, index: int, operand: Any, dtype: torch.dtype) -> tuple[Any, bool]:
+    """Operand `index` of the node in `dtype`: (value, whether it is complex pairs). A real
+    tensor gains a trailing axis of 1, so that it scales both parts of the pairs it meets."""
+    meta = g.ctx.node.args[index]
+    meta = meta.meta.get("val") if isinstance(meta, torch.fx.Node) else meta
+    if isinstance(meta, complex):
+        return g.constant([meta.real, meta.imag], dtype), True
+    if isinstance(meta, torch.Tensor) and meta.dtype.is_complex:
+        return cast_to(g, operand, dtype), True
+    if isinstance(operand, Value):
+        return unsqueeze(g, cast_to(g, operand, dtype), [-1]), False
+    return g.constant(operand, dtype), False
+
+
+def _complex_mul(g: Graph, self: Any, other: Any) -> Value:
+    """mul.Tensor(Tensor self, Tensor other) -> Tensor, with a complex operand: (a + bi)(c + di)
+    = (ac - bd) + (ad + bc)i as a * c + (-b, a) * d on the pairs; a real operand (or a number)
+    scales both parts."""
+    dtype = _result_real_dtype(g)
+    (a, a_complex), (b, b_complex) = _as_pairs(g, 0, self, dtype), _as_pairs(g, 1, other, dtype)
+    if not (a_complex and b_complex):
+        return g.op("Mul", a, b)
+    axes, one = g.constant([-1], torch.int64), g.constant([1], torch.int64)
+    real = g.op("Slice", b, g.constant([0], torch.int64), one, axes)
+    imaginary = g.op("Slice", b, one, g.constant([2], torch.int64), axes)
+    turned = g.op("Mul", g.op("Gather", a, g.constant([1, 0], torch.int64), axis_i=-1), g.constant([-1.0, 1.0], dtype))
+    return g.op("Add", g.op("Mul", a, real), g.op("Mul", turned, imaginary))
+
+
+def _complex_to_copy(g: Graph, self: Value, **options) -> Value:
+    """_to_copy(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor, to or from a complex
+    dtype: reals become pairs with a zero imaginary part; pairs change their parts' dtype; a
+    complex tensor copied to a real dtype keeps its real part, as torch does (with a warning)."""
+    source = _input_meta(g).dtype
+    target = g.ctx.node.meta["val"].dtype
+    if not source.is_complex:
+        real = unsqueeze(g, cast_to(g, self, target.to_real()), [-1])
+        zeros = g.op("Expand", g.constant(0.0, target.to_real()), g.op("Shape", real))  # 0 beside inf and NaN too
+        return g.op("Concat", real, zeros, axis_i=-1)
+    if target.is_complex:
+        return g.op("Identity", cast_to(g, self, target.to_real()))
+    return cast_to(g, g.op("Gather", self, g.constant(0, torch.int64), axis_i=-1), target)
+
+
 COMPLEX_FORMS = {
     "aten.transpose.int": _complex_transpose,
     "aten.abs.default": _complex_abs,
+    "aten.mul.Tensor": _complex_mul,
+    "aten.mul.Scalar": _complex_mul,
+    "aten._to_copy.default": _complex_to_copy,
+    "aten._assert_tensor_metadata.default": assert_tensor_metadata,  # a check: no node, any dtype
 }
