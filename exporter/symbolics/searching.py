@@ -35,6 +35,8 @@ def _insertion_index(g: Graph, sequence: Value, values, right: bool, dtype: torc
     entries = g.op("Unsqueeze", sequence, g.constant([-2], torch.int64)) if batched else sequence
     below = g.op("LessOrEqual" if right else "Less", entries, g.op("Unsqueeze", values, axis))  # (..., values, entries)
     count = reduce(g, "ReduceSum", cast_to(g, below, torch.int64), [-1], False)
+    # the values' shape, said again: onnxruntime's ReduceSum keeps the empty axis of an empty input
+    count = g.op("Reshape", count, g.op("Shape", values))
     if compare.is_floating_point:
         length = g.op("Shape", sequence, start_i=-1)
         count = g.op("Where", g.op("IsNaN", values), g.op("Squeeze", length, g.constant([0], torch.int64)), count)
