@@ -1,6 +1,6 @@
 """Ops whose values (or output sizes) depend on the data: `.item()`, boolean-mask writes and
-reads (`index_put`, `masked_select`, `masked_scatter`), `unique`, and the data checks that
-come with them.
+reads (`index_put`, `masked_select`, `masked_scatter`), `unique` (sorted and consecutive),
+`bincount`, `repeat_interleave` with tensor repeats, and the data checks that come with them.
 
 torch.export captures a data-dependent size as an unbacked symbol (`u0`); here it becomes a
 size computed at run time (NonZero's count, Unique's length), never a constant. The harness
@@ -257,6 +257,9 @@ def bincount(g: Graph, self: Value, weights: Value | None = None, minlength=0) -
     The count (or weight sum) of each value 0..max(self) (at least `minlength` bins): a
     ScatterElements with `add` into zeros, exact in every dtype. The length, max(self) + 1, is
     read at run time; an empty input has `minlength` bins.
+
+    Limits: a negative input, which torch refuses, is counted from the last bin (ScatterElements'
+    negative indices), not reported.
     """
     dtype = g.ctx.output_dtype
     index = cast_to(g, self, torch.int64)
@@ -275,6 +278,8 @@ def repeat_interleave(g: Graph, repeats: Value, *, output_size=None) -> Value:
     (then index_select). Each index's first position (the exclusive CumSum of the repeats)
     gets a mark, a mark per index so that zero repeats stack on one position; the CumSum of
     the marks less one is the output. Its length, sum(repeats), is known only at run time.
+
+    Limits: negative repeats, which torch refuses, are not reported.
     """
     counts = cast_to(g, repeats, torch.int64)
     ends = g.op("CumSum", counts, g.constant(0, torch.int64))
