@@ -53,6 +53,12 @@ CASES: list[OpCase] = [
            (4, 3, 2), [AS_COMPLEX, "aten.mul.Tensor", AS_REAL]),
     fft_op("complex_times_complex_number", lambda x: torch.view_as_real(torch.view_as_complex(x) * (1 - 2j)),
            (4, 3, 2), [AS_COMPLEX, "aten.mul.Tensor", AS_REAL]),
+    fft_op("complex_plus_complex", lambda x: torch.view_as_real(torch.fft.rfft(x) + torch.fft.rfft(x.flip(-1))), (3, 8),
+           [R2C, "aten.add.Tensor", AS_REAL], dynamic_axes=BATCH),
+    fft_op("complex_minus_real_alpha", lambda x: torch.view_as_real(torch.sub(torch.view_as_complex(x), x[..., 1], alpha=3)),
+           (4, 3, 2), [AS_COMPLEX, "aten.sub.Tensor", AS_REAL]),
+    fft_op("real_plus_complex_number", lambda x: torch.view_as_real(torch.view_as_complex(x) + (0.5 + 2j) - 1.5),
+           (4, 3, 2), [AS_COMPLEX, "aten.add.Tensor", "aten.sub.Tensor", AS_REAL]),
     fft_op("complex_to_complex128", lambda x: torch.view_as_real(torch.view_as_complex(x).to(torch.complex128)), (3, 2),
            [AS_COMPLEX, "aten._to_copy.default", AS_REAL]),
     # the `_copy` forms, as a functionalised program spells the views

@@ -160,7 +160,7 @@ def view_as_complex(g: Graph, self: Value) -> Value:
 # -- ops that also read complex values: their forms for the (..., 2) layout ----------------------
 # Consulted by translate when a node reads or makes a complex tensor and its registered symbolic
 # does not take complex operands (`takes_complex`); each is covered by an op-table row (stft,
-# rfft abs, fft2's cast of the reals to complex, complex products).
+# rfft abs, fft2's cast of the reals to complex, complex sums and products).
 
 
 def _complex_transpose(g: Graph, self: Value, dim0: int, dim1: int) -> Value:
@@ -213,6 +213,32 @@ def _complex_mul(g: Graph, self: Any, other: Any) -> Value:
     return g.op("Add", g.op("Mul", a, real), g.op("Mul", turned, imaginary))
 
 
+def _with_zero_imaginary(g: Graph, real: Value, dtype: torch.dtype) -> Value:
+    """(..., 1)-shaped reals as (..., 2) pairs: the imaginary parts 0, beside inf and NaN too."""
+    zeros = g.op("Expand", g.constant(0.0, dtype), g.op("Shape", real))
+    return g.op("Concat", real, zeros, axis_i=-1)
+
+
+def _complex_sum(op_type: str) -> Any:
+    """add/sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor, with a complex
+    operand: the parts add; a real operand (or number) adds to the real parts alone."""
+    def form(g: Graph, self: Any, other: Any, alpha: Any = 1) -> Value:
+        dtype = _result_real_dtype(g)
+        pairs = []
+        for index, operand in enumerate((self, other)):
+            value, is_complex = _as_pairs(g, index, operand, dtype)
+            if not is_complex:
+                value = _with_zero_imaginary(g, value if value.rank != 0 else unsqueeze(g, value, [-1]), dtype)
+            pairs.append(value)
+        first, second = pairs
+        if isinstance(alpha, complex):
+            raise ValueError(f"a complex alpha ({alpha}) is not translated")
+        if alpha != 1:
+            second = g.op("Mul", second, g.constant(alpha, dtype))
+        return g.op(op_type, first, second)
+    return form
+
+
 def _complex_to_copy(g: Graph, self: Value, **options) -> Value:
     """_to_copy(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor, to or from a complex
     dtype: reals become pairs with a zero imaginary part; pairs change their parts' dtype; a
@@ -220,9 +246,7 @@ def _complex_to_copy(g: Graph, self: Value, **options) -> Value:
     source = _input_meta(g).dtype
     target = g.ctx.node.meta["val"].dtype
     if not source.is_complex:
-        real = unsqueeze(g, cast_to(g, self, target.to_real()), [-1])
-        zeros = g.op("Expand", g.constant(0.0, target.to_real()), g.op("Shape", real))  # 0 beside inf and NaN too
-        return g.op("Concat", real, zeros, axis_i=-1)
+        return _with_zero_imaginary(g, unsqueeze(g, cast_to(g, self, target.to_real()), [-1]), target.to_real())
     if target.is_complex:
         return g.op("Identity", cast_to(g, self, target.to_real()))
     return cast_to(g, g.op("Gather", self, g.constant(0, torch.int64), axis_i=-1), target)
@@ -233,6 +257,10 @@ COMPLEX_FORMS = {
     "aten.abs.default": _complex_abs,
     "aten.mul.Tensor": _complex_mul,
     "aten.mul.Scalar": _complex_mul,
+    "aten.add.Tensor": _complex_sum("Add"),
+    "aten.add.Scalar": _complex_sum("Add"),
+    "aten.sub.Tensor": _complex_sum("Sub"),
+    "aten.sub.Scalar": _complex_sum("Sub"),
     "aten._to_copy.default": _complex_to_copy,
     "aten._assert_tensor_metadata.default": assert_tensor_metadata,  # a check: no node, any dtype
 }
