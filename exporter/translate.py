@@ -246,7 +246,9 @@ def _check_dtypes(program: torch.export.ExportedProgram, opset_version: int) -> 
     for node in program.graph.nodes:
         val = node.meta.get("val")
         for item in val if isinstance(val, (tuple, list)) else [val]:
-            if isinstance(item, torch.Tensor) and unsupported_reason(item.dtype, opset_version):
+            # a complex value travels as (..., 2) pairs of its real dtype (symbolics/fft.py): complex32 too
+            dtype = item.dtype.to_real() if isinstance(item, torch.Tensor) and item.dtype.is_complex else None
+            if isinstance(item, torch.Tensor) and unsupported_reason(dtype or item.dtype, opset_version):
                 problems.setdefault(item.dtype, []).append(node.name)
     if problems:
         lines = [

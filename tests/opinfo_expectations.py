@@ -200,16 +200,7 @@ NOT_EXPORTED: list[Expectation] = [
                 input_0d_as_matrix),
 ]
 
-COMPLEX32: list[Expectation] = [
-    Expectation(("view_as_complex@aten.view_as_complex_copy.default", "view_as_complex@aten.view_as_real_copy.default"),
-                ("float16",),
-                "float16 pairs viewed as complex are complex32 (torch.chalf), which the conversion's dtype check "
-                "refuses as having no ONNX element type, although complex values travel as (..., 2) real pairs "
-                "(exporter/symbolics/fft.py) that float16 holds: let the check judge a complex dtype by its real part",
-                r"complex32"),
-]
-
-EXPECTATIONS: list[Expectation] = [*UNDEFINED_TYPES, *COMPLEX32, *MISSING_KERNELS, *REFERENCE_BFLOAT16, *FLOAT16_ARITHMETIC,
+EXPECTATIONS: list[Expectation] = [*UNDEFINED_TYPES, *MISSING_KERNELS, *REFERENCE_BFLOAT16, *FLOAT16_ARITHMETIC,
                                    *NOT_EXPORTED]
 
 # (results key, dtype) pairs of the recorded sweep where no sample reaches a registered

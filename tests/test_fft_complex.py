@@ -10,6 +10,7 @@ import torch
 
 import exporter
 import harness
+from harness.backend import prepare
 from harness.metrics.arrays import as_array
 
 
@@ -68,3 +69,16 @@ def test_fft_rows_verify_per_op(opset: int) -> None:
     rows = {op.aten: op for op in result.ops}
     for target in ("aten._fft_r2c.default", "aten._fft_c2r.default", "aten.abs.default"):
         assert rows[target].passed and rows[target].truth is not None, rows[target].to_dict()
+
+
+class HalfComplex(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.view_as_real(torch.view_as_complex(x) * (1 - 2j) + 0.5)
+
+
+def test_complex32_travels_as_float16_pairs() -> None:
+    """ONNX has no complex32 element type, but the graph never holds one: float16 pairs."""
+    x = torch.randn(3, 4, 2).half()
+    (actual,) = prepare(exporter.export(HalfComplex(), (x,)), "CPU").run([x])
+    assert actual.dtype == np.float16
+    np.testing.assert_allclose(actual.astype(np.float32), HalfComplex()(x).float().numpy(), atol=1e-2, rtol=1e-2)
