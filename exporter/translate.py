@@ -129,6 +129,8 @@ def translate(
         }
         if not isinstance(found, str) and _complex_operands(node) and not getattr(found.fn, "takes_complex", False):
             found = _complex_form(target)  # complex values are (..., 2) pairs: only some ops read them
+        elif not isinstance(found, str) and _complex_result(node) and not getattr(found.fn, "takes_complex", False):
+            found = _complex_form(target, "makes")  # e.g. a Cast of reals to complex: they need a form too
         if isinstance(found, str):
             unsupported.append(_unsupported(node, root_name, target, *_capture_construct(node, found)))
             env[node.name] = MISSING
@@ -156,13 +158,13 @@ def translate(
     return conversion
 
 
-def _complex_form(target: str) -> SymbolicEntry | str:
+def _complex_form(target: str, does: str = "reads") -> SymbolicEntry | str:
     """The symbolic of `target` for complex operands (symbolics/fft.py), or why there is none."""
     from exporter.symbolics.fft import COMPLEX_FORMS
 
     if target in COMPLEX_FORMS:
         return SymbolicEntry(target, COMPLEX_FORMS[target], MIN_OPSET, "builtin")
-    return ("it reads a complex tensor, which only view_as_real, view_as_complex, the FFTs and "
+    return (f"it {does} a complex tensor, which only view_as_real, view_as_complex, the FFTs and "
             f"{', '.join(sorted(COMPLEX_FORMS))} translate (complex values are real pairs in the graph)")
 
 
@@ -170,6 +172,13 @@ def _complex_operands(node: torch.fx.Node) -> bool:
     """Whether the node reads a complex tensor."""
     return any(isinstance(arg.meta.get("val"), torch.Tensor) and arg.meta["val"].dtype.is_complex
                for arg in node.all_input_nodes)
+
+
+def _complex_result(node: torch.fx.Node) -> bool:
+    """Whether the node's (first) value is a complex tensor."""
+    meta = node.meta.get("val")
+    meta = meta[0] if isinstance(meta, (tuple, list)) and meta else meta
+    return isinstance(meta, torch.Tensor) and meta.dtype.is_complex
 
 
 def user_input_nodes(program: torch.export.ExportedProgram) -> list[torch.fx.Node]:
@@ -237,7 +246,9 @@ def _check_dtypes(program: torch.export.ExportedProgram, opset_version: int) -> 
     for node in program.graph.nodes:
         val = node.meta.get("val")
         for item in val if isinstance(val, (tuple, list)) else [val]:
-            if isinstance(item, torch.Tensor) and unsupported_reason(item.dtype, opset_version):
+            # a complex value travels as (..., 2) pairs of its real dtype (symbolics/fft.py): complex32 too
+            dtype = item.dtype.to_real() if isinstance(item, torch.Tensor) and item.dtype.is_complex else None
+            if isinstance(item, torch.Tensor) and unsupported_reason(dtype or item.dtype, opset_version):
                 problems.setdefault(item.dtype, []).append(node.name)
     if problems:
         lines = [

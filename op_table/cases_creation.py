@@ -23,5 +23,14 @@ CASES: list[OpCase] = [
     op("hamming_window_length_1", lambda a: a * torch.hamming_window(1), lambda g: (randn(g, 3, 1),), [f"{HAMMING}.default"], dynamic_axes=batch()),
     op("blackman_window", lambda a: a * torch.blackman_window(6), lambda g: (randn(g, 3, 6),), [f"{BLACKMAN}.default"], dynamic_axes=batch()),
     op("blackman_window_symmetric", lambda a: a * torch.blackman_window(6, periodic=False), lambda g: (randn(g, 3, 6),), [f"{BLACKMAN}.periodic"], dynamic_axes=batch()),
+    op("tril_indices_gather", lambda a: a[tuple(torch.tril_indices(4, 5))], lambda g: (randn(g, 4, 5),),
+       ["aten.tril_indices.default"]),
+    op("tril_indices_offset_wide", lambda a: a + torch.tril_indices(3, 6, -1).sum(), lambda g: (randn(g, 2),),
+       ["aten.tril_indices.default"], dynamic_axes=batch()),
+    op("triu_indices_offset", lambda a: a[tuple(torch.triu_indices(5, 4, 1))], lambda g: (randn(g, 5, 4),),
+       ["aten.triu_indices.default"]),
+    op("triu_indices_int32_empty", lambda a: a + torch.triu_indices(3, 3, 4, dtype=torch.int32).sum(),
+       lambda g: (randn(g, 2),), ["aten.triu_indices.default"]),
+    op("tril_indices_values", lambda a: torch.tril_indices(3, 3, 1) * a, lambda g: (torch.tensor(2),),
+       ["aten.tril_indices.default"]),
 ]
-

@@ -1,5 +1,6 @@
 """Data-dependent values and sizes: `.item()`, boolean-mask and index-tensor writes
-(`index_put`), `masked_select`, `masked_scatter`, `nonzero`, `unique`, and data checks.
+(`index_put`), `masked_select`, `masked_scatter`, `nonzero`, `unique` (sorted, consecutive),
+`bincount`, `repeat_interleave` with tensor repeats, and data checks.
 
 Sizes that depend on the data are unbacked symbols in the program and computed at run time in
 the model; each row's samples make those sizes neither 0 nor the whole tensor.
@@ -78,4 +79,48 @@ READS = [
        ["aten._assert_async.msg"]),
 ]
 
-CASES: list[OpCase] = [*ITEMS, *WRITES, *READS]
+UNIQUE, CONSECUTIVE = "aten._unique.default", "aten.unique_consecutive.default"
+BINCOUNT, REPEAT = "aten.bincount.default", "aten.repeat_interleave.Tensor"
+ONE_AXIS = {"args_0": {0: "n"}}
+
+
+def _runs(gen: torch.Generator, dtype: torch.dtype = torch.int64) -> tuple[torch.Tensor]:
+    """Sorted small integers: runs of equal neighbours of several lengths."""
+    return (torch.sort(ints(gen, 0, 6, 14)).values.to(dtype),)
+
+
+def _float_runs(gen: torch.Generator) -> tuple[torch.Tensor]:
+    """Floats with runs, a NaN pair (NaN differs from NaN) and -0.0 next to 0.0 (equal)."""
+    return (torch.tensor([1.5, 1.5, float("nan"), float("nan"), -0.0, 0.0, 2.0, 2.0, 2.0, -1.0]),)
+
+
+COUNTING = [
+    op("unique_underscore_inverse", lambda x: torch.ops.aten._unique(x, True, True), _labels, [UNIQUE]),
+    op("unique_underscore_unsorted_int32", lambda x: torch.ops.aten._unique(x, False, True),
+       lambda g: (ints(g, -3, 3, 4, 5, dtype=torch.int32),), [UNIQUE]),
+    op("unique_underscore_bool", lambda x: torch.ops.aten._unique(x, True, True), lambda g: (mask(g, 3, 4),), [UNIQUE]),
+    op("unique_consecutive", lambda x: torch.unique_consecutive(x, return_inverse=True, return_counts=True), _runs,
+       [CONSECUTIVE], dynamic_axes=ONE_AXIS),
+    op("unique_consecutive_values_only", torch.unique_consecutive, lambda g: _runs(g, torch.int32), [CONSECUTIVE]),
+    op("unique_consecutive_float_nan", lambda x: torch.unique_consecutive(x, return_inverse=True, return_counts=True),
+       _float_runs, [CONSECUTIVE]),
+    op("unique_consecutive_2d", lambda x: torch.unique_consecutive(x, return_inverse=True, return_counts=True),
+       lambda g: (ints(g, 0, 2, 3, 4),), [CONSECUTIVE]),
+    op("unique_consecutive_dim", lambda x: torch.unique_consecutive(x, return_inverse=True, return_counts=True, dim=1),
+       lambda g: (torch.tensor([[1, 1, 2, 2, 2, 3], [0, 0, 5, 5, 5, 0]]),), [CONSECUTIVE]),
+    op("bincount", torch.bincount, lambda g: (ints(g, 0, 7, 20),), [BINCOUNT], dynamic_axes=ONE_AXIS),
+    op("bincount_minlength", lambda x: torch.bincount(x, minlength=12), lambda g: (ints(g, 0, 5, 9, dtype=torch.int32),),
+       [BINCOUNT]),
+    op("bincount_weights", torch.bincount, lambda g: (ints(g, 0, 6, 15), randn(g, 15)), [BINCOUNT],
+       dynamic_axes={"args_0": {0: "n"}, "args_1": {0: "n"}}),
+    op("bincount_weights_float64", torch.bincount, lambda g: (ints(g, 0, 4, 8, dtype=torch.uint8), randn(g, 8, dtype=torch.float64)),
+       [BINCOUNT]),
+    op("repeat_interleave_tensor", torch.repeat_interleave, lambda g: (torch.tensor([1, 0, 3, 2, 0]),), [REPEAT],
+       dynamic_axes=ONE_AXIS),
+    op("repeat_interleave_tensor_leading_zeros_int32", torch.repeat_interleave,
+       lambda g: (torch.tensor([0, 0, 2, 1], dtype=torch.int32),), [REPEAT]),
+    op("repeat_interleave_self_tensor_dim", lambda x, r: torch.repeat_interleave(x, r, dim=0),
+       lambda g: (randn(g, 4, 3), torch.tensor([2, 0, 1, 3])), [REPEAT]),
+]
+
+CASES: list[OpCase] = [*ITEMS, *WRITES, *READS, *COUNTING]

@@ -212,6 +212,12 @@ LINEAR_CASES = [
     case("addmv", fn(lambda c, a, b: torch.addmv(c, a, b, beta=2.0, alpha=0.5)), ((3,), (3, 4), (4,)), ("aten.addmv.default",)),
     case("addmm_beta_zero_ignores_nan", fn(lambda c, a, b: torch.addmm(c * float("nan"), a, b, beta=0)),
          ((2, 3), (2, 4), (4, 3)), ("aten.addmm.default",), ("addmm",)),
+    # nn.Bilinear decomposes into _trilinear (and the bias add)
+    case("bilinear", lambda: nn.Bilinear(5, 4, 3), ((6, 5), (6, 4)), ("aten._trilinear.default",),
+         dynamic_axes={"input1": {0: "batch"}, "input2": {0: "batch"}}),
+    case("bilinear_3d_no_bias", lambda: nn.Bilinear(3, 2, 4, bias=False), ((2, 5, 3), (2, 5, 2)), ("aten._trilinear.default",)),
+    case("trilinear_expanded_kept_dim", fn(lambda a, b, c: torch.ops.aten._trilinear(a, b, c, [1], [0], [1], [2])),
+         ((3, 4), (2, 4), (3, 4)), ("aten._trilinear.default",)),
 ]
 
 # Dropout in eval is the identity: torch.export removes the nn.Dropout* layers (dropout ops

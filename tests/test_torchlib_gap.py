@@ -50,3 +50,22 @@ def test_every_gap_entry_has_a_reason(tool) -> None:
     data = json.loads(tool.OUTPUT.read_text())
     for item in data["gap"]:
         assert item["category"] and item["reason"].startswith(item["category"]), item
+
+
+def test_ops_whose_result_is_a_python_value_of_the_data_are_not_capturable(tool) -> None:
+    """allclose/equal answer a Python bool of the values: the tool says torch.export cannot hold
+    them, and torch.export indeed refuses a module that calls one; `.item()`, which torch.export
+    captures as an unbacked symbol, is not put in that category."""
+    import torch
+
+    table = {str(op) for op in torch.export.default_decompositions()}
+    for target in ("aten.allclose.default", "aten.equal.default"):
+        assert tool.classify(target, table)[0] == "not capturable"
+    assert tool.classify("aten._local_scalar_dense.default", table)[0] == "not yet translated"
+
+    class Close(torch.nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return x + float(torch.allclose(x, y))
+
+    with pytest.raises(Exception, match="allclose"):
+        torch.export.export(Close(), (torch.zeros(2), torch.zeros(2)), strict=False)

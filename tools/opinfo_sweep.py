@@ -87,6 +87,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "full_like": ("full_like", "zeros_like", "ones_like"),
     "arange": ("arange",), "max": ("max.reduction_no_dim", "max.reduction_with_dim", "max.binary"),
     "min": ("min.reduction_no_dim", "min.reduction_with_dim", "min.binary"),
+    "_trilinear": ("nn.functional.bilinear",),
 }
 
 logger = logging.getLogger("opinfo_sweep")
@@ -227,6 +228,31 @@ DIRECT_CALLS: tuple[DirectCall, ...] = (
                           ("eq", "eq"), ("ne", "ne"), ("lt", "lt"), ("le", "le"), ("gt", "gt"), ("ge", "ge"),
                           ("fmod", "fmod"), ("remainder", "remainder"))),
 )
+def _bucketize_scalar(x, args, kwargs):
+    """bucketize(tensor, boundaries) samples with the tensor's first element as the Scalar."""
+    number = _number(x)
+    if number is None:
+        return None
+    return (lambda boundaries, value: aten.bucketize.Scalar(value, boundaries, **kwargs)), args[0], (number,), {}
+
+
+def _searchsorted_scalar(x, args, kwargs):
+    """searchsorted(sequence, values) samples with the values' first element as the Scalar."""
+    number = _number(args[0])
+    return None if number is None else (aten.searchsorted.Scalar, x, (number,), kwargs)
+
+
+DIRECT_CALLS += (
+    DirectCall("aten._unique.default", ("unique",),  # torch.unique records _unique2; _unique is its older form
+               lambda x, args, kwargs: None if kwargs.get("dim") is not None or args else
+               (aten._unique.default, x, (kwargs.get("sorted", True), kwargs.get("return_inverse", False)), {})),
+    DirectCall("aten.bucketize.Scalar", ("bucketize",), _bucketize_scalar),
+    DirectCall("aten.searchsorted.Scalar", ("searchsorted",), _searchsorted_scalar),
+    DirectCall("aten.view_as_complex_copy.default", ("view_as_complex",),  # a functionalised program's spelling
+               lambda x, args, kwargs: (aten.view_as_complex_copy.default, x, (), {})),
+    DirectCall("aten.view_as_real_copy.default", ("view_as_complex",),  # OpInfo's complex samples are no dtype here
+               lambda x, args, kwargs: (lambda t: aten.view_as_real_copy.default(aten.view_as_complex.default(t)), x, (), {})),
+)
 DIRECT_KEY_SEPARATOR = "@"
 
 
@@ -363,6 +389,8 @@ def _compare(got: np.ndarray, want: torch.Tensor) -> str:
     """"" when `got` is torch's `want`, else what differs."""
     from exporter.dtypes import numpy_type
 
+    if want.dtype.is_complex:  # the model's complex values are (..., 2) real pairs (exporter/symbolics/fft.py)
+        want = torch.view_as_real(want.resolve_conj())
     if want.dtype == torch.bfloat16:
         want_np = want.float().numpy()
         got = got.astype(np.float32) if got.dtype != np.float32 else got

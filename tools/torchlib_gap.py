@@ -10,6 +10,9 @@ The gap is derived, never typed in: the installed torch_lib's registry of ATen o
 - `decomposed at capture`: torch.export's default decomposition table (or the op's
   CompositeImplicitAutograd kernel) rewrites it into other ATen ops before translation, so it
   reaches the registry as those ops (measured against the installed torch);
+- `not capturable`: the op's result is a Python value of the tensors' data (`allclose`'s
+  bool), which torch.export's fake tensors refuse to compute (DataDependentOutputException),
+  so no exported program holds it (measured: the op is called on fake tensors);
 - `not yet translated`: none of the above: exporting it fails today.
 
 The result goes to docs/torchlib_gap.json; tools/gen_op_table.py renders it in OPERATORS.md.
@@ -68,6 +71,8 @@ INTERNAL = {
     "aten._scaled_dot_product_flash_attention.default": "internal: CUDA kernel form; CPU capture emits scaled_dot_product_attention",
 }
 DECOMPOSED = "decomposed at capture: torch.export rewrites it into other ATen ops before translation"
+UNCAPTURABLE = ("not capturable: its result is a Python value computed from the tensors' data, which "
+                "torch.export's fake tensors refuse (DataDependentOutputException), so no exported program holds it")
 UNTRANSLATED = "not yet translated: exporting it fails today"
 
 
@@ -97,6 +102,27 @@ def _decomposed_at_capture(op: Any, table: set[str]) -> bool:
     return op.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd)
 
 
+def _refused_by_fake_tensors(op: Any) -> bool:
+    """Whether torch.export's fake tensors refuse to compute `op` on small float tensors: an op
+    tagged data_dependent_output whose result they cannot represent (an unbacked symbol would
+    do, as for `_local_scalar_dense`). Only ops taking tensors alone are called."""
+    from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    if torch.Tag.data_dependent_output not in op.tags:
+        return False
+    required = [a for a in op._schema.arguments if not a.has_default_value() and not a.kwarg_only]
+    if not all(isinstance(a.type, torch.TensorType) for a in required):
+        return False
+    with FakeTensorMode(shape_env=ShapeEnv()):
+        tensors = [torch.zeros(2) for _ in required]
+        try:
+            op(*tensors)
+        except DataDependentOutputException:
+            return True
+    return False
+
+
 def classify(target: str, table: set[str]) -> tuple[str, str]:
     """(category, reason) of an overload torch_lib translates and we do not."""
     for known in (COMPLEX_ONLY, TRAINING_ONLY, INTERNAL):
@@ -108,6 +134,8 @@ def classify(target: str, table: set[str]) -> tuple[str, str]:
         return "no such overload", f"no such overload: torch {torch.__version__.split('+')[0]} does not define it"
     if _decomposed_at_capture(op, table):
         return "decomposed at capture", DECOMPOSED
+    if _refused_by_fake_tensors(op):
+        return "not capturable", UNCAPTURABLE
     return "not yet translated", UNTRANSLATED
 
 

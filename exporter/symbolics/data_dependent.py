@@ -1,6 +1,6 @@
 """Ops whose values (or output sizes) depend on the data: `.item()`, boolean-mask writes and
-reads (`index_put`, `masked_select`, `masked_scatter`), `unique`, and the data checks that
-come with them.
+reads (`index_put`, `masked_select`, `masked_scatter`), `unique` (sorted and consecutive),
+`bincount`, `repeat_interleave` with tensor repeats, and the data checks that come with them.
 
 torch.export captures a data-dependent size as an unbacked symbol (`u0`); here it becomes a
 size computed at run time (NonZero's count, Unique's length), never a constant. The harness
@@ -14,8 +14,11 @@ import torch
 
 from exporter.graph import Graph, Value
 from exporter.registry import symbolic
-from exporter.symbolics._helpers import cast_to, dim_size, emits_no_nodes, int64_vector, rank_of
+from exporter.dtypes import onnx_type, to_numpy
+from exporter.symbolics._helpers import (INT64_MAX, cast_to, dim_size, emits_no_nodes, int64_vector, normalize_dim,
+                                        rank_of, reduce)
 from exporter.symbolics.indexing import _advanced_indices, _stack_broadcast
+from exporter.symbolics.shape import _fill
 
 
 @symbolic("aten::_local_scalar_dense")
@@ -142,6 +145,25 @@ def masked_scatter(g: Graph, self: Value, mask: Value, source: Value) -> Value:
 # -- unique --------------------------------------------------------------------------------------
 
 
+# ONNX Unique has no onnxruntime kernel for these; they widen losslessly to a type it has
+_UNIQUE_WIDENED = {torch.bool: torch.int64, torch.uint8: torch.int64, torch.int16: torch.int64,
+                   torch.int32: torch.int64, torch.bfloat16: torch.float32}
+
+
+def _unique(g: Graph, self: Value, dtype: torch.dtype, **attributes) -> tuple[Value, Value, Value]:
+    """(values, inverse, counts) of ONNX Unique, sorted, of `self` (of `dtype`), in `dtype`."""
+    wide = _UNIQUE_WIDENED.get(dtype)
+    values, _, inverse, counts = g.op("Unique", cast_to(g, self, wide), sorted_i=1, outputs=4, **attributes)
+    if wide is not None:
+        values = g.op("Cast", values, to_i=onnx_type(dtype))
+    return values, inverse, counts
+
+
+def _empty(g: Graph) -> Value:
+    """torch's stand-in for an output not asked for: an empty int64 tensor (its own node)."""
+    return g.op("Identity", g.constant([], torch.int64))
+
+
 @symbolic("aten::_unique2")
 def unique2(g: Graph, self: Value, sorted: bool = True, return_inverse: bool = False,
             return_counts: bool = False) -> tuple[Value, Value, Value]:
@@ -150,14 +172,20 @@ def unique2(g: Graph, self: Value, sorted: bool = True, return_inverse: bool = F
     ONNX Unique over the flattened tensor, sorted ascending (torch's CPU and CUDA kernels sort
     whatever `sorted` says); the inverse indices take the input's shape. Outputs torch leaves
     empty (inverse or counts not asked for) are empty here too.
-
-    Limits: always sorted; unique_consecutive is not translated.
     """
-    flat = g.op("Reshape", self, g.constant([-1], torch.int64))
-    values, _, inverse, counts = g.op("Unique", flat, sorted_i=1, outputs=4)
-    empty = g.constant([], torch.int64)
-    inverse = g.op("Reshape", inverse, g.op("Shape", self)) if return_inverse else empty
-    return values, inverse, counts if return_counts else g.op("Identity", empty)
+    values, inverse, counts = _unique(g, _flat(g, self), self.dtype)
+    inverse = g.op("Reshape", inverse, g.op("Shape", self)) if return_inverse else _empty(g)
+    return values, inverse, counts if return_counts else _empty(g)
+
+
+@symbolic("aten::_unique")
+def unique(g: Graph, self: Value, sorted: bool = True, return_inverse: bool = False) -> tuple[Value, Value]:
+    """_unique(Tensor self, bool sorted=True, bool return_inverse=False) -> (Tensor, Tensor)
+
+    `_unique2` without the counts: sorted whatever `sorted` says, as torch's kernels are.
+    """
+    values, inverse, _ = unique2(g, self, sorted, return_inverse, False)
+    return values, inverse
 
 
 @symbolic("aten::unique_dim")
@@ -167,6 +195,101 @@ def unique_dim(g: Graph, self: Value, dim: int, sorted: bool = True, return_inve
 
     ONNX Unique along `dim`: the distinct slices, sorted; inverse indices per slice.
     """
-    values, _, inverse, counts = g.op("Unique", self, axis_i=dim, sorted_i=1, outputs=4)
-    empty = g.constant([], torch.int64)
-    return values, inverse if return_inverse else empty, counts if return_counts else g.op("Identity", empty)
+    values, inverse, counts = _unique(g, self, self.dtype, axis_i=dim)
+    return values, inverse if return_inverse else _empty(g), counts if return_counts else _empty(g)
+
+
+@symbolic("aten::unique_consecutive")
+def unique_consecutive(g: Graph, self: Value, return_inverse: bool = False, return_counts: bool = False,
+                       dim: int | None = None) -> tuple[Value, Value, Value]:
+    """unique_consecutive(Tensor self, bool return_inverse=False, bool return_counts=False, int? dim=None) -> (Tensor, Tensor, Tensor)
+
+    Each run of equal neighbours (elements of the flattened tensor, or slices along `dim`)
+    kept once, in order: a run starts where an entry differs from the one before (NaN differs
+    from everything, as in torch). The inverse is the run number of each entry (a CumSum of the
+    starts), the counts the distances between run starts.
+    """
+    source = _flat(g, self) if dim is None else self
+    rank = 1 if dim is None else rank_of(self)
+    axis = 0 if dim is None else normalize_dim(dim, rank)
+    length = g.op("Shape", source, start_i=axis, end_i=axis + 1)
+    starts = _run_starts(g, source, axis, rank, length)
+    values = g.op("Compress", source, starts, axis_i=axis)
+    inverse = _empty(g)
+    if return_inverse:
+        run = g.op("CumSum", cast_to(g, starts, torch.int64), g.constant(0, torch.int64))
+        inverse = g.op("Sub", run, g.constant(1, torch.int64))
+        if dim is None:
+            inverse = g.op("Reshape", inverse, g.op("Shape", self))
+    counts = _empty(g)
+    if return_counts:
+        first = g.op("Squeeze", g.op("NonZero", starts), g.constant([0], torch.int64))
+        ends = g.op("Concat", g.op("Slice", first, g.constant([1], torch.int64), g.constant([INT64_MAX], torch.int64)),
+                    length, axis_i=0)
+        counts = g.op("Sub", ends, first)
+    return values, inverse, counts
+
+
+def _flat(g: Graph, self: Value) -> Value:
+    return g.op("Reshape", self, g.constant([-1], torch.int64))
+
+
+def _run_starts(g: Graph, source: Value, axis: int, rank: int, length: Value) -> Value:
+    """A bool vector over `axis`: True where the slice differs from the one before (and at 0)."""
+    one, axes = g.constant([1], torch.int64), g.constant([axis], torch.int64)
+    after = g.op("Slice", source, one, g.constant([INT64_MAX], torch.int64), axes)
+    before = g.op("Slice", source, g.constant([0], torch.int64), g.constant([-1], torch.int64), axes)
+    differs = g.op("Not", g.op("Equal", after, before))
+    others = [d for d in range(rank) if d != axis]
+    if others:  # a slice differs where any of its entries does
+        differs = cast_to(g, reduce(g, "ReduceMax", cast_to(g, differs, torch.int32), others, False), torch.bool)
+    starts = g.op("Concat", g.constant([True], torch.bool), differs, axis_i=0)
+    return g.op("Slice", starts, g.constant([0], torch.int64), length, g.constant([0], torch.int64))  # empty input: none
+
+
+# -- counting and repeating ----------------------------------------------------------------------
+
+
+@symbolic("aten::bincount")
+def bincount(g: Graph, self: Value, weights: Value | None = None, minlength=0) -> Value:
+    """bincount(Tensor self, Tensor? weights=None, SymInt minlength=0) -> Tensor
+
+    The count (or weight sum) of each value 0..max(self) (at least `minlength` bins): a
+    ScatterElements with `add` into zeros, exact in every dtype. The length, max(self) + 1, is
+    read at run time; an empty input has `minlength` bins.
+
+    Limits: a negative input, which torch refuses, is counted from the last bin (ScatterElements'
+    negative indices), not reported.
+    """
+    dtype = g.ctx.output_dtype
+    index = cast_to(g, self, torch.int64)
+    largest = reduce(g, "ReduceMax", g.op("Concat", index, g.constant([-1], torch.int64), axis_i=0), [0], True)
+    bins = g.op("Max", g.op("Add", largest, g.constant([1], torch.int64)), int64_vector(g, [minlength]))
+    updates = (cast_to(g, weights, dtype) if weights is not None
+               else g.op("Expand", g.constant(1, dtype), g.op("Shape", index)))
+    return g.op("ScatterElements", _fill(g, bins, 0), index, updates, axis_i=0, reduction_s="add")
+
+
+@symbolic("aten::repeat_interleave.Tensor")
+def repeat_interleave(g: Graph, repeats: Value, *, output_size=None) -> Value:
+    """repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None) -> Tensor
+
+    Index i written repeats[i] times, in order; `repeat_interleave(x, r, dim)` reaches here
+    (then index_select). Each index's first position (the exclusive CumSum of the repeats)
+    gets a mark, a mark per index so that zero repeats stack on one position; the CumSum of
+    the marks less one is the output. Its length, sum(repeats), is known only at run time.
+
+    Limits: negative repeats, which torch refuses, are not reported.
+    """
+    counts = cast_to(g, repeats, torch.int64)
+    ends = g.op("CumSum", counts, g.constant(0, torch.int64))
+    total = reduce(g, "ReduceSum", counts, [0], True)
+    starts = g.op("Sub", ends, counts)
+    # one slot past the end: indices whose zero repeats come last mark position `total`
+    slots = g.op("ConstantOfShape", g.op("Add", total, g.constant([1], torch.int64)),
+                 value_t=to_numpy(torch.tensor([0], dtype=torch.int64)))
+    marks = g.op("ScatterElements", slots, starts, g.op("Expand", g.constant(1, torch.int64), g.op("Shape", counts)),
+                 axis_i=0, reduction_s="add")
+    marks = g.op("Slice", marks, g.constant([0], torch.int64), total, g.constant([0], torch.int64))
+    index = g.op("Sub", g.op("CumSum", marks, g.constant(0, torch.int64)), g.constant(1, torch.int64))
+    return cast_to(g, index, g.ctx.output_dtype)
