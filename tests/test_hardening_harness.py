@@ -373,3 +373,29 @@ def test_the_checker_takes_a_model_too_large_to_serialise(monkeypatch):
     assert len(stubbed) == 1 and original(stubbed[0]).ByteSize() < 2**16  # checked without the weight bytes
     failed = verification.run_checker(_gemm_model(bad=True))
     assert not failed.passed and "Gemm" in failed.message
+
+
+class FixesItsBatch(torch.nn.Module):
+    """Declared dynamic in batch, but the state it adds fixes it (as an RNN's initial hidden
+    state does): torch.onnx refuses those axes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("state", torch.ones(2, 3))
+
+    def forward(self, x):
+        return x + self.state
+
+
+def test_a_given_model_is_verified_when_torch_onnx_cannot_capture_the_other_inputs():
+    """The other size of a `roundtrip run --exporter torch.onnx` case: the given model is verified
+    at its outputs even when torch.onnx refuses the declared axes at these inputs."""
+    import harness
+    from harness.exporters import torch_onnx_export
+
+    module, x = FixesItsBatch(), torch.randn(2, 3)
+    given = torch_onnx_export(module, (x,)).model_proto
+    result = harness.verify(module, (x,), per_op=False, onnx_model=given, exporter="torch.onnx",
+                            dynamic_axes={"x": {0: "batch"}}, input_names=["x"])
+    assert result.passed, result.notes
+    assert any("torch.onnx could not capture the module" in note for note in result.notes), result.notes
