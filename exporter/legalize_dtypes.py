@@ -110,6 +110,9 @@ def _decide(node: onnx.NodeProto, types: dict[str, int], opsets: dict[str, int],
     undefined = undefined_types(node.op_type, opset, inputs, outputs)
     if undefined:
         reason = f"ONNX {node.op_type} (opset {opset}) does not define {undefined}"
+    elif onnxruntime_cpu and _refused_at_run_time(node):
+        reason = (f"onnxruntime's CPU provider loads {node.op_type} with a reduction in {type_string(low[0])} "
+                  "but refuses to run it")
     elif onnxruntime_cpu and not onnxruntime_cpu_runs(_probe_model(node, inputs, outputs, opset, ir_version)):
         reason = f"onnxruntime's CPU provider has no {type_string(low[0])} kernel for {node.op_type} (opset {opset})"
     else:
@@ -118,6 +121,21 @@ def _decide(node: onnx.NodeProto, types: dict[str, int], opsets: dict[str, int],
         logger.warning("%s %r: %s, and float32 is not defined either; left as it is", node.op_type, node.name, reason)
         return None
     return low[0], reason
+
+
+# Nodes onnxruntime's CPU provider loads in float16/bfloat16 (so the load probe passes) but
+# refuses when run: "MLFloat16 data type is not supported with ScatterElements opset 16 when
+# reduction is 'add'" (onnxruntime 1.31); the same for ScatterND.
+_RUN_TIME_REFUSALS = {"ScatterElements": "reduction", "ScatterND": "reduction"}
+
+
+def _refused_at_run_time(node: onnx.NodeProto) -> bool:
+    """Whether `node`, with low-precision inputs, is one onnxruntime's CPU provider refuses to run."""
+    attribute = _RUN_TIME_REFUSALS.get(node.op_type)
+    if attribute is None:
+        return False
+    value = next((a.s.decode() for a in node.attribute if a.name == attribute), "none")
+    return value != "none"
 
 
 def undefined_types(op_type: str, opset: int, inputs: list[int], outputs: list[int]) -> str:

@@ -38,6 +38,38 @@ NO_OPINFO = {
     "aten.sym_size.int": "a size query of dynamic shapes; OpInfo samples are static",
     **{f"_operator.{name}": "SymInt arithmetic on dynamic sizes; OpInfo samples are static"
        for name in ("add", "floordiv", "ge", "le", "mul", "sub")},
+    "aten._assert_async.msg": "a runtime check torch.export inserts; no operator samples",
+    # no OpInfo entry is named after these: Python operator forms, internal kernels that only
+    # torch's decompositions or a module's code produce; the op table's rows exercise each
+    **{f"aten.{name}": "no OpInfo entry is named after it (a Python operator form or an internal kernel); "
+       "exercised by the op table's rows"
+       for name in ("__lshift__.Scalar", "__lshift__.Tensor", "__rshift__.Scalar", "__rshift__.Tensor",
+                    "_embedding_bag.default", "_embedding_bag_forward_only.default", "_fft_c2c.default",
+                    "_fft_c2r.default", "_fft_r2c.default", "_linalg_det.default", "_local_scalar_dense.default",
+                    "_unique2.default", "_upsample_bicubic2d_aa.default", "blackman_window.default",
+                    "blackman_window.periodic", "hamming_window.default", "hamming_window.periodic",
+                    "hamming_window.periodic_alpha", "hamming_window.periodic_alpha_beta",
+                    "normal_functional.default", "rand.default", "rrelu_with_noise_functional.default",
+                    "unique_dim.default")},
+    # the entry's samples pass tensors, so they reach the Tensor overload, never the scalar one
+    **{f"aten.{name}": "its entry's samples pass tensors and reach the .Tensor overload; a Python scalar "
+       "argument selects this one: exercised by the op table's rows"
+       for name in ("bitwise_and.Scalar", "bitwise_and.Scalar_Tensor", "bitwise_or.Scalar",
+                    "bitwise_or.Scalar_Tensor", "bitwise_xor.Scalar", "bitwise_xor.Scalar_Tensor",
+                    "bitwise_left_shift.Scalar_Tensor", "bitwise_left_shift.Tensor_Scalar",
+                    "bitwise_right_shift.Scalar_Tensor", "bitwise_right_shift.Tensor_Scalar",
+                    "remainder.Scalar_Tensor", "scatter.value", "bernoulli.p")},
+    "aten.normal.float_Tensor": "normal's samples reach Tensor_Tensor, Tensor_float and float_float, never a "
+                                "float mean with a tensor std: exercised by the op table's rows",
+    **{f"aten.{name}.default": "F.interpolate's samples give sizes or scales and capture as the .vec overload; "
+       "this form (an output size) is what decompositions and direct calls produce: exercised by the op "
+       "table's rows"
+       for name in ("upsample_bicubic2d", "upsample_bilinear2d", "upsample_linear1d", "upsample_nearest1d",
+                    "upsample_nearest2d", "upsample_nearest3d", "upsample_trilinear3d")},
+    "aten.rand_like.default": "rand_like's entry yields no sample the sweep can run (its recorded rows are "
+                              "empty in every dtype); the random-op rows check it by distribution",
+    "aten.view_as_real.default": "view_as_real's samples take complex inputs, which an ONNX graph cannot receive; "
+                                 "exercised by the FFT rows, on complex values made inside the graph",
 }
 
 

@@ -42,9 +42,10 @@ def _generated_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def _draw(g: Graph, kind: str, size: Sequence[Any] | Value, dtype: torch.dtype, **params: float) -> Value:
     """RandomUniform / RandomNormal (`kind`) of `size` (ints and SymInt Values, or a 1-D int64
-    shape Value) drawn in `dtype` (a dtype the generators make)."""
+    shape Value) drawn in `dtype` (a dtype the generators make). A 0-d draw goes through the
+    *Like form: an empty `shape` attribute has no type ONNX can infer."""
     attributes = {f"{key}_f": float(value) for key, value in params.items()}
-    if not isinstance(size, Value) and all(isinstance(s, int) for s in size):
+    if not isinstance(size, Value) and size and all(isinstance(s, int) for s in size):
         out = g.op(kind, dtype_i=onnx_type(dtype), shape_i=list(size), **attributes)
     else:
         shape = size if isinstance(size, Value) else int64_vector(g, list(size))
