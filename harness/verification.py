@@ -260,8 +260,10 @@ def verify_exported(
         output_names = [o.name for o in onnx_proto.graph.output]
         if actual_outputs is not None:
             if layout is not None and len(actual_outputs) == len(expected_outputs):  # detections: matched
+                truth = _output_truth(verification, exported, module, torch_args, torch_kwargs, values, timings,
+                                      strict)
                 judge_detections(verification, actual_outputs, expected_outputs, layout, output_names, table=table,
-                                 device=spec.kind, atol=output_atol, rtol=output_rtol)
+                                 device=spec.kind, atol=output_atol, rtol=output_rtol, truth=truth)
             else:
                 given = output_atol is not None or output_rtol is not None  # the given tolerances decide alone
                 truth = None if given else _output_truth(verification, exported, module, torch_args, torch_kwargs,
@@ -382,17 +384,19 @@ def judge_outputs(verification: Verification, actual: Sequence[Any], expected: S
 
 def judge_detections(verification: Verification, actual: Sequence[Any], expected: Sequence[Any],
                      layout: Sequence[Any], names: Sequence[str], *, table: ToleranceTable, device: str,
-                     atol: float | None, rtol: float | None) -> None:
+                     atol: float | None, rtol: float | None, truth: Sequence[Any] | None = None) -> None:
     """A detector's outputs: detections matched box to box by label and IoU (harness.metrics.
     detections), each field judged by the float32 output row (or the tolerances given): the
-    number and order of detections may legitimately differ, so there is no element-wise truth."""
+    number and order of detections may legitimately differ, so there is no element-wise truth;
+    `truth` (the outputs in float64) lets torch's own error set a continuous field's atol."""
     row = table.lookup(OUTPUT, device, "float32")
     given = atol is not None or rtol is not None
     if given:
         row = Tolerance(OUTPUT, device, row.atol if atol is None else atol, row.rtol if rtol is None else rtol,
                         GIVEN, "float32")
     verification.outputs = compare_detection_outputs(
-        actual, [as_array(e) for e in expected], layout, atol=row.atol, rtol=row.rtol, names=names)
+        actual, [as_array(e) for e in expected], layout, atol=row.atol, rtol=row.rtol, names=names,
+        truth=truth if truth is not None and len(truth) == len(expected) else None)
     reason = "detections matched box to box by label and IoU; judged by the output row"
     verification.output_verdicts = [
         by_row(c, dtype=c.dtype_expected, row=row, rule=OVERRIDE if given else TOLERANCE, reason=reason)

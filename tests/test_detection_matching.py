@@ -149,3 +149,58 @@ def test_first_op_where_sizes_diverge_is_named() -> None:
     assert notes == ["data-dependent sizes first diverge at nms (aten.x, model.py:1): the backend's [8] against "
                      "torch's [9]; 1 later op(s) differ in size as a consequence, their accumulated values not comparable"]
     assert mark_matched_rows(rows[:1], []) == []
+
+
+# -- torch's own float32 error, from the fp64 replay, sets a continuous field's atol -------------
+
+
+def _with_mask_errors(backend_error: float, torch_error: float, seed: int = 0):
+    """(backend, torch, truth) detections whose masks sit `backend_error` and `torch_error` from
+    the truth at one pixel, on opposite sides (the worst case: the differences add up)."""
+    truth = _detections(masks=True, seed=seed)
+    truth["masks"] = truth["masks"].astype(np.float64)
+    expected = {key: value.copy() for key, value in truth.items()}
+    expected["masks"] = (truth["masks"] + np.float64(0)).astype(np.float32)
+    expected["masks"][1, 0, 3, 3] = truth["masks"][1, 0, 3, 3] + torch_error
+    actual = {key: value.copy() for key, value in expected.items()}
+    actual["masks"][1, 0, 3, 3] = truth["masks"][1, 0, 3, 3] - backend_error
+    return actual, expected, truth
+
+
+@pytest.mark.parametrize(("backend_error", "torch_error", "passes"), [
+    (4e-3, 4e-3, True),  # as accurate as torch: 8e-3 apart, within 2 x torch's own error
+    (3e-3, 5e-3, True),  # closer to the truth than torch
+    (1.2e-2, 4e-3, False),  # three times torch's own error: a divergence
+    (4e-3, 1e-5, False),  # torch is exact here: nothing covers the backend's 4e-3
+], ids=["as-accurate", "more-accurate", "worse", "torch-exact"])
+def test_torch_float32_error_sets_the_mask_tolerance(backend_error: float, torch_error: float, passes: bool) -> None:
+    actual, expected, truth = _with_mask_errors(backend_error, torch_error)
+    assert not compare_detections(actual, expected, atol=ATOL, rtol=0.0)[0][-1].passed  # the plain tolerance fails
+    comparisons, _ = compare_detections(actual, expected, atol=ATOL, rtol=0.0, truth=truth)
+    masks = comparisons[-1]
+    assert masks.passed is passes, masks.note
+    if torch_error * MatchSettings.load().truth_factor > ATOL:
+        assert masks.atol == pytest.approx(MatchSettings.load().truth_factor * torch_error, rel=1e-3)
+        assert "x torch's own float32 error" in masks.note
+    else:
+        assert masks.atol == ATOL
+    assert all(c.passed for c in comparisons[:-1])
+
+
+def test_truth_with_other_detections_widens_nothing() -> None:
+    actual, expected, truth = _with_mask_errors(4e-3, 4e-3)
+    truth = {key: value[[0, 1, 2, 3]] for key, value in truth.items()}  # the fp64 run made one detection fewer
+    masks = compare_detections(actual, expected, atol=ATOL, rtol=0.0, truth=truth)[0][-1]
+    assert not masks.passed and masks.atol == ATOL
+    assert "not widened by the fp64 replay: 4 of torch's 5 detections pair with its 4" in masks.note
+
+
+def test_discrete_fields_are_never_widened() -> None:
+    actual, expected, truth = _with_mask_errors(0.0, 0.0)
+    expected["keypoints"] = np.zeros((5, 3, 3), np.float32)
+    actual["keypoints"] = expected["keypoints"].copy()
+    actual["keypoints"][2, 1, 0] = 1.0  # a keypoint one pixel away
+    truth["keypoints"] = expected["keypoints"] + 1.0  # torch's positions far from the fp64 run's
+    comparisons, _ = compare_detections(actual, expected, atol=ATOL, rtol=0.0, truth=truth)
+    keypoints = comparisons[-1]
+    assert keypoints.name == "keypoints" and not keypoints.passed and keypoints.atol == ATOL

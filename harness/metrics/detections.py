@@ -10,6 +10,12 @@ The comparison (docs/ARCHITECTURE.md, "Detections"): detections are paired greed
 and IoU, highest IoU first, pairs below `iou_threshold` refused; then each field is compared
 at the case's tolerance through the pairs (masks and keypoints ride on their box's pair). Every
 detection left without a pair, on either side, fails the comparison and is named in its note.
+
+Given torch's outputs replayed in float64 (the truth), a continuous field's absolute tolerance
+covers torch's own float32 error: `truth_factor` times the largest |torch - truth| over torch's
+detections paired with the truth's. A backend as accurate as torch differs from torch by at most
+the sum of the two errors, so such a difference is not a divergence of the export. Labels and
+keypoint positions are discrete and never widened this way.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from harness.metrics.comparison import Comparison, compare
 DETECTION_KEYS = ("boxes", "labels", "scores")
 """Every detection output has these; the optional per-detection fields follow their box."""
 PER_DETECTION_KEYS = ("masks", "keypoints", "keypoints_scores")
+TRUTH_KEYS = ("boxes", "scores", "masks", "keypoints_scores")
+"""The continuous fields whose tolerance may cover torch's own float32 error (the fp64 truth)."""
 SETTINGS_PATH = "data/detections.json"
 
 
@@ -37,11 +45,13 @@ class MatchSettings:
 
     iou_threshold: float
     max_listed: int
+    truth_factor: float
 
     @classmethod
     def load(cls) -> MatchSettings:
         data = json.loads(resources.files("harness.metrics").joinpath(SETTINGS_PATH).read_text())
-        return cls(iou_threshold=float(data["iou_threshold"]), max_listed=int(data["max_listed"]))
+        return cls(iou_threshold=float(data["iou_threshold"]), max_listed=int(data["max_listed"]),
+                   truth_factor=float(data["truth_factor"]))
 
 
 @dataclass
@@ -118,18 +128,20 @@ def match_detections(
 def compare_detections(
     actual: Mapping[str, Any], expected: Mapping[str, Any], *, atol: float, rtol: float,
     names: Mapping[str, str] | None = None, settings: MatchSettings | None = None,
+    truth: Mapping[str, Any] | None = None,
 ) -> tuple[list[Comparison], DetectionMatch]:
     """One Comparison per field of one image's detections, in `expected`'s key order, after
     matching: each compares the paired detections (backend reordered to torch's order); every
-    Comparison fails when a detection is left without a pair, and its note names them."""
+    Comparison fails when a detection is left without a pair, and its note names them. With
+    `truth` (torch's detections replayed in float64) a continuous field's atol covers torch's own
+    float32 error (`truth_tolerances`)."""
     settings = settings or MatchSettings.load()
-    missing = [key for key in DETECTION_KEYS if key not in actual or key not in expected]
-    if missing:
-        raise ValueError(f"detections need {list(DETECTION_KEYS)}; {missing} missing from one side")
+    _require_detection_keys(actual, expected)
     match = match_detections(
         actual["boxes"], actual["labels"], expected["boxes"], expected["labels"],
         iou_threshold=settings.iou_threshold, actual_scores=actual["scores"], expected_scores=expected["scores"],
     )
+    widened, truth_note = truth_tolerances(expected, truth, atol=atol, settings=settings) if truth else ({}, "")
     a_rows = np.asarray([a for a, _ in match.pairs], dtype=np.int64)
     e_rows = np.asarray([e for _, e in match.pairs], dtype=np.int64)
     summary = _summary(match, actual, expected, settings)
@@ -138,15 +150,59 @@ def compare_detections(
         name = (names or {}).get(key, key)
         if key not in actual:
             continue
-        comparison = compare(as_array(actual[key])[a_rows], as_array(value)[e_rows], atol=atol, rtol=rtol, name=name)
+        field_atol, torch_error = widened.get(key, (atol, None))
+        comparison = compare(as_array(actual[key])[a_rows], as_array(value)[e_rows], atol=field_atol, rtol=rtol,
+                             name=name)
         comparison.shape_actual = list(as_array(actual[key]).shape)
         comparison.shape_expected = list(as_array(value).shape)
-        comparison.note = "; ".join(part for part in (summary, comparison.note) if part)
+        widening = (f"atol {field_atol:.3g} = {settings.truth_factor:g} x torch's own float32 error "
+                    f"{torch_error:.3g} against the fp64 replay" if torch_error is not None else truth_note)
+        comparison.note = "; ".join(part for part in (summary, widening, comparison.note) if part)
         if not match.complete:
             comparison.shape_match = comparison.shape_expected == comparison.shape_actual
             comparison.passed = False
         comparisons.append(comparison)
     return comparisons, match
+
+
+def _require_detection_keys(*sides: Mapping[str, Any]) -> None:
+    missing = sorted({key for side in sides for key in DETECTION_KEYS if key not in side})
+    if missing:
+        raise ValueError(f"detections need {list(DETECTION_KEYS)}; {missing} missing from one side")
+
+
+def truth_tolerances(
+    expected: Mapping[str, Any], truth: Mapping[str, Any], *, atol: float, settings: MatchSettings,
+) -> tuple[dict[str, tuple[float, float]], str]:
+    """{field: (atol, torch's error)} for the continuous fields (`TRUTH_KEYS`) whose torch float32
+    error against `truth` (the same detections computed in float64), times `truth_factor`, exceeds
+    `atol`; torch's error is the largest |torch - truth| over torch's detections paired with the
+    truth's (matched as the backend's are). Nothing is widened, and the note says why, unless
+    every detection of torch and of the truth has a pair: a detection the float64 run did not
+    make is no measure of rounding."""
+    _require_detection_keys(truth)
+    match = match_detections(
+        truth["boxes"], truth["labels"], expected["boxes"], expected["labels"],
+        iou_threshold=settings.iou_threshold, actual_scores=truth["scores"], expected_scores=expected["scores"],
+    )
+    if not match.complete:
+        return {}, (f"tolerance not widened by the fp64 replay: {len(match.pairs)} of torch's "
+                    f"{len(as_array(expected['labels']).reshape(-1))} detections pair with its "
+                    f"{len(as_array(truth['labels']).reshape(-1))}")
+    t_rows = [t for t, _ in match.pairs]
+    e_rows = [e for _, e in match.pairs]
+    widened = {}
+    for key in TRUTH_KEYS:
+        if key not in expected or key not in truth or not match.pairs:
+            continue
+        ours = as_array(expected[key])[e_rows].astype(np.float64)
+        theirs = as_array(truth[key])[t_rows].astype(np.float64)
+        if ours.shape != theirs.shape:
+            continue
+        error = float(np.max(np.abs(ours - theirs), initial=0.0))
+        if settings.truth_factor * error > atol:
+            widened[key] = (settings.truth_factor * error, error)
+    return widened, ""
 
 
 def _summary(match: DetectionMatch, actual: Mapping[str, Any], expected: Mapping[str, Any],
@@ -188,15 +244,17 @@ def detection_layout(outputs: Any) -> list[dict[str, int]] | None:
 
 def compare_detection_outputs(
     actual: Sequence[Any], expected: Sequence[Any], layout: Sequence[Mapping[str, int]], *,
-    atol: float, rtol: float, names: Sequence[str],
+    atol: float, rtol: float, names: Sequence[str], truth: Sequence[Any] | None = None,
 ) -> list[Comparison]:
     """Matched comparisons of every image's detections, one per flattened output, in the
-    flattened order (what `verify` puts in `Verification.outputs` for a detector)."""
+    flattened order (what `verify` puts in `Verification.outputs` for a detector); `truth`, the
+    outputs replayed in float64 and flattened alike, lets torch's own error set a field's atol."""
     by_index: dict[int, Comparison] = {}
     for image in layout:
         fields_a = {key: actual[i] for key, i in image.items()}
         fields_e = {key: expected[i] for key, i in image.items()}
-        comparisons, _ = compare_detections(fields_a, fields_e, atol=atol, rtol=rtol,
+        fields_t = {key: truth[i] for key, i in image.items()} if truth is not None else None
+        comparisons, _ = compare_detections(fields_a, fields_e, atol=atol, rtol=rtol, truth=fields_t,
                                             names={key: names[i] for key, i in image.items()})
         for key, comparison in zip([k for k in image if k in fields_a], comparisons):
             by_index[image[key]] = comparison
