@@ -261,7 +261,7 @@ def verify_exported(
         if actual_outputs is not None:
             if layout is not None and len(actual_outputs) == len(expected_outputs):  # detections: matched
                 truth = _output_truth(verification, exported, module, torch_args, torch_kwargs, values, timings,
-                                      strict)
+                                      strict, module_first=True)
                 judge_detections(verification, actual_outputs, expected_outputs, layout, output_names, table=table,
                                  device=spec.kind, atol=output_atol, rtol=output_rtol, truth=truth)
             else:
@@ -312,11 +312,14 @@ def _rounding_steps(exported: ExportedForVerification, values: Mapping[str, Any]
 
 def _output_truth(verification: Verification, exported: ExportedForVerification, module: torch.nn.Module | None,
                   args: tuple[Any, ...], kwargs: dict[str, Any], values: dict[str, Any],
-                  timings: dict[str, float], strict: bool | None = None) -> list[Any] | None:
+                  timings: dict[str, float], strict: bool | None = None,
+                  module_first: bool = False) -> list[Any] | None:
     """The model's outputs in float64 (the program replayed node by node from torch's recorded
-    inputs and weights, else the module run in float64), flattened; None, with a note, when it
-    cannot run in float64. An error of the replay's own code is the harness's: raised in strict
-    mode, else a note (harness.analysis.strictness), never an fp64 failure of the model."""
+    inputs and weights, else the module run in float64; `module_first`: the module when there is
+    one, as for detectors, whose captured program holds float32 dtype checks and casts), flattened;
+    None, with a note, when it cannot run in float64. An error of the replay's own code is the
+    harness's: raised in strict mode, else a note (harness.analysis.strictness), never an fp64
+    failure of the model."""
     from harness.analysis.strictness import harness_error
     from harness.analysis.truth import OpCallFailed, model_truth, program_truth
 
@@ -324,7 +327,7 @@ def _output_truth(verification: Verification, exported: ExportedForVerification,
         return None
     started = time.perf_counter()
     try:
-        if exported.program is not None:
+        if exported.program is not None and not (module_first and module is not None):
             return flatten_outputs(program_truth(exported.program, values))
         return flatten_outputs(model_truth(module, args, kwargs))
     except OpCallFailed as failed:
