@@ -22,6 +22,7 @@ released before torch computes again, with their threads sized to torch's and ne
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import tempfile
@@ -329,7 +330,9 @@ def _output_truth(verification: Verification, exported: ExportedForVerification,
     try:
         if exported.program is not None and not (module_first and module is not None):
             return flatten_outputs(program_truth(exported.program, values))
-        return flatten_outputs(model_truth(module, args, kwargs))
+        # a copy: a detector's forward keeps dtype-dependent state (torchvision's AnchorGenerator
+        # stores its cell anchors in the dtype it last ran in), which a later export would capture
+        return flatten_outputs(model_truth(copy.deepcopy(module) if module_first else module, args, kwargs))
     except OpCallFailed as failed:
         verification.notes.append(f"no fp64 truth for the outputs: the float64 run failed: {failed}"[:300])
         return None

@@ -12,8 +12,9 @@ import functools
 import pytest
 import torch
 
-import harness
 import model_zoo_cases
+from harness.exporters import ExportedForVerification, export_for_verification
+from harness.verification import verify_exported
 from model_zoo_cases import detection
 
 # The CI detector: the smallest of the tier at a smaller image (its FPN still has two levels).
@@ -32,10 +33,14 @@ def _ci_model() -> torch.nn.Module:
 
 
 def _verify_two_sizes(module: torch.nn.Module, images: torch.Tensor, other: torch.Tensor, *, atol: float,
-                      rtol: float, per_op_other: bool = False):
-    common = dict(dynamic_axes=AXES, input_names=["images"], output_atol=atol, output_rtol=rtol, strict=True)
-    traced = harness.verify(module, (images,), **common)
-    resized = harness.verify(module, (other,), onnx_model=traced.onnx_model, per_op=per_op_other, **common)
+                      rtol: float, per_op: bool = True):
+    """Export once at `images`, verify there (per op, against the captured program's values) and
+    at `other` (outputs only, the same ONNX model against the module run eagerly)."""
+    exported = export_for_verification("roundtrip", module, (images,), dynamic_axes=AXES, input_names=["images"])
+    common = dict(module=module, output_atol=atol, output_rtol=rtol, strict=True)
+    traced = verify_exported(exported, (images,), per_op=per_op, **common)
+    same_model = ExportedForVerification(exported.model, None, "roundtrip", weights=exported.weights)
+    resized = verify_exported(same_model, (other,), per_op=False, **common)
     return traced, resized
 
 

@@ -87,9 +87,23 @@ def _max_error(verifications: Sequence[Any]) -> float | None:
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
+_DATA_DEPENDENT = re.compile(r"(Could not (?:guard on|extract specialized integer from) data-dependent "
+                            r"expression .*?) \(unhinted.*?Caused by: \(?([^\s)]+)", re.S)
+
+
 def _first_line(error: BaseException) -> str:
-    """The error's type and message on one line, without terminal colours, cut at 400 characters."""
+    """The error's type and message on one line, without terminal colours, cut at 400 characters;
+    a data-dependent guard anywhere in its chain of causes comes first, with where it was raised
+    (torch.onnx's step-1 error says only that torch.export failed)."""
     text = _ANSI.sub("", f"{type(error).__name__}: {error}")
+    cause, seen = error, set()
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        found = _DATA_DEPENDENT.search(_ANSI.sub("", str(cause)))
+        if found:
+            text = f"{type(cause).__name__}: {found.group(1)} at {found.group(2)}; {text}"
+            break
+        cause = cause.__cause__ or cause.__context__
     return " ".join(text.split())[:400]
 
 
