@@ -204,3 +204,16 @@ def test_discrete_fields_are_never_widened() -> None:
     comparisons, _ = compare_detections(actual, expected, atol=ATOL, rtol=0.0, truth=truth)
     keypoints = comparisons[-1]
     assert keypoints.name == "keypoints" and not keypoints.passed and keypoints.atol == ATOL
+
+
+def test_moved_keypoints_are_named_with_their_scores() -> None:
+    expected = _detections(3)
+    expected["keypoints"] = np.tile(np.array([[10.0, 20.0, 1.0]], np.float32), (3, 4, 1))
+    expected["keypoints_scores"] = np.full((3, 4), 2.5, np.float32)
+    actual = _permuted(expected, [1, 0, 2])
+    actual["keypoints"] = actual["keypoints"].copy()
+    actual["keypoints"][0, 2, :2] += np.float32([3.0, 4.0])  # backend #0 is torch's #1
+    keypoints = compare_detections(actual, expected, atol=ATOL, rtol=RTOL)[0][3]
+    assert keypoints.name == "keypoints" and not keypoints.passed
+    assert "1 keypoint(s) moved: torch's #1 keypoint 2 moved 5 px (score 2.5 against torch's 2.5)" in keypoints.note
+    assert "moved" not in compare_detections(expected, expected, atol=ATOL, rtol=RTOL)[0][3].note

@@ -157,12 +157,39 @@ def compare_detections(
         comparison.shape_expected = list(as_array(value).shape)
         widening = (f"atol {field_atol:.3g} = {settings.truth_factor:g} x torch's own float32 error "
                     f"{torch_error:.3g} against the fp64 replay" if torch_error is not None else truth_note)
-        comparison.note = "; ".join(part for part in (summary, widening, comparison.note) if part)
+        moves = _keypoint_moves(actual, expected, a_rows, e_rows, comparison, settings) if key == "keypoints" else ""
+        comparison.note = "; ".join(part for part in (summary, widening, moves, comparison.note) if part)
         if not match.complete:
             comparison.shape_match = comparison.shape_expected == comparison.shape_actual
             comparison.passed = False
         comparisons.append(comparison)
     return comparisons, match
+
+
+def _keypoint_moves(actual: Mapping[str, Any], expected: Mapping[str, Any], a_rows: np.ndarray, e_rows: np.ndarray,
+                    comparison: Comparison, settings: MatchSettings) -> str:
+    """The keypoints the backend put elsewhere than torch (outside the comparison's tolerance),
+    with how far and both scores: a keypoint is a heatmap's argmax, so one that moved while its
+    score agrees marks two near-equal maxima, one whose score moved too a differing heatmap."""
+    if comparison.passed or not len(e_rows) or comparison.shape_actual[1:] != comparison.shape_expected[1:]:
+        return ""
+    ours = as_array(actual["keypoints"])[a_rows][..., :2].astype(np.float64)
+    theirs = as_array(expected["keypoints"])[e_rows][..., :2].astype(np.float64)
+    distance = np.hypot(*(ours - theirs).transpose(2, 0, 1))
+    moved = np.argwhere(np.abs(ours - theirs).max(axis=2) > comparison.atol + comparison.rtol * np.abs(theirs).max(axis=2))
+    if not len(moved):
+        return ""
+    scores = {side: as_array(fields["keypoints_scores"])[rows] if "keypoints_scores" in fields else None
+              for side, fields, rows in (("backend", actual, a_rows), ("torch", expected, e_rows))}
+    listed = []
+    for pair, keypoint in moved[: settings.max_listed]:
+        text = f"torch's #{e_rows[pair]} keypoint {keypoint} moved {distance[pair, keypoint]:.3g} px"
+        if scores["torch"] is not None and scores["backend"] is not None:
+            text += (f" (score {float(scores['backend'][pair, keypoint]):.5g} against torch's "
+                     f"{float(scores['torch'][pair, keypoint]):.5g})")
+        listed.append(text)
+    more = f" and {len(moved) - settings.max_listed} more" if len(moved) > settings.max_listed else ""
+    return f"{len(moved)} keypoint(s) moved: " + ", ".join(listed) + more
 
 
 def _require_detection_keys(*sides: Mapping[str, Any]) -> None:
