@@ -367,8 +367,10 @@ def _detection_table(expected: Sequence[dict[str, str]], results: dict[str, Any]
         "", "## Detection models: roundtrip, torch.onnx (dynamo) and TorchScript", "",
         "Each detector exported by the three exporters in one process, and verified at two image",
         "sizes with the same ONNX model (outputs matched by label and IoU; an unmatched detection",
-        "fails). roundtrip captures the data-dependent post-processing through its capture rules",
-        "(exporter/capture_rules/); what stops the others is in the notes.", "",
+        "fails; a continuous field's atol covers twice torch's own float32 error against the module",
+        "run in float64, docs/ARCHITECTURE.md \"Detections\"). roundtrip captures the data-dependent",
+        "post-processing through its capture rules (exporter/capture_rules/); what stops the others",
+        "is in the notes.", "",
         f"| Model | {header} | Notes |",
         "|---|" + "---|" * (4 * len(DETECTION_EXPORTERS)) + "---|",
     ]
