@@ -182,6 +182,7 @@ def test_torch_float32_error_sets_the_mask_tolerance(backend_error: float, torch
     if torch_error * MatchSettings.load().truth_factor > ATOL:
         assert masks.atol == pytest.approx(MatchSettings.load().truth_factor * torch_error, rel=1e-3)
         assert "x torch's own float32 error" in masks.note
+        assert f"(the backend's {backend_error:.3g})" in masks.note
     else:
         assert masks.atol == ATOL
     assert all(c.passed for c in comparisons[:-1])

@@ -141,7 +141,8 @@ def compare_detections(
         actual["boxes"], actual["labels"], expected["boxes"], expected["labels"],
         iou_threshold=settings.iou_threshold, actual_scores=actual["scores"], expected_scores=expected["scores"],
     )
-    widened, truth_note = truth_tolerances(expected, truth, atol=atol, settings=settings) if truth else ({}, "")
+    widened, truth_note, to_truth = (truth_tolerances(expected, truth, atol=atol, settings=settings) if truth
+                                     else ({}, "", {}))
     a_rows = np.asarray([a for a, _ in match.pairs], dtype=np.int64)
     e_rows = np.asarray([e for _, e in match.pairs], dtype=np.int64)
     summary = _summary(match, actual, expected, settings)
@@ -156,7 +157,9 @@ def compare_detections(
         comparison.shape_actual = list(as_array(actual[key]).shape)
         comparison.shape_expected = list(as_array(value).shape)
         widening = (f"atol {field_atol:.3g} = {settings.truth_factor:g} x torch's own float32 error "
-                    f"{torch_error:.3g} against the fp64 replay" if torch_error is not None else truth_note)
+                    f"{torch_error:.3g} against the fp64 replay (the backend's "
+                    f"{_truth_error(actual[key], truth[key], match.pairs, to_truth):.3g})"
+                    if torch_error is not None else truth_note)
         moves = _keypoint_moves(actual, expected, a_rows, e_rows, comparison, settings) if key == "keypoints" else ""
         comparison.note = "; ".join(part for part in (summary, widening, moves, comparison.note) if part)
         if not match.complete:
@@ -200,13 +203,13 @@ def _require_detection_keys(*sides: Mapping[str, Any]) -> None:
 
 def truth_tolerances(
     expected: Mapping[str, Any], truth: Mapping[str, Any], *, atol: float, settings: MatchSettings,
-) -> tuple[dict[str, tuple[float, float]], str]:
+) -> tuple[dict[str, tuple[float, float]], str, dict[int, int]]:
     """{field: (atol, torch's error)} for the continuous fields (`TRUTH_KEYS`) whose torch float32
     error against `truth` (the same detections computed in float64), times `truth_factor`, exceeds
     `atol`; torch's error is the largest |torch - truth| over torch's detections paired with the
     truth's (matched as the backend's are). Nothing is widened, and the note says why, unless
     every detection of torch and of the truth has a pair: a detection the float64 run did not
-    make is no measure of rounding."""
+    make is no measure of rounding. The third item maps torch's detections to the truth's."""
     _require_detection_keys(truth)
     match = match_detections(
         truth["boxes"], truth["labels"], expected["boxes"], expected["labels"],
@@ -215,7 +218,7 @@ def truth_tolerances(
     if not match.complete:
         return {}, (f"tolerance not widened by the fp64 replay: {len(match.pairs)} of torch's "
                     f"{len(as_array(expected['labels']).reshape(-1))} detections pair with its "
-                    f"{len(as_array(truth['labels']).reshape(-1))}")
+                    f"{len(as_array(truth['labels']).reshape(-1))}"), {}
     t_rows = [t for t, _ in match.pairs]
     e_rows = [e for _, e in match.pairs]
     widened = {}
@@ -229,7 +232,17 @@ def truth_tolerances(
         error = float(np.max(np.abs(ours - theirs), initial=0.0))
         if settings.truth_factor * error > atol:
             widened[key] = (settings.truth_factor * error, error)
-    return widened, ""
+    return widened, "", {e: t for t, e in match.pairs}
+
+
+def _truth_error(actual: Any, truth: Any, pairs: Sequence[tuple[int, int]], to_truth: Mapping[int, int]) -> float:
+    """The largest |backend - truth| over the backend's detections paired, through torch's, with the truth's."""
+    rows = [(a, to_truth[e]) for a, e in pairs if e in to_truth]
+    if not rows:
+        return float("nan")
+    ours = as_array(actual)[[a for a, _ in rows]].astype(np.float64)
+    theirs = as_array(truth)[[t for _, t in rows]].astype(np.float64)
+    return float(np.max(np.abs(ours - theirs), initial=0.0)) if ours.shape == theirs.shape else float("nan")
 
 
 def _summary(match: DetectionMatch, actual: Mapping[str, Any], expected: Mapping[str, Any],
