@@ -179,7 +179,8 @@ def _keypoint_moves(actual: Mapping[str, Any], expected: Mapping[str, Any], a_ro
     ours = as_array(actual["keypoints"])[a_rows][..., :2].astype(np.float64)
     theirs = as_array(expected["keypoints"])[e_rows][..., :2].astype(np.float64)
     distance = np.hypot(*(ours - theirs).transpose(2, 0, 1))
-    moved = np.argwhere(np.abs(ours - theirs).max(axis=2) > comparison.atol + comparison.rtol * np.abs(theirs).max(axis=2))
+    allowed = comparison.atol + comparison.rtol * np.abs(theirs).max(axis=2)
+    moved = np.argwhere(np.abs(ours - theirs).max(axis=2) > allowed)
     if not len(moved):
         return ""
     scores = {side: as_array(fields["keypoints_scores"])[rows] if "keypoints_scores" in fields else None
