@@ -218,3 +218,41 @@ def test_moved_keypoints_are_named_with_their_scores() -> None:
     assert keypoints.name == "keypoints" and not keypoints.passed
     assert "1 keypoint(s) moved: torch's #1 keypoint 2 moved 5 px (score 2.5 against torch's 2.5)" in keypoints.note
     assert "moved" not in compare_detections(expected, expected, atol=ATOL, rtol=RTOL)[0][3].note
+
+
+# -- ties at the cut of the detection count ------------------------------------------------------
+
+
+def _other_at_the_cut(score_shift: float = 0.0, position: int = 4) -> tuple[dict, dict]:
+    """torch's five detections, and the backend's with detection `position` replaced by another
+    candidate (another box and label) scoring `score_shift` from it."""
+    expected = _detections(5, seed=3)
+    actual = {key: value.copy() for key, value in expected.items()}
+    actual["boxes"][position] = np.float32([300, 300, 340, 350])
+    actual["labels"][position] = expected["labels"][position] + 1
+    actual["scores"][position] = expected["scores"][position] + np.float32(score_shift)
+    return actual, expected
+
+
+@pytest.mark.parametrize(("shift", "position", "passes"), [
+    (2e-4, 4, True),  # the last kept ties with torch's last kept: either may be kept
+    (-2e-4, 4, True),
+    (5e-2, 4, False),  # the backend's last detection scores otherwise: not a tie
+    (0.0, 1, False),  # a detection missing higher up, not at the cut
+], ids=["tie-above", "tie-below", "score-moved", "not-at-the-cut"])
+def test_another_candidate_at_the_cut(shift: float, position: int, passes: bool) -> None:
+    actual, expected = _other_at_the_cut(shift, position)
+    comparisons, match = compare_detections(actual, expected, atol=ATOL, rtol=RTOL)
+    assert match.unmatched_actual == [position] and match.unmatched_expected == [position]
+    assert all(c.passed is passes for c in comparisons), [c.note for c in comparisons]
+    assert match.accepted is passes and (match.cut_ties == [(position, position)]) is passes
+    assert ("tie at the count's cut" in comparisons[0].note) is passes
+    assert "1 backend detection(s) unmatched" in comparisons[0].note  # named either way
+
+
+def test_a_cut_tie_needs_as_many_detections_on_each_side() -> None:
+    actual, expected = _other_at_the_cut(2e-4)
+    extra = {key: np.concatenate([value, value[:1] * 0 + value[-1:]]) for key, value in expected.items()}
+    extra["boxes"][-1] = np.float32([500, 500, 540, 550])
+    _, match = compare_detections(actual, extra, atol=ATOL, rtol=RTOL)
+    assert not match.cut_ties and not match.accepted

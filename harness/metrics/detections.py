@@ -63,14 +63,21 @@ class DetectionMatch:
     unmatched_actual: list[int] = field(default_factory=list)
     unmatched_expected: list[int] = field(default_factory=list)
     min_iou: float = 1.0
+    cut_ties: list[tuple[int, int]] = field(default_factory=list)  # (actual, expected): see `cut_ties`
 
     @property
     def complete(self) -> bool:
         return not self.unmatched_actual and not self.unmatched_expected
 
+    @property
+    def accepted(self) -> bool:
+        """Every detection paired, or the ones left over are ties at the count's cut."""
+        return self.complete or len(self.cut_ties) == len(self.unmatched_actual) == len(self.unmatched_expected)
+
     def to_dict(self) -> dict[str, Any]:
         return {"pairs": [list(p) for p in self.pairs], "unmatched_actual": self.unmatched_actual,
-                "unmatched_expected": self.unmatched_expected, "min_iou": self.min_iou}
+                "unmatched_expected": self.unmatched_expected, "min_iou": self.min_iou,
+                "cut_ties": [list(p) for p in self.cut_ties]}
 
 
 def box_iou(first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -143,6 +150,8 @@ def compare_detections(
     )
     widened, truth_note, to_truth = (truth_tolerances(expected, truth, atol=atol, settings=settings) if truth
                                      else ({}, "", {}))
+    match.cut_ties = cut_ties(match, actual["scores"], expected["scores"], atol=widened.get("scores", (atol,))[0],
+                              rtol=rtol)
     a_rows = np.asarray([a for a, _ in match.pairs], dtype=np.int64)
     e_rows = np.asarray([e for _, e in match.pairs], dtype=np.int64)
     summary = _summary(match, actual, expected, settings)
@@ -162,11 +171,37 @@ def compare_detections(
                     if torch_error is not None else truth_note)
         moves = _keypoint_moves(actual, expected, a_rows, e_rows, comparison, settings) if key == "keypoints" else ""
         comparison.note = "; ".join(part for part in (summary, widening, moves, comparison.note) if part)
-        if not match.complete:
+        if not match.accepted:
             comparison.shape_match = comparison.shape_expected == comparison.shape_actual
             comparison.passed = False
         comparisons.append(comparison)
     return comparisons, match
+
+
+def cut_ties(match: DetectionMatch, actual_scores: Any, expected_scores: Any, *, atol: float,
+             rtol: float) -> list[tuple[int, int]]:
+    """The detections left without a pair that tie at the cut of the detection count, paired
+    (backend, torch) by rank; [] unless all of them do. A detector keeps its `detections_per_img`
+    best-scored candidates: when the last kept and the first dropped score alike within rounding,
+    either side may keep either one. So an unmatched detection is such a tie only when both sides
+    return as many detections, each side's unmatched ones are its lowest-scored (none above a
+    paired detection of its side, within the scores' tolerance), and their scores, rank by rank,
+    agree with the other side's within that tolerance. A detection missing higher up, a count
+    that differs, or a score that moved is no tie."""
+    unmatched_a, unmatched_e = match.unmatched_actual, match.unmatched_expected
+    scores_a = as_array(actual_scores).reshape(-1).astype(np.float64)
+    scores_e = as_array(expected_scores).reshape(-1).astype(np.float64)
+    if not unmatched_a or len(unmatched_a) != len(unmatched_e) or len(scores_a) != len(scores_e):
+        return []
+    for scores, unmatched, paired in ((scores_a, unmatched_a, [a for a, _ in match.pairs]),
+                                      (scores_e, unmatched_e, [e for _, e in match.pairs])):
+        if paired and scores[unmatched].max() > scores[paired].min() + atol + rtol * abs(scores[paired].min()):
+            return []
+    ranked_a = sorted(unmatched_a, key=lambda i: -scores_a[i])
+    ranked_e = sorted(unmatched_e, key=lambda i: -scores_e[i])
+    if any(abs(scores_a[a] - scores_e[e]) > atol + rtol * abs(scores_e[e]) for a, e in zip(ranked_a, ranked_e)):
+        return []
+    return list(zip(ranked_a, ranked_e))
 
 
 def _keypoint_moves(actual: Mapping[str, Any], expected: Mapping[str, Any], a_rows: np.ndarray, e_rows: np.ndarray,
@@ -256,6 +291,9 @@ def _summary(match: DetectionMatch, actual: Mapping[str, Any], expected: Mapping
             listed = ", ".join(_describe(fields, i) for i in indices[: settings.max_listed])
             more = f" and {len(indices) - settings.max_listed} more" if len(indices) > settings.max_listed else ""
             text += f"; {len(indices)} {side} detection(s) unmatched: {listed}{more}"
+    if match.cut_ties and match.accepted:
+        text += (f"; the unmatched detections tie at the count's cut (the lowest-scored of as many on each side, "
+                 "their scores agreeing): either may be kept")
     return text
 
 
@@ -263,7 +301,7 @@ def _describe(fields: Mapping[str, Any], index: int) -> str:
     box = ", ".join(f"{v:.1f}" for v in as_array(fields["boxes"]).reshape(-1, 4)[index])
     label = as_array(fields["labels"]).reshape(-1)[index]
     score = float(as_array(fields["scores"]).reshape(-1)[index])
-    return f"#{index} label {label} score {score:.4g} box [{box}]"
+    return f"#{index} label {label} score {score:.5g} box [{box}]"
 
 
 def detection_layout(outputs: Any) -> list[dict[str, int]] | None:
