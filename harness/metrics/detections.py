@@ -292,7 +292,7 @@ def _summary(match: DetectionMatch, actual: Mapping[str, Any], expected: Mapping
             more = f" and {len(indices) - settings.max_listed} more" if len(indices) > settings.max_listed else ""
             text += f"; {len(indices)} {side} detection(s) unmatched: {listed}{more}"
     if match.cut_ties and match.accepted:
-        text += (f"; the unmatched detections tie at the count's cut (the lowest-scored of as many on each side, "
+        text += ("; the unmatched detections tie at the count's cut (the lowest-scored of as many on each side, "
                  "their scores agreeing): either may be kept")
     return text
 
