@@ -68,8 +68,17 @@ def test_small_detector_exports_and_verifies_at_two_image_sizes() -> None:
     assert {anchors.dtype for anchors in _ci_model().rpn.anchor_generator.cell_anchors} == {torch.float32}
 
 
+# Detectors whose verification depends on rounding, with why (docs/EXCEPTIONS.md): not strict,
+# since which of two near-equal maxima wins changes with onnxruntime's thread count.
+ROUNDING_DEPENDENT = {
+    "keypointrcnn_resnet50_fpn": "untrained heatmaps hold near-equal maxima 2-7 px apart (gaps from 1e-3, below "
+    "their float32 error of ~3e-3): a keypoint may land on the other one; the failing comparison names it",
+}
+
+
 def _tier_cases() -> list:
-    return model_zoo_cases.select(tier="detection")
+    return [pytest.param(case, marks=pytest.mark.xfail(reason=ROUNDING_DEPENDENT[case.name], strict=False))
+            if case.name in ROUNDING_DEPENDENT else case for case in model_zoo_cases.select(tier="detection")]
 
 
 @pytest.mark.nightly
