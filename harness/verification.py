@@ -22,6 +22,7 @@ released before torch computes again, with their threads sized to torch's and ne
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import tempfile
@@ -260,8 +261,10 @@ def verify_exported(
         output_names = [o.name for o in onnx_proto.graph.output]
         if actual_outputs is not None:
             if layout is not None and len(actual_outputs) == len(expected_outputs):  # detections: matched
+                truth = _output_truth(verification, exported, module, torch_args, torch_kwargs, values, timings,
+                                      strict, module_first=True)
                 judge_detections(verification, actual_outputs, expected_outputs, layout, output_names, table=table,
-                                 device=spec.kind, atol=output_atol, rtol=output_rtol)
+                                 device=spec.kind, atol=output_atol, rtol=output_rtol, truth=truth)
             else:
                 given = output_atol is not None or output_rtol is not None  # the given tolerances decide alone
                 truth = None if given else _output_truth(verification, exported, module, torch_args, torch_kwargs,
@@ -310,11 +313,14 @@ def _rounding_steps(exported: ExportedForVerification, values: Mapping[str, Any]
 
 def _output_truth(verification: Verification, exported: ExportedForVerification, module: torch.nn.Module | None,
                   args: tuple[Any, ...], kwargs: dict[str, Any], values: dict[str, Any],
-                  timings: dict[str, float], strict: bool | None = None) -> list[Any] | None:
+                  timings: dict[str, float], strict: bool | None = None,
+                  module_first: bool = False) -> list[Any] | None:
     """The model's outputs in float64 (the program replayed node by node from torch's recorded
-    inputs and weights, else the module run in float64), flattened; None, with a note, when it
-    cannot run in float64. An error of the replay's own code is the harness's: raised in strict
-    mode, else a note (harness.analysis.strictness), never an fp64 failure of the model."""
+    inputs and weights, else the module run in float64; `module_first`: the module when there is
+    one, as for detectors, whose captured program holds float32 dtype checks and casts), flattened;
+    None, with a note, when it cannot run in float64. An error of the replay's own code is the
+    harness's: raised in strict mode, else a note (harness.analysis.strictness), never an fp64
+    failure of the model."""
     from harness.analysis.strictness import harness_error
     from harness.analysis.truth import OpCallFailed, model_truth, program_truth
 
@@ -322,9 +328,11 @@ def _output_truth(verification: Verification, exported: ExportedForVerification,
         return None
     started = time.perf_counter()
     try:
-        if exported.program is not None:
+        if exported.program is not None and not (module_first and module is not None):
             return flatten_outputs(program_truth(exported.program, values))
-        return flatten_outputs(model_truth(module, args, kwargs))
+        # a copy: a detector's forward keeps dtype-dependent state (torchvision's AnchorGenerator
+        # stores its cell anchors in the dtype it last ran in), which a later export would capture
+        return flatten_outputs(model_truth(copy.deepcopy(module) if module_first else module, args, kwargs))
     except OpCallFailed as failed:
         verification.notes.append(f"no fp64 truth for the outputs: the float64 run failed: {failed}"[:300])
         return None
@@ -382,17 +390,19 @@ def judge_outputs(verification: Verification, actual: Sequence[Any], expected: S
 
 def judge_detections(verification: Verification, actual: Sequence[Any], expected: Sequence[Any],
                      layout: Sequence[Any], names: Sequence[str], *, table: ToleranceTable, device: str,
-                     atol: float | None, rtol: float | None) -> None:
+                     atol: float | None, rtol: float | None, truth: Sequence[Any] | None = None) -> None:
     """A detector's outputs: detections matched box to box by label and IoU (harness.metrics.
     detections), each field judged by the float32 output row (or the tolerances given): the
-    number and order of detections may legitimately differ, so there is no element-wise truth."""
+    number and order of detections may legitimately differ, so there is no element-wise truth;
+    `truth` (the outputs in float64) lets torch's own error set a continuous field's atol."""
     row = table.lookup(OUTPUT, device, "float32")
     given = atol is not None or rtol is not None
     if given:
         row = Tolerance(OUTPUT, device, row.atol if atol is None else atol, row.rtol if rtol is None else rtol,
                         GIVEN, "float32")
     verification.outputs = compare_detection_outputs(
-        actual, [as_array(e) for e in expected], layout, atol=row.atol, rtol=row.rtol, names=names)
+        actual, [as_array(e) for e in expected], layout, atol=row.atol, rtol=row.rtol, names=names,
+        truth=truth if truth is not None and len(truth) == len(expected) else None)
     reason = "detections matched box to box by label and IoU; judged by the output row"
     verification.output_verdicts = [
         by_row(c, dtype=c.dtype_expected, row=row, rule=OVERRIDE if given else TOLERANCE, reason=reason)

@@ -149,3 +149,110 @@ def test_first_op_where_sizes_diverge_is_named() -> None:
     assert notes == ["data-dependent sizes first diverge at nms (aten.x, model.py:1): the backend's [8] against "
                      "torch's [9]; 1 later op(s) differ in size as a consequence, their accumulated values not comparable"]
     assert mark_matched_rows(rows[:1], []) == []
+
+
+# -- torch's own float32 error, from the fp64 replay, sets a continuous field's atol -------------
+
+
+def _with_mask_errors(backend_error: float, torch_error: float, seed: int = 0):
+    """(backend, torch, truth) detections whose masks sit `backend_error` and `torch_error` from
+    the truth at one pixel, on opposite sides (the worst case: the differences add up)."""
+    truth = _detections(masks=True, seed=seed)
+    truth["masks"] = truth["masks"].astype(np.float64)
+    expected = {key: value.copy() for key, value in truth.items()}
+    expected["masks"] = (truth["masks"] + np.float64(0)).astype(np.float32)
+    expected["masks"][1, 0, 3, 3] = truth["masks"][1, 0, 3, 3] + torch_error
+    actual = {key: value.copy() for key, value in expected.items()}
+    actual["masks"][1, 0, 3, 3] = truth["masks"][1, 0, 3, 3] - backend_error
+    return actual, expected, truth
+
+
+@pytest.mark.parametrize(("backend_error", "torch_error", "passes"), [
+    (4e-3, 4e-3, True),  # as accurate as torch: 8e-3 apart, within 2 x torch's own error
+    (3e-3, 5e-3, True),  # closer to the truth than torch
+    (1.2e-2, 4e-3, False),  # three times torch's own error: a divergence
+    (4e-3, 1e-5, False),  # torch is exact here: nothing covers the backend's 4e-3
+], ids=["as-accurate", "more-accurate", "worse", "torch-exact"])
+def test_torch_float32_error_sets_the_mask_tolerance(backend_error: float, torch_error: float, passes: bool) -> None:
+    actual, expected, truth = _with_mask_errors(backend_error, torch_error)
+    assert not compare_detections(actual, expected, atol=ATOL, rtol=0.0)[0][-1].passed  # the plain tolerance fails
+    comparisons, _ = compare_detections(actual, expected, atol=ATOL, rtol=0.0, truth=truth)
+    masks = comparisons[-1]
+    assert masks.passed is passes, masks.note
+    if torch_error * MatchSettings.load().truth_factor > ATOL:
+        assert masks.atol == pytest.approx(MatchSettings.load().truth_factor * torch_error, rel=1e-3)
+        assert "x torch's own float32 error" in masks.note
+        assert f"(the backend's {backend_error:.3g})" in masks.note
+    else:
+        assert masks.atol == ATOL
+    assert all(c.passed for c in comparisons[:-1])
+
+
+def test_truth_with_other_detections_widens_nothing() -> None:
+    actual, expected, truth = _with_mask_errors(4e-3, 4e-3)
+    truth = {key: value[[0, 1, 2, 3]] for key, value in truth.items()}  # the fp64 run made one detection fewer
+    masks = compare_detections(actual, expected, atol=ATOL, rtol=0.0, truth=truth)[0][-1]
+    assert not masks.passed and masks.atol == ATOL
+    assert "not widened by the fp64 replay: 4 of torch's 5 detections pair with its 4" in masks.note
+
+
+def test_discrete_fields_are_never_widened() -> None:
+    actual, expected, truth = _with_mask_errors(0.0, 0.0)
+    expected["keypoints"] = np.zeros((5, 3, 3), np.float32)
+    actual["keypoints"] = expected["keypoints"].copy()
+    actual["keypoints"][2, 1, 0] = 1.0  # a keypoint one pixel away
+    truth["keypoints"] = expected["keypoints"] + 1.0  # torch's positions far from the fp64 run's
+    comparisons, _ = compare_detections(actual, expected, atol=ATOL, rtol=0.0, truth=truth)
+    keypoints = comparisons[-1]
+    assert keypoints.name == "keypoints" and not keypoints.passed and keypoints.atol == ATOL
+
+
+def test_moved_keypoints_are_named_with_their_scores() -> None:
+    expected = _detections(3)
+    expected["keypoints"] = np.tile(np.array([[10.0, 20.0, 1.0]], np.float32), (3, 4, 1))
+    expected["keypoints_scores"] = np.full((3, 4), 2.5, np.float32)
+    actual = _permuted(expected, [1, 0, 2])
+    actual["keypoints"] = actual["keypoints"].copy()
+    actual["keypoints"][0, 2, :2] += np.float32([3.0, 4.0])  # backend #0 is torch's #1
+    keypoints = compare_detections(actual, expected, atol=ATOL, rtol=RTOL)[0][3]
+    assert keypoints.name == "keypoints" and not keypoints.passed
+    assert "1 keypoint(s) moved: torch's #1 keypoint 2 moved 5 px (score 2.5 against torch's 2.5)" in keypoints.note
+    assert "moved" not in compare_detections(expected, expected, atol=ATOL, rtol=RTOL)[0][3].note
+
+
+# -- ties at the cut of the detection count ------------------------------------------------------
+
+
+def _other_at_the_cut(score_shift: float = 0.0, position: int = 4) -> tuple[dict, dict]:
+    """torch's five detections, and the backend's with detection `position` replaced by another
+    candidate (another box and label) scoring `score_shift` from it."""
+    expected = _detections(5, seed=3)
+    actual = {key: value.copy() for key, value in expected.items()}
+    actual["boxes"][position] = np.float32([300, 300, 340, 350])
+    actual["labels"][position] = expected["labels"][position] + 1
+    actual["scores"][position] = expected["scores"][position] + np.float32(score_shift)
+    return actual, expected
+
+
+@pytest.mark.parametrize(("shift", "position", "passes"), [
+    (2e-4, 4, True),  # the last kept ties with torch's last kept: either may be kept
+    (-2e-4, 4, True),
+    (5e-2, 4, False),  # the backend's last detection scores otherwise: not a tie
+    (0.0, 1, False),  # a detection missing higher up, not at the cut
+], ids=["tie-above", "tie-below", "score-moved", "not-at-the-cut"])
+def test_another_candidate_at_the_cut(shift: float, position: int, passes: bool) -> None:
+    actual, expected = _other_at_the_cut(shift, position)
+    comparisons, match = compare_detections(actual, expected, atol=ATOL, rtol=RTOL)
+    assert match.unmatched_actual == [position] and match.unmatched_expected == [position]
+    assert all(c.passed is passes for c in comparisons), [c.note for c in comparisons]
+    assert match.accepted is passes and (match.cut_ties == [(position, position)]) is passes
+    assert ("tie at the count's cut" in comparisons[0].note) is passes
+    assert "1 backend detection(s) unmatched" in comparisons[0].note  # named either way
+
+
+def test_a_cut_tie_needs_as_many_detections_on_each_side() -> None:
+    actual, expected = _other_at_the_cut(2e-4)
+    extra = {key: np.concatenate([value, value[:1] * 0 + value[-1:]]) for key, value in expected.items()}
+    extra["boxes"][-1] = np.float32([500, 500, 540, 550])
+    _, match = compare_detections(actual, extra, atol=ATOL, rtol=RTOL)
+    assert not match.cut_ties and not match.accepted

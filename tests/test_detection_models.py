@@ -2,7 +2,8 @@
 verified with matched outputs, at two image sizes with one ONNX model.
 
 One small detector runs in every CI run (a small image and few proposals); the whole
-`detection` tier runs nightly (`-m nightly`).
+`detection` tier runs nightly (`-m nightly`). The export is most of a case's cost, so each is
+exported once: the other size verifies the same ONNX model against the module run eagerly.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import functools
 import pytest
 import torch
 
-import harness
 import model_zoo_cases
+from harness.exporters import ExportedForVerification, export_for_verification
+from harness.verification import verify_exported
 from model_zoo_cases import detection
 
 # The CI detector: the smallest of the tier at a smaller image (its FPN still has two levels).
@@ -32,10 +34,14 @@ def _ci_model() -> torch.nn.Module:
 
 
 def _verify_two_sizes(module: torch.nn.Module, images: torch.Tensor, other: torch.Tensor, *, atol: float,
-                      rtol: float, per_op_other: bool = False):
-    common = dict(dynamic_axes=AXES, input_names=["images"], output_atol=atol, output_rtol=rtol, strict=True)
-    traced = harness.verify(module, (images,), **common)
-    resized = harness.verify(module, (other,), onnx_model=traced.onnx_model, per_op=per_op_other, **common)
+                      rtol: float, per_op: bool = True):
+    """Export once at `images`, verify there (per op, against the captured program's values) and
+    at `other` (outputs only, the same ONNX model against the module run eagerly)."""
+    exported = export_for_verification("roundtrip", module, (images,), dynamic_axes=AXES, input_names=["images"])
+    common = dict(module=module, output_atol=atol, output_rtol=rtol, strict=True)
+    traced = verify_exported(exported, (images,), per_op=per_op, **common)
+    same_model = ExportedForVerification(exported.model, None, "roundtrip", weights=exported.weights)
+    resized = verify_exported(same_model, (other,), per_op=False, **common)
     return traced, resized
 
 
@@ -55,10 +61,24 @@ def test_small_detector_exports_and_verifies_at_two_image_sizes() -> None:
     assert all(c.note.startswith("matched: 10 of torch's 10") for c in traced.outputs + resized.outputs)
     matched_rows = [row for row in traced.ops if row.check == "matched"]
     assert sorted(row.fx_node for row in matched_rows) == sorted(c.name for c in traced.outputs)
+    # torch's own float32 error was measured (the module run in float64), on a copy of the module:
+    # its anchors stay float32, so a later export captures the same graph
+    assert "output_truth_s" in traced.timings and "output_truth_s" in resized.timings
+    assert not [note for note in traced.notes + resized.notes if "fp64 truth" in note]
+    assert {anchors.dtype for anchors in _ci_model().rpn.anchor_generator.cell_anchors} == {torch.float32}
+
+
+# Detectors whose verification depends on rounding, with why (docs/EXCEPTIONS.md): not strict,
+# since which of two near-equal maxima wins changes with onnxruntime's thread count.
+ROUNDING_DEPENDENT = {
+    "keypointrcnn_resnet50_fpn": "untrained heatmaps hold near-equal maxima 2-7 px apart (gaps from 1e-3, below "
+    "their float32 error of ~3e-3): a keypoint may land on the other one; the failing comparison names it",
+}
 
 
 def _tier_cases() -> list:
-    return model_zoo_cases.select(tier="detection")
+    return [pytest.param(case, marks=pytest.mark.xfail(reason=ROUNDING_DEPENDENT[case.name], strict=False))
+            if case.name in ROUNDING_DEPENDENT else case for case in model_zoo_cases.select(tier="detection")]
 
 
 @pytest.mark.nightly

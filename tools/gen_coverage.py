@@ -87,9 +87,23 @@ def _max_error(verifications: Sequence[Any]) -> float | None:
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
+_DATA_DEPENDENT = re.compile(r"(Could not (?:guard on|extract specialized integer from) data-dependent "
+                            r"expression .*?) \(unhinted.*?Caused by: \(?([^\s)]+)", re.S)
+
+
 def _first_line(error: BaseException) -> str:
-    """The error's type and message on one line, without terminal colours, cut at 400 characters."""
+    """The error's type and message on one line, without terminal colours, cut at 400 characters;
+    a data-dependent guard anywhere in its chain of causes comes first, with where it was raised
+    (torch.onnx's step-1 error says only that torch.export failed)."""
     text = _ANSI.sub("", f"{type(error).__name__}: {error}")
+    cause, seen = error, set()
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        found = _DATA_DEPENDENT.search(_ANSI.sub("", str(cause)))
+        if found:
+            text = f"{type(cause).__name__}: {found.group(1)} at {found.group(2)}; {text}"
+            break
+        cause = cause.__cause__ or cause.__context__
     return " ".join(text.split())[:400]
 
 
@@ -353,8 +367,10 @@ def _detection_table(expected: Sequence[dict[str, str]], results: dict[str, Any]
         "", "## Detection models: roundtrip, torch.onnx (dynamo) and TorchScript", "",
         "Each detector exported by the three exporters in one process, and verified at two image",
         "sizes with the same ONNX model (outputs matched by label and IoU; an unmatched detection",
-        "fails). roundtrip captures the data-dependent post-processing through its capture rules",
-        "(exporter/capture_rules/); what stops the others is in the notes.", "",
+        "fails; a continuous field's atol covers twice torch's own float32 error against the module",
+        "run in float64, docs/ARCHITECTURE.md \"Detections\"). roundtrip captures the data-dependent",
+        "post-processing through its capture rules (exporter/capture_rules/); what stops the others",
+        "is in the notes.", "",
         f"| Model | {header} | Notes |",
         "|---|" + "---|" * (4 * len(DETECTION_EXPORTERS)) + "---|",
     ]

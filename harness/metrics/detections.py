@@ -10,6 +10,12 @@ The comparison (docs/ARCHITECTURE.md, "Detections"): detections are paired greed
 and IoU, highest IoU first, pairs below `iou_threshold` refused; then each field is compared
 at the case's tolerance through the pairs (masks and keypoints ride on their box's pair). Every
 detection left without a pair, on either side, fails the comparison and is named in its note.
+
+Given torch's outputs replayed in float64 (the truth), a continuous field's absolute tolerance
+covers torch's own float32 error: `truth_factor` times the largest |torch - truth| over torch's
+detections paired with the truth's. A backend as accurate as torch differs from torch by at most
+the sum of the two errors, so such a difference is not a divergence of the export. Labels and
+keypoint positions are discrete and never widened this way.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from harness.metrics.comparison import Comparison, compare
 DETECTION_KEYS = ("boxes", "labels", "scores")
 """Every detection output has these; the optional per-detection fields follow their box."""
 PER_DETECTION_KEYS = ("masks", "keypoints", "keypoints_scores")
+TRUTH_KEYS = ("boxes", "scores", "masks", "keypoints_scores")
+"""The continuous fields whose tolerance may cover torch's own float32 error (the fp64 truth)."""
 SETTINGS_PATH = "data/detections.json"
 
 
@@ -37,11 +45,13 @@ class MatchSettings:
 
     iou_threshold: float
     max_listed: int
+    truth_factor: float
 
     @classmethod
     def load(cls) -> MatchSettings:
         data = json.loads(resources.files("harness.metrics").joinpath(SETTINGS_PATH).read_text())
-        return cls(iou_threshold=float(data["iou_threshold"]), max_listed=int(data["max_listed"]))
+        return cls(iou_threshold=float(data["iou_threshold"]), max_listed=int(data["max_listed"]),
+                   truth_factor=float(data["truth_factor"]))
 
 
 @dataclass
@@ -53,14 +63,21 @@ class DetectionMatch:
     unmatched_actual: list[int] = field(default_factory=list)
     unmatched_expected: list[int] = field(default_factory=list)
     min_iou: float = 1.0
+    cut_ties: list[tuple[int, int]] = field(default_factory=list)  # (actual, expected): see `cut_ties`
 
     @property
     def complete(self) -> bool:
         return not self.unmatched_actual and not self.unmatched_expected
 
+    @property
+    def accepted(self) -> bool:
+        """Every detection paired, or the ones left over are ties at the count's cut."""
+        return self.complete or len(self.cut_ties) == len(self.unmatched_actual) == len(self.unmatched_expected)
+
     def to_dict(self) -> dict[str, Any]:
         return {"pairs": [list(p) for p in self.pairs], "unmatched_actual": self.unmatched_actual,
-                "unmatched_expected": self.unmatched_expected, "min_iou": self.min_iou}
+                "unmatched_expected": self.unmatched_expected, "min_iou": self.min_iou,
+                "cut_ties": [list(p) for p in self.cut_ties]}
 
 
 def box_iou(first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -118,18 +135,23 @@ def match_detections(
 def compare_detections(
     actual: Mapping[str, Any], expected: Mapping[str, Any], *, atol: float, rtol: float,
     names: Mapping[str, str] | None = None, settings: MatchSettings | None = None,
+    truth: Mapping[str, Any] | None = None,
 ) -> tuple[list[Comparison], DetectionMatch]:
     """One Comparison per field of one image's detections, in `expected`'s key order, after
     matching: each compares the paired detections (backend reordered to torch's order); every
-    Comparison fails when a detection is left without a pair, and its note names them."""
+    Comparison fails when a detection is left without a pair, and its note names them. With
+    `truth` (torch's detections replayed in float64) a continuous field's atol covers torch's own
+    float32 error (`truth_tolerances`)."""
     settings = settings or MatchSettings.load()
-    missing = [key for key in DETECTION_KEYS if key not in actual or key not in expected]
-    if missing:
-        raise ValueError(f"detections need {list(DETECTION_KEYS)}; {missing} missing from one side")
+    _require_detection_keys(actual, expected)
     match = match_detections(
         actual["boxes"], actual["labels"], expected["boxes"], expected["labels"],
         iou_threshold=settings.iou_threshold, actual_scores=actual["scores"], expected_scores=expected["scores"],
     )
+    widened, truth_note, to_truth = (truth_tolerances(expected, truth, atol=atol, settings=settings) if truth
+                                     else ({}, "", {}))
+    match.cut_ties = cut_ties(match, actual["scores"], expected["scores"], atol=widened.get("scores", (atol,))[0],
+                              rtol=rtol)
     a_rows = np.asarray([a for a, _ in match.pairs], dtype=np.int64)
     e_rows = np.asarray([e for _, e in match.pairs], dtype=np.int64)
     summary = _summary(match, actual, expected, settings)
@@ -138,15 +160,125 @@ def compare_detections(
         name = (names or {}).get(key, key)
         if key not in actual:
             continue
-        comparison = compare(as_array(actual[key])[a_rows], as_array(value)[e_rows], atol=atol, rtol=rtol, name=name)
+        field_atol, torch_error = widened.get(key, (atol, None))
+        comparison = compare(as_array(actual[key])[a_rows], as_array(value)[e_rows], atol=field_atol, rtol=rtol,
+                             name=name)
         comparison.shape_actual = list(as_array(actual[key]).shape)
         comparison.shape_expected = list(as_array(value).shape)
-        comparison.note = "; ".join(part for part in (summary, comparison.note) if part)
-        if not match.complete:
+        widening = (f"atol {field_atol:.3g} = {settings.truth_factor:g} x torch's own float32 error "
+                    f"{torch_error:.3g} against the fp64 replay (the backend's "
+                    f"{_truth_error(actual[key], truth[key], match.pairs, to_truth):.3g})"
+                    if torch_error is not None else truth_note)
+        moves = _keypoint_moves(actual, expected, a_rows, e_rows, comparison, settings) if key == "keypoints" else ""
+        comparison.note = "; ".join(part for part in (summary, widening, moves, comparison.note) if part)
+        if not match.accepted:
             comparison.shape_match = comparison.shape_expected == comparison.shape_actual
             comparison.passed = False
         comparisons.append(comparison)
     return comparisons, match
+
+
+def cut_ties(match: DetectionMatch, actual_scores: Any, expected_scores: Any, *, atol: float,
+             rtol: float) -> list[tuple[int, int]]:
+    """The detections left without a pair that tie at the cut of the detection count, paired
+    (backend, torch) by rank; [] unless all of them do. A detector keeps its `detections_per_img`
+    best-scored candidates: when the last kept and the first dropped score alike within rounding,
+    either side may keep either one. So an unmatched detection is such a tie only when both sides
+    return as many detections, each side's unmatched ones are its lowest-scored (none above a
+    paired detection of its side, within the scores' tolerance), and their scores, rank by rank,
+    agree with the other side's within that tolerance. A detection missing higher up, a count
+    that differs, or a score that moved is no tie."""
+    unmatched_a, unmatched_e = match.unmatched_actual, match.unmatched_expected
+    scores_a = as_array(actual_scores).reshape(-1).astype(np.float64)
+    scores_e = as_array(expected_scores).reshape(-1).astype(np.float64)
+    if not unmatched_a or len(unmatched_a) != len(unmatched_e) or len(scores_a) != len(scores_e):
+        return []
+    for scores, unmatched, paired in ((scores_a, unmatched_a, [a for a, _ in match.pairs]),
+                                      (scores_e, unmatched_e, [e for _, e in match.pairs])):
+        if paired and scores[unmatched].max() > scores[paired].min() + atol + rtol * abs(scores[paired].min()):
+            return []
+    ranked_a = sorted(unmatched_a, key=lambda i: -scores_a[i])
+    ranked_e = sorted(unmatched_e, key=lambda i: -scores_e[i])
+    if any(abs(scores_a[a] - scores_e[e]) > atol + rtol * abs(scores_e[e]) for a, e in zip(ranked_a, ranked_e)):
+        return []
+    return list(zip(ranked_a, ranked_e))
+
+
+def _keypoint_moves(actual: Mapping[str, Any], expected: Mapping[str, Any], a_rows: np.ndarray, e_rows: np.ndarray,
+                    comparison: Comparison, settings: MatchSettings) -> str:
+    """The keypoints the backend put elsewhere than torch (outside the comparison's tolerance),
+    with how far and both scores: a keypoint is a heatmap's argmax, so one that moved while its
+    score agrees marks two near-equal maxima, one whose score moved too a differing heatmap."""
+    if comparison.passed or not len(e_rows) or comparison.shape_actual[1:] != comparison.shape_expected[1:]:
+        return ""
+    ours = as_array(actual["keypoints"])[a_rows][..., :2].astype(np.float64)
+    theirs = as_array(expected["keypoints"])[e_rows][..., :2].astype(np.float64)
+    distance = np.hypot(*(ours - theirs).transpose(2, 0, 1))
+    allowed = comparison.atol + comparison.rtol * np.abs(theirs).max(axis=2)
+    moved = np.argwhere(np.abs(ours - theirs).max(axis=2) > allowed)
+    if not len(moved):
+        return ""
+    scores = {side: as_array(fields["keypoints_scores"])[rows] if "keypoints_scores" in fields else None
+              for side, fields, rows in (("backend", actual, a_rows), ("torch", expected, e_rows))}
+    listed = []
+    for pair, keypoint in moved[: settings.max_listed]:
+        text = f"torch's #{e_rows[pair]} keypoint {keypoint} moved {distance[pair, keypoint]:.3g} px"
+        if scores["torch"] is not None and scores["backend"] is not None:
+            text += (f" (score {float(scores['backend'][pair, keypoint]):.5g} against torch's "
+                     f"{float(scores['torch'][pair, keypoint]):.5g})")
+        listed.append(text)
+    more = f" and {len(moved) - settings.max_listed} more" if len(moved) > settings.max_listed else ""
+    return f"{len(moved)} keypoint(s) moved: " + ", ".join(listed) + more
+
+
+def _require_detection_keys(*sides: Mapping[str, Any]) -> None:
+    missing = sorted({key for side in sides for key in DETECTION_KEYS if key not in side})
+    if missing:
+        raise ValueError(f"detections need {list(DETECTION_KEYS)}; {missing} missing from one side")
+
+
+def truth_tolerances(
+    expected: Mapping[str, Any], truth: Mapping[str, Any], *, atol: float, settings: MatchSettings,
+) -> tuple[dict[str, tuple[float, float]], str, dict[int, int]]:
+    """{field: (atol, torch's error)} for the continuous fields (`TRUTH_KEYS`) whose torch float32
+    error against `truth` (the same detections computed in float64), times `truth_factor`, exceeds
+    `atol`; torch's error is the largest |torch - truth| over torch's detections paired with the
+    truth's (matched as the backend's are). Nothing is widened, and the note says why, unless
+    every detection of torch and of the truth has a pair: a detection the float64 run did not
+    make is no measure of rounding. The third item maps torch's detections to the truth's."""
+    _require_detection_keys(truth)
+    match = match_detections(
+        truth["boxes"], truth["labels"], expected["boxes"], expected["labels"],
+        iou_threshold=settings.iou_threshold, actual_scores=truth["scores"], expected_scores=expected["scores"],
+    )
+    if not match.complete:
+        return {}, (f"tolerance not widened by the fp64 replay: {len(match.pairs)} of torch's "
+                    f"{len(as_array(expected['labels']).reshape(-1))} detections pair with its "
+                    f"{len(as_array(truth['labels']).reshape(-1))}"), {}
+    t_rows = [t for t, _ in match.pairs]
+    e_rows = [e for _, e in match.pairs]
+    widened = {}
+    for key in TRUTH_KEYS:
+        if key not in expected or key not in truth or not match.pairs:
+            continue
+        ours = as_array(expected[key])[e_rows].astype(np.float64)
+        theirs = as_array(truth[key])[t_rows].astype(np.float64)
+        if ours.shape != theirs.shape:
+            continue
+        error = float(np.max(np.abs(ours - theirs), initial=0.0))
+        if settings.truth_factor * error > atol:
+            widened[key] = (settings.truth_factor * error, error)
+    return widened, "", {e: t for t, e in match.pairs}
+
+
+def _truth_error(actual: Any, truth: Any, pairs: Sequence[tuple[int, int]], to_truth: Mapping[int, int]) -> float:
+    """The largest |backend - truth| over the backend's detections paired, through torch's, with the truth's."""
+    rows = [(a, to_truth[e]) for a, e in pairs if e in to_truth]
+    if not rows:
+        return float("nan")
+    ours = as_array(actual)[[a for a, _ in rows]].astype(np.float64)
+    theirs = as_array(truth)[[t for _, t in rows]].astype(np.float64)
+    return float(np.max(np.abs(ours - theirs), initial=0.0)) if ours.shape == theirs.shape else float("nan")
 
 
 def _summary(match: DetectionMatch, actual: Mapping[str, Any], expected: Mapping[str, Any],
@@ -159,6 +291,9 @@ def _summary(match: DetectionMatch, actual: Mapping[str, Any], expected: Mapping
             listed = ", ".join(_describe(fields, i) for i in indices[: settings.max_listed])
             more = f" and {len(indices) - settings.max_listed} more" if len(indices) > settings.max_listed else ""
             text += f"; {len(indices)} {side} detection(s) unmatched: {listed}{more}"
+    if match.cut_ties and match.accepted:
+        text += ("; the unmatched detections tie at the count's cut (the lowest-scored of as many on each side, "
+                 "their scores agreeing): either may be kept")
     return text
 
 
@@ -166,7 +301,7 @@ def _describe(fields: Mapping[str, Any], index: int) -> str:
     box = ", ".join(f"{v:.1f}" for v in as_array(fields["boxes"]).reshape(-1, 4)[index])
     label = as_array(fields["labels"]).reshape(-1)[index]
     score = float(as_array(fields["scores"]).reshape(-1)[index])
-    return f"#{index} label {label} score {score:.4g} box [{box}]"
+    return f"#{index} label {label} score {score:.5g} box [{box}]"
 
 
 def detection_layout(outputs: Any) -> list[dict[str, int]] | None:
@@ -188,15 +323,17 @@ def detection_layout(outputs: Any) -> list[dict[str, int]] | None:
 
 def compare_detection_outputs(
     actual: Sequence[Any], expected: Sequence[Any], layout: Sequence[Mapping[str, int]], *,
-    atol: float, rtol: float, names: Sequence[str],
+    atol: float, rtol: float, names: Sequence[str], truth: Sequence[Any] | None = None,
 ) -> list[Comparison]:
     """Matched comparisons of every image's detections, one per flattened output, in the
-    flattened order (what `verify` puts in `Verification.outputs` for a detector)."""
+    flattened order (what `verify` puts in `Verification.outputs` for a detector); `truth`, the
+    outputs replayed in float64 and flattened alike, lets torch's own error set a field's atol."""
     by_index: dict[int, Comparison] = {}
     for image in layout:
         fields_a = {key: actual[i] for key, i in image.items()}
         fields_e = {key: expected[i] for key, i in image.items()}
-        comparisons, _ = compare_detections(fields_a, fields_e, atol=atol, rtol=rtol,
+        fields_t = {key: truth[i] for key, i in image.items()} if truth is not None else None
+        comparisons, _ = compare_detections(fields_a, fields_e, atol=atol, rtol=rtol, truth=fields_t,
                                             names={key: names[i] for key, i in image.items()})
         for key, comparison in zip([k for k in image if k in fields_a], comparisons):
             by_index[image[key]] = comparison
