@@ -6,11 +6,9 @@ mm/bmm/mul/sum by torch.export, which the existing symbolics translate.)
 
 from __future__ import annotations
 
-import torch
-
 from exporter.graph import Graph, Value
 from exporter.registry import symbolic
-from exporter.symbolics._helpers import cast_to, promote, reduce
+from exporter.symbolics._helpers import promote, reduce
 from exporter.symbolics.shape import view
 
 
@@ -19,14 +17,8 @@ def addbmm(g: Graph, self: Value, batch1: Value, batch2: Value, *, beta=1, alpha
     """addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
 
     beta * self + alpha * sum_b(batch1[b] @ batch2[b]); beta=0 ignores self (NaN included).
-    float16 and bfloat16 are summed over the batches in float32 and rounded once at the end, as
-    torch does (a ReduceSum of rounded per-batch products is off by a unit of the half type).
     """
     self, batch1, batch2 = promote(g, self, batch1, batch2)
-    dtype = self.dtype
-    if dtype in (torch.float16, torch.bfloat16):
-        self, batch1, batch2 = (cast_to(g, v, torch.float32) for v in (self, batch1, batch2))
-        return cast_to(g, addbmm(g, self, batch1, batch2, beta=beta, alpha=alpha), dtype)
     products = reduce(g, "ReduceSum", g.op("MatMul", batch1, batch2), [0], False)
     if alpha != 1:
         products = g.op("Mul", products, promote(g, alpha)[0])

@@ -251,10 +251,10 @@ def exponential(g: Graph, self: Value, lambd: float = 1.0, **options) -> Value:
 
     Limits: onnxruntime 1.31 runs ONNX's random generators only below opset 22 (their first versions).
     """
-    unit = _like(g, "RandomUniform", self, g.ctx.output_dtype, low=0.0, high=1.0)
-    one = g.constant(1.0, unit.dtype)
-    log = g.op("Log", g.op("Sub", one, unit))
-    return g.op("Div", g.op("Neg", log), g.constant(float(lambd), unit.dtype))
+    dtype = g.ctx.output_dtype
+    unit = _draw(g, "RandomUniform", g.op("Shape", self), _generated_dtype(dtype), low=0.0, high=1.0)
+    log = g.op("Log", g.op("Sub", g.constant(1.0, unit.dtype), unit))  # in the generated type, then narrowed
+    return cast_to(g, g.op("Div", g.op("Neg", log), g.constant(float(lambd), unit.dtype)), dtype)
 
 
 @symbolic("aten::multinomial")
