@@ -11,7 +11,16 @@ rewritten here, node by node, into exactly the ops the decomposition would have 
 * `batch_norm` in eval mode (running statistics, training=False) becomes
   `_native_batch_norm_legit_no_training`, whose first output replaces it;
 * `dropout` with train=False is the identity: its users read its input;
-* `flatten` becomes `view` with the flattened shape (symbolic sizes read with `sym_size`).
+* `flatten` and `unflatten` become `view` (symbolic sizes read with `sym_size`), `reshape`
+  becomes `view` (or `_unsafe_view` of a `clone` where the strides allow no view), and
+  `contiguous` is its input (or a `clone` when that is not contiguous);
+* `silu` becomes `mul(x, sigmoid(x))`, `zeros_like`/`ones_like` `full_like`, `new_zeros`/
+  `new_ones`/`new_full` `full` and `new_empty` `empty` in the result's dtype and device, the
+  short `arange` forms `arange(start, end, 1)`;
+* `to` is its input where it changes nothing, else `_to_copy` to the result's dtype (a device
+  change is left to the decomposition);
+* an in-place form of any of these (`silu_`, `dropout_`) is rewritten like its functional form
+  when the mutation is unobservable, as above.
 
 `rewrite(program, keep)` applies them when every node of the graph is then a kept, functional
 op, and reports whether it did; otherwise it changes nothing and the caller decomposes.
@@ -40,6 +49,7 @@ class _Rewrite:
 
     node: torch.fx.Node
     apply: Callable[[torch.fx.Graph, torch.fx.Node], None]
+    forwards: bool = False  # its users will read its first argument (dropout, a no-op `to`)
 
 
 def rewrite(program: torch.export.ExportedProgram, keep: frozenset[str]) -> bool:
@@ -87,6 +97,7 @@ def _plan(graph: torch.fx.Graph, keep: frozenset[str], program: torch.export.Exp
     forwarded: dict[torch.fx.Node, torch.fx.Node] = {}  # dropout node -> the node its users will read
     fresh: set[torch.fx.Node] = set()  # in-place nodes that become functional (so alias nothing)
     plan: list[_Rewrite] = []
+    twin_keep = keep | frozenset(_LOCAL_REWRITES)  # silu_ -> silu, rewritten below like silu
     for node in graph.nodes:
         if node.op != "call_function":
             continue
@@ -103,11 +114,13 @@ def _plan(graph: torch.fx.Graph, keep: frozenset[str], program: torch.export.Exp
             step = local(node, keep)
             if step is None:
                 return _refuse(node, "its arguments need torch's decomposition")
-            if name == "aten.dropout.default":
+            if step.forwards:
                 forwarded[node] = _resolve(node.args[0], forwarded)
+            elif name in _FRESH_RESULTS:
+                fresh.add(node)
             plan.append(step)
             continue
-        functional = _functional_twin(target, keep)
+        functional = _functional_twin(target, twin_keep)
         if functional is None:
             return _refuse(node, "no kept functional equivalent")
         mutated = _resolve(node.args[0], forwarded) if node.args else None
@@ -115,7 +128,16 @@ def _plan(graph: torch.fx.Graph, keep: frozenset[str], program: torch.export.Exp
         if reason:
             return _refuse(node, reason)
         fresh.add(node)  # its functional twin computes a new tensor
-        plan.append(_Rewrite(node, _replace_with(functional)))
+        twin_rewrite = _LOCAL_REWRITES.get(str(functional))
+        if twin_rewrite is None:
+            plan.append(_Rewrite(node, _replace_with(functional)))
+            continue
+        step = twin_rewrite(node, keep)  # silu_ as silu would be: same arguments
+        if step is None:
+            return _refuse(node, "its functional form needs torch's decomposition")
+        if step.forwards:  # dropout_ in eval mode: its users read the tensor it was given
+            forwarded[node] = mutated
+        plan.append(step)
     return plan
 
 
@@ -261,11 +283,13 @@ def _dropout(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
     if train is not False:
         return None
 
-    def apply(graph: torch.fx.Graph, old: torch.fx.Node) -> None:
-        old.replace_all_uses_with(old.args[0])
-        graph.erase_node(old)
+    return _Rewrite(node, _forward, forwards=True)
 
-    return _Rewrite(node, apply)
+
+def _forward(graph: torch.fx.Graph, old: torch.fx.Node) -> None:
+    """Drop `old`, an op whose result is its first argument; its users read that."""
+    old.replace_all_uses_with(old.args[0])
+    graph.erase_node(old)
 
 
 def _flatten(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
@@ -291,6 +315,13 @@ def _flatten(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
         else:
             sizes.append(("sym_size", index, size))
 
+    return _Rewrite(node, _view_as_sizes(sizes))
+
+
+def _view_as_sizes(sizes: list[Any]) -> Callable[[torch.fx.Graph, torch.fx.Node], None]:
+    """Replace a node by `view(x, shape)`: each size an int, a node, or ("sym_size", dim, symbol)
+    for a symbolic size of x read with sym_size."""
+
     def apply(graph: torch.fx.Graph, old: torch.fx.Node) -> None:
         x = old.args[0]
         shape: list[Any] = []
@@ -307,7 +338,29 @@ def _flatten(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
             new = _call(graph, aten.view.default, (x, shape))
         _take_over(old, new)
 
-    return _Rewrite(node, apply)
+    return apply
+
+
+def _source_size(size: Any, index: int) -> Any:
+    """A size of x as `view` takes it: an int, or ("sym_size", index, symbol) to read it."""
+    if isinstance(size, int) or (hasattr(size, "node") and size.node.is_constant()):
+        return int(size)
+    return ("sym_size", index, size)
+
+
+def _unflatten(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+    """unflatten(x, dim, sizes) as view(x, shape): x's other sizes (read with sym_size where
+    symbolic) around `sizes`."""
+    source = getattr(node.args[0], "meta", {}).get("val")
+    if not isinstance(source, torch.Tensor) or node.kwargs or len(node.args) != 3:
+        return None
+    if not {"aten.view.default", "aten.sym_size.int"} <= keep or source.dim() == 0:
+        return None
+    dim, inner = _dim(node.args[1], source.dim()), list(node.args[2])
+    if not all(isinstance(s, (int, torch.fx.Node)) for s in inner):
+        return None
+    outer = [_source_size(size, i) for i, size in enumerate(source.shape)]
+    return _Rewrite(node, _view_as_sizes(outer[:dim] + inner + outer[dim + 1:]))
 
 
 def _dim(value: int, rank: int) -> int:
@@ -323,8 +376,164 @@ def _fake_mode_of(value: torch.Tensor):
     return mode
 
 
+# --- composite ops kept whole by training IR, as torch's decomposition makes them ---------------
+
+
+def _silu(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+    """silu(x) as mul(x, sigmoid(x))."""
+    if not {"aten.sigmoid.default", "aten.mul.Tensor"} <= keep or node.kwargs or len(node.args) != 1:
+        return None
+
+    def apply(graph: torch.fx.Graph, old: torch.fx.Node) -> None:
+        x = old.args[0]
+        with graph.inserting_before(old):
+            gate = _call(graph, aten.sigmoid.default, (x,))
+            new = _call(graph, aten.mul.Tensor, (x, gate))
+        gate.meta = dict(old.meta)  # the same shape and dtype as the result
+        _take_over(old, new)
+
+    return _Rewrite(node, apply)
+
+
+def _replaced_by(target: torch._ops.OpOverload, args: Callable[[torch.fx.Node], tuple[Any, ...]],
+                 kwargs: Callable[[torch.fx.Node], dict[str, Any]]) -> Callable[[torch.fx.Graph, torch.fx.Node], None]:
+    """Replace a node by one call of `target` on arguments made from the old node."""
+
+    def apply(graph: torch.fx.Graph, old: torch.fx.Node) -> None:
+        with graph.inserting_before(old):
+            new = _call(graph, target, args(old), kwargs(old))
+        _take_over(old, new)
+
+    return apply
+
+
+def _like(fill: int) -> Callable[[torch.fx.Node, frozenset[str]], _Rewrite | None]:
+    """zeros_like / ones_like(x, **options) as full_like(x, fill, **options)."""
+
+    def plan(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+        if "aten.full_like.default" not in keep or len(node.args) != 1:
+            return None
+        return _Rewrite(node, _replaced_by(aten.full_like.default, lambda old: (old.args[0], fill),
+                                           lambda old: dict(old.kwargs)))
+
+    return plan
+
+
+def _factory_options(node: torch.fx.Node) -> dict[str, Any]:
+    """The dtype and device of the node's result, as a factory's keyword arguments."""
+    out = node.meta["val"]
+    return {"dtype": out.dtype, "layout": torch.strided, "device": out.device, "pin_memory": False}
+
+
+def _new(fill: Any) -> Callable[[torch.fx.Node, frozenset[str]], _Rewrite | None]:
+    """x.new_zeros / new_ones / new_full(size[, fill]) as full(size, fill) in the result's dtype
+    and device; new_empty as empty (fill None)."""
+
+    def plan(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+        target = aten.empty.memory_format if fill is None else aten.full.default
+        if str(target) not in keep or not isinstance(node.meta.get("val"), torch.Tensor):
+            return None
+        if node.meta["val"].layout != torch.strided or len(node.args) != (3 if fill == "given" else 2):
+            return None
+        value = (lambda old: old.args[2]) if fill == "given" else (lambda old: fill)
+        args = (lambda old: (old.args[1],)) if fill is None else (lambda old: (old.args[1], value(old)))
+        return _Rewrite(node, _replaced_by(target, args, _factory_options))
+
+    return plan
+
+
+def _arange(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+    """arange(end) and arange(start, end) as arange(start, end, 1)."""
+    if "aten.arange.start_step" not in keep or len(node.args) not in (1, 2):
+        return None
+    bounds = (lambda old: (0, old.args[0], 1)) if len(node.args) == 1 else (lambda old: (*old.args, 1))
+    return _Rewrite(node, _replaced_by(aten.arange.start_step, bounds, lambda old: dict(old.kwargs)))
+
+
+def _to(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+    """Every `to` overload: nothing when the result is its input (same dtype and device, no
+    copy asked), else `_to_copy` to the result's dtype. A device change is left to torch's
+    decomposition (ONNX has no devices)."""
+    source, out = getattr(node.args[0], "meta", {}).get("val"), node.meta.get("val")
+    if not (isinstance(source, torch.Tensor) and isinstance(out, torch.Tensor)):
+        return None
+    if source.device != out.device:
+        logger.debug("%s moves a tensor from %s to %s", node.name, source.device, out.device)
+        return None
+    if out.layout != torch.strided or "aten._to_copy.default" not in keep:
+        return None
+    if source.dtype == out.dtype and not _bound(node).get("copy", False):
+        return _Rewrite(node, _forward, forwards=True)
+    return _Rewrite(node, _replaced_by(aten._to_copy.default, lambda old: (old.args[0],),
+                                       lambda old: {"dtype": out.dtype}))
+
+
+def _bound(node: torch.fx.Node) -> dict[str, Any]:
+    """The node's arguments by their schema names."""
+    names = [a.name for a in node.target._schema.arguments]
+    return {**dict(zip(names, node.args)), **node.kwargs}
+
+
+def _contiguous(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+    """contiguous(x): x itself where it already is contiguous, else clone(x) in that format."""
+    source = getattr(node.args[0], "meta", {}).get("val")
+    layout = _bound(node).get("memory_format", torch.contiguous_format)
+    if not isinstance(source, torch.Tensor) or "aten.clone.default" not in keep:
+        return None
+    if source.is_contiguous(memory_format=layout):
+        return _Rewrite(node, _forward, forwards=True)
+    return _Rewrite(node, _replaced_by(aten.clone.default, lambda old: (old.args[0],),
+                                       lambda old: {"memory_format": layout}))
+
+
+def _reshape(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+    """reshape(x, shape) as view(x, shape) where x's strides allow a view, else as
+    _unsafe_view(clone(x), shape)."""
+    source, out = getattr(node.args[0], "meta", {}).get("val"), node.meta.get("val")
+    if not (isinstance(source, torch.Tensor) and isinstance(out, torch.Tensor)) or node.kwargs:
+        return None
+    if not {"aten.view.default", "aten._unsafe_view.default", "aten.clone.default"} <= keep:
+        return None
+    try:
+        with _fake_mode_of(source):
+            source.view(out.shape)
+    except RuntimeError:  # the strides do not allow it: torch copies
+        return _Rewrite(node, _cloned_view)
+    return _Rewrite(node, _replaced_by(aten.view.default, lambda old: tuple(old.args), lambda old: {}))
+
+
+def _cloned_view(graph: torch.fx.Graph, old: torch.fx.Node) -> None:
+    x, shape = old.args
+    with graph.inserting_before(old):
+        copy = _call(graph, aten.clone.default, (x,), {"memory_format": torch.contiguous_format})
+        new = _call(graph, aten._unsafe_view.default, (copy, shape))
+    copy.meta = {k: v for k, v in old.meta.items() if k != "val"}
+    source = x.meta["val"]
+    with _fake_mode_of(source):
+        copy.meta["val"] = source.clone(memory_format=torch.contiguous_format)
+    _take_over(old, new)
+
+
 _LOCAL_REWRITES: dict[str, Callable[[torch.fx.Node, frozenset[str]], _Rewrite | None]] = {
     "aten.batch_norm.default": _batch_norm,
     "aten.dropout.default": _dropout,
     "aten.flatten.using_ints": _flatten,
+    "aten.unflatten.int": _unflatten,
+    "aten.silu.default": _silu,
+    "aten.zeros_like.default": _like(0),
+    "aten.ones_like.default": _like(1),
+    "aten.new_zeros.default": _new(0),
+    "aten.new_ones.default": _new(1),
+    "aten.new_full.default": _new("given"),
+    "aten.new_empty.default": _new(None),
+    "aten.arange.default": _arange,
+    "aten.arange.start": _arange,
+    "aten.to.dtype": _to,
+    "aten.to.device": _to,
+    "aten.to.dtype_layout": _to,
+    "aten.to.other": _to,
+    "aten.contiguous.default": _contiguous,
+    "aten.reshape.default": _reshape,
 }
+_FRESH_RESULTS = frozenset({"aten.silu.default", "aten.to.dtype", "aten.to.device", "aten.to.dtype_layout",
+                            "aten.to.other"})  # rewritten (when not forwarded) into ops computing a new tensor
