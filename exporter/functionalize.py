@@ -177,7 +177,8 @@ def _functional_twin(target: torch._ops.OpOverload, keep: frozenset[str]) -> tor
     twin = getattr(twin_packet, target._overloadname, None) if twin_packet is not None else None
     if twin is None or str(twin) not in keep or twin._schema.is_mutable:
         return None
-    if [a.name for a in twin._schema.arguments] != [a.name for a in schema.arguments]:
+    names = [a.name for a in twin._schema.arguments] != [a.name for a in schema.arguments]
+    if names and str(twin) not in _LOCAL_REWRITES:  # a local rewrite reads arguments by position
         return None
     return twin
 
@@ -497,7 +498,7 @@ def _reshape(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
     try:
         with _fake_mode_of(source):
             source.view(out.shape)
-    except RuntimeError:  # the strides do not allow it: torch copies
+    except (RuntimeError, ValueError):  # the strides do not allow it: torch copies
         return _Rewrite(node, _cloned_view)
     return _Rewrite(node, _replaced_by(aten.view.default, lambda old: tuple(old.args), lambda old: {}))
 

@@ -1,0 +1,113 @@
+"""The composite ops of training IR that exporter.functionalize rewrites (or the registry
+translates whole: hardswish, hardsigmoid) spare the capture torch's decomposition, and give the
+program torch's decomposition gives."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import exporter
+from exporter import functionalize, trace
+from exporter.registry import Dispatcher
+
+KEEP = frozenset(Dispatcher(exporter.DEFAULT_OPSET).known_targets())
+
+
+class _Fn(torch.nn.Module):
+    def __init__(self, fn) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+# (name, function of x (4 x 6 float32, batch dynamic), the composite op training IR holds)
+ROWS = [
+    ("hardswish_inplace", lambda x: F.hardswish(x * 2, inplace=True), "aten.hardswish_.default"),
+    ("hardsigmoid", lambda x: F.hardsigmoid(x), "aten.hardsigmoid.default"),
+    ("silu", lambda x: F.silu(x), "aten.silu.default"),
+    ("silu_inplace", lambda x: F.silu(x * 2, inplace=True), "aten.silu_.default"),
+    ("dropout_inplace", lambda x: F.dropout(x * 2, 0.3, training=False, inplace=True), "aten.dropout_.default"),
+    ("zeros_like", lambda x: torch.zeros_like(x) + x, "aten.zeros_like.default"),
+    ("ones_like_int64", lambda x: torch.ones_like(x, dtype=torch.int64) * 3, "aten.ones_like.default"),
+    ("new_zeros_dynamic", lambda x: x.new_zeros(x.shape[0] * 2), "aten.new_zeros.default"),
+    ("new_ones_dtype", lambda x: x.new_ones((x.shape[0], 2), dtype=torch.float64), "aten.new_ones.default"),
+    ("new_full", lambda x: x.new_full((3,), 2.5) + x[:, :3], "aten.new_full.default"),
+    ("arange_end_dynamic", lambda x: x * torch.arange(x.shape[1]), "aten.arange.default"),
+    ("arange_start", lambda x: x[:, :3] + torch.arange(1, 4), "aten.arange.start"),
+    ("to_dtype", lambda x: x.to(torch.float64) * 2, "aten.to.dtype"),
+    ("to_same_dtype", lambda x: x.to(torch.float32) * 2, "aten.to.dtype"),
+    ("to_same_device", lambda x: x.to(x.device) + 1, "aten.to.dtype_layout"),
+    ("to_device_dtype", lambda x: x.to(x.device, torch.float64) + 1, "aten.to.device"),
+    ("contiguous_transposed", lambda x: x.t().contiguous() * 2, "aten.contiguous.default"),
+    ("reshape_view", lambda x: x.reshape(-1, 2), "aten.reshape.default"),
+    ("reshape_copy", lambda x: x.t().reshape(-1), "aten.reshape.default"),
+    ("unflatten", lambda x: x.unflatten(1, (2, 3)) * 2, "aten.unflatten.int"),
+]
+
+
+def _training_ir(module: torch.nn.Module, args) -> torch.export.ExportedProgram:
+    batch = torch.export.Dim("batch")
+    with trace.eval_mode(module):
+        return torch.export.export(module, args, dynamic_shapes=({0: batch},), strict=False)
+
+
+def _targets(program) -> collections.Counter:
+    return collections.Counter(str(n.target) for n in program.graph.nodes if n.op == "call_function")
+
+
+def _tensor_ops(program) -> collections.Counter:
+    """The ATen ops on tensors (not the size arithmetic: a rewritten reshape keeps its -1 where
+    the decomposition spells the size out with sym_size and mul)."""
+    return collections.Counter({t: c for t, c in _targets(program).items()
+                                if t.startswith("aten.") and t != "aten.sym_size.int"})
+
+
+@pytest.mark.parametrize(("name", "fn", "composite"), ROWS, ids=[r[0] for r in ROWS])
+def test_composite_op_skips_the_decomposition(name, fn, composite):
+    module, args = _Fn(fn), (torch.randn(4, 6),)
+    raw = _training_ir(module, args)
+    assert composite in _targets(raw), f"training IR no longer holds {composite}: {sorted(_targets(raw))}"
+    table = {op: f for op, f in torch.export.default_decompositions().items() if str(op) not in KEEP}
+    decomposed = _training_ir(module, args).run_decompositions(table)
+    assert functionalize.rewrite(raw, KEEP), f"{name}: the rewrite refused; see exporter.functionalize's debug log"
+    rewritten = _tensor_ops(raw)
+    assert all(t in KEEP for t in rewritten)
+    expected = _tensor_ops(decomposed)
+    expected.pop("aten.alias.default", None)  # what the decomposition makes of a `to` that changes nothing
+    assert rewritten == expected
+    x = torch.randn(5, 6)  # another batch size: symbolic sizes are read, not fixed
+    with torch.no_grad():  # bit for bit what the decomposed program computes (silu too: mul of sigmoid)
+        torch.testing.assert_close(raw.module()(x), decomposed.module()(x), rtol=0, atol=0)
+        torch.testing.assert_close(raw.module()(x), module(x))
+
+
+class _MovesToMeta(torch.nn.Module):
+    def forward(self, x):
+        return x.to("meta")
+
+
+def test_a_device_change_is_left_to_torch():
+    raw = _training_ir(_MovesToMeta(), (torch.randn(4, 6),))
+    assert not functionalize.rewrite(raw, KEEP)
+    assert "aten.to.dtype_layout" in _targets(raw) or "aten.to.device" in _targets(raw)
+
+
+class _InPlaceSiluOnInput(torch.nn.Module):
+    def forward(self, x):
+        return F.silu(x, inplace=True) + 1
+
+
+def test_in_place_silu_on_an_input_is_left_to_torch():
+    assert not functionalize.rewrite(_training_ir(_InPlaceSiluOnInput(), (torch.randn(4, 6),)), KEEP)
+
+
+def test_hardswish_exports_as_hardswish():
+    module, args = _Fn(lambda x: F.hardswish(x, inplace=True) + F.hardsigmoid(x)), (torch.randn(4, 6),)
+    model = exporter.export(module, args, optimize=False)
+    assert {"HardSwish", "HardSigmoid"} <= {n.op_type for n in model.graph.node}
