@@ -17,10 +17,12 @@ rewritten here, node by node, into exactly the ops the decomposition would have 
 * `silu` becomes `mul(x, sigmoid(x))`, `zeros_like`/`ones_like` `full_like`, `new_zeros`/
   `new_ones`/`new_full` `full` and `new_empty` `empty` in the result's dtype and device, the
   short `arange` forms `arange(start, end, 1)`;
+* `a & b`, `a | b` become `bitwise_and`, `bitwise_or`; `zeros`/`ones` `full`; `diff(x)` (one
+  step, numeric x) the difference of two slices;
 * `to` is its input where it changes nothing, else `_to_copy` to the result's dtype (a device
   change is left to the decomposition);
-* an in-place form of any of these (`silu_`, `dropout_`) is rewritten like its functional form
-  when the mutation is unobservable, as above.
+* an in-place form of any of these (`silu_`) is rewritten like its functional form when the
+  mutation is unobservable, as above; `dropout_` in eval mode mutates nothing and is its input.
 
 `rewrite(program, keep)` applies them when every node of the graph is then a kept, functional
 op, and reports whether it did; otherwise it changes nothing and the caller decomposes.
@@ -124,20 +126,22 @@ def _plan(graph: torch.fx.Graph, keep: frozenset[str], program: torch.export.Exp
         if functional is None:
             return _refuse(node, "no kept functional equivalent")
         mutated = _resolve(node.args[0], forwarded) if node.args else None
+        twin_rewrite = _LOCAL_REWRITES.get(str(functional))
+        step = twin_rewrite(node, keep) if twin_rewrite is not None else None
+        if step is not None and step.forwards:  # dropout_ in eval mode changes nothing it is given
+            forwarded[node] = mutated
+            plan.append(step)
+            continue
         reason = _mutation_problem(node, mutated, forwarded, order, user_inputs, fresh)
         if reason:
             return _refuse(node, reason)
         fresh.add(node)  # its functional twin computes a new tensor
-        twin_rewrite = _LOCAL_REWRITES.get(str(functional))
         if twin_rewrite is None:
             plan.append(_Rewrite(node, _replace_with(functional)))
-            continue
-        step = twin_rewrite(node, keep)  # silu_ as silu would be: same arguments
-        if step is None:
+        elif step is None:
             return _refuse(node, "its functional form needs torch's decomposition")
-        if step.forwards:  # dropout_ in eval mode: its users read the tensor it was given
-            forwarded[node] = mutated
-        plan.append(step)
+        else:
+            plan.append(step)  # silu_ rewritten as silu would be: same arguments
     return plan
 
 
@@ -445,10 +449,10 @@ def _new(fill: Any) -> Callable[[torch.fx.Node, frozenset[str]], _Rewrite | None
 
 def _arange(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
     """arange(end) and arange(start, end) as arange(start, end, 1)."""
-    if "aten.arange.start_step" not in keep or len(node.args) not in (1, 2):
+    if "aten.arange.start_step" not in keep or len(node.args) not in (1, 2) or "val" not in node.meta:
         return None
     bounds = (lambda old: (0, old.args[0], 1)) if len(node.args) == 1 else (lambda old: (*old.args, 1))
-    return _Rewrite(node, _replaced_by(aten.arange.start_step, bounds, lambda old: dict(old.kwargs)))
+    return _Rewrite(node, _replaced_by(aten.arange.start_step, bounds, _typed_options))
 
 
 def _to(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
@@ -515,6 +519,62 @@ def _cloned_view(graph: torch.fx.Graph, old: torch.fx.Node) -> None:
     _take_over(old, new)
 
 
+def _renamed(target: torch._ops.OpOverload) -> Callable[[torch.fx.Node, frozenset[str]], _Rewrite | None]:
+    """An op that is another under a Python name (`a & b` is bitwise_and): same arguments."""
+
+    def plan(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+        if str(target) not in keep:
+            return None
+        return _Rewrite(node, _replace_with(target))
+
+    return plan
+
+
+def _filled(fill: int) -> Callable[[torch.fx.Node, frozenset[str]], _Rewrite | None]:
+    """zeros / ones(size, **options) as full(size, fill, **options)."""
+
+    def plan(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+        if "aten.full.default" not in keep or len(node.args) != 1 or "val" not in node.meta:
+            return None
+        return _Rewrite(node, _replaced_by(aten.full.default, lambda old: (old.args[0], fill), _typed_options))
+
+    return plan
+
+
+def _typed_options(node: torch.fx.Node) -> dict[str, Any]:
+    """The node's keyword arguments with the dtype torch inferred for its result spelled out
+    (`zeros(n)` is float32 where `full(n, 0)` would be int64)."""
+    return {**node.kwargs, "dtype": node.meta["val"].dtype}
+
+
+def _diff(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+    """diff(x, 1, dim) of a numeric x as sub(x[1:], x[:-1]) along dim."""
+    source = getattr(node.args[0], "meta", {}).get("val")
+    options = _bound(node)
+    if not isinstance(source, torch.Tensor) or source.dtype == torch.bool or source.dim() == 0:
+        return None  # diff of bools is a logical_xor
+    if options.get("n", 1) != 1 or options.get("prepend") is not None or options.get("append") is not None:
+        return None
+    if not {"aten.slice.Tensor", "aten.sub.Tensor"} <= keep:
+        return None
+    dim = _dim(options.get("dim", -1), source.dim())
+
+    def apply(graph: torch.fx.Graph, old: torch.fx.Node) -> None:
+        x = old.args[0]
+        with graph.inserting_before(old):
+            later = _call(graph, aten.slice.Tensor, (x, dim, 1, _INT64_MAX))
+            earlier = _call(graph, aten.slice.Tensor, (x, dim, 0, -1))
+            new = _call(graph, aten.sub.Tensor, (later, earlier))
+        for part in (later, earlier):
+            part.meta = dict(old.meta)  # the shape and dtype of the result
+        _take_over(old, new)
+
+    return _Rewrite(node, apply)
+
+
+_INT64_MAX = 2**63 - 1  # slice's "to the end", as torch writes it
+
+
 _LOCAL_REWRITES: dict[str, Callable[[torch.fx.Node, frozenset[str]], _Rewrite | None]] = {
     "aten.batch_norm.default": _batch_norm,
     "aten.dropout.default": _dropout,
@@ -535,6 +595,11 @@ _LOCAL_REWRITES: dict[str, Callable[[torch.fx.Node, frozenset[str]], _Rewrite | 
     "aten.to.other": _to,
     "aten.contiguous.default": _contiguous,
     "aten.reshape.default": _reshape,
+    "aten.__and__.Tensor": _renamed(aten.bitwise_and.Tensor),
+    "aten.__or__.Tensor": _renamed(aten.bitwise_or.Tensor),
+    "aten.zeros.default": _filled(0),
+    "aten.ones.default": _filled(1),
+    "aten.diff.default": _diff,
 }
 _FRESH_RESULTS = frozenset({"aten.silu.default", "aten.to.dtype", "aten.to.device", "aten.to.dtype_layout",
                             "aten.to.other"})  # rewritten (when not forwarded) into ops computing a new tensor

@@ -40,6 +40,7 @@ ROWS = [
     ("new_full", lambda x: x.new_full((3,), 2.5) + x[:, :3], "aten.new_full.default"),
     ("arange_end_dynamic", lambda x: x * torch.arange(x.shape[1]), "aten.arange.default"),
     ("arange_start", lambda x: x[:, :3] + torch.arange(1, 4), "aten.arange.start"),
+    ("arange_float_end", lambda x: x[:, :3] + torch.arange(2.5), "aten.arange.default"),
     ("to_dtype", lambda x: x.to(torch.float64) * 2, "aten.to.dtype"),
     ("to_same_dtype", lambda x: x.to(torch.float32) * 2, "aten.to.dtype"),
     ("to_same_device", lambda x: x.to(x.device) + 1, "aten.to.dtype_layout"),
@@ -47,6 +48,13 @@ ROWS = [
     ("contiguous_transposed", lambda x: x.t().contiguous() * 2, "aten.contiguous.default"),
     ("reshape_view", lambda x: x.reshape(-1, 2), "aten.reshape.default"),
     ("reshape_copy", lambda x: x.t().reshape(-1), "aten.reshape.default"),
+    ("dropout_inplace_on_a_view", lambda x: F.dropout(x.flatten(0), 0.3, training=False, inplace=True), "aten.dropout_.default"),
+    ("and", lambda x: (x > 0) & (x < 1), "aten.__and__.Tensor"),
+    ("or", lambda x: (x > 0) | (x < -1), "aten.__or__.Tensor"),
+    ("zeros_dynamic", lambda x: torch.zeros(x.shape[0], 2) + 1, "aten.zeros.default"),
+    ("ones_int", lambda x: torch.ones(3, dtype=torch.int32) + 1, "aten.ones.default"),
+    ("diff", lambda x: torch.diff(x), "aten.diff.default"),
+    ("diff_dim0", lambda x: torch.diff(x.expand(3, -1, -1), dim=0), "aten.diff.default"),
     ("unflatten", lambda x: x.unflatten(1, (2, 3)) * 2, "aten.unflatten.int"),
 ]
 
