@@ -18,7 +18,8 @@ rewritten here, node by node, into exactly the ops the decomposition would have 
   `new_ones`/`new_full` `full` and `new_empty` `empty` in the result's dtype and device, the
   short `arange` forms `arange(start, end, 1)`;
 * `a & b`, `a | b` become `bitwise_and`, `bitwise_or`; `zeros`/`ones` `full`; `diff(x)` (one
-  step, numeric x) the difference of two slices;
+  step, numeric x) the difference of two slices; `where` and `masked_fill` with a Python
+  scalar `where.self` of a `scalar_tensor`;
 * `to` is its input where it changes nothing, else `_to_copy` to the result's dtype (a device
   change is left to the decomposition);
 * an in-place form of any of these (`silu_`) is rewritten like its functional form when the
@@ -548,20 +549,30 @@ def _typed_options(node: torch.fx.Node) -> dict[str, Any]:
 
 
 def _diff(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
-    """diff(x, 1, dim) of a numeric x as sub(x[1:], x[:-1]) along dim."""
+    """diff(x, 1, dim, prepend, append) of a numeric x as sub(y[1:], y[:-1]) along dim, y being
+    x with `prepend` and `append` concatenated around it."""
     source = getattr(node.args[0], "meta", {}).get("val")
     options = _bound(node)
     if not isinstance(source, torch.Tensor) or source.dtype == torch.bool or source.dim() == 0:
         return None  # diff of bools is a logical_xor
-    if options.get("n", 1) != 1 or options.get("prepend") is not None or options.get("append") is not None:
+    ends = [options.get("prepend"), options.get("append")]
+    if options.get("n", 1) != 1 or not {"aten.slice.Tensor", "aten.sub.Tensor", "aten.cat.default"} <= keep:
         return None
-    if not {"aten.slice.Tensor", "aten.sub.Tensor"} <= keep:
-        return None
+    vals = [getattr(e, "meta", {}).get("val") for e in ends if e is not None]
+    if any(not isinstance(v, torch.Tensor) or v.dim() != source.dim() or v.dtype != source.dtype for v in vals):
+        return None  # a 0-d or differently typed end: torch broadcasts or promotes it first
     dim = _dim(options.get("dim", -1), source.dim())
 
     def apply(graph: torch.fx.Graph, old: torch.fx.Node) -> None:
         x = old.args[0]
         with graph.inserting_before(old):
+            if ends != [None, None]:
+                parts = [e for e in (ends[0], x, ends[1]) if e is not None]
+                joined = _call(graph, aten.cat.default, (parts, dim))
+                joined.meta = {k: v for k, v in old.meta.items() if k != "val"}
+                with _fake_mode_of(source):
+                    joined.meta["val"] = torch.cat([p.meta["val"] for p in parts], dim)
+                x = joined
             later = _call(graph, aten.slice.Tensor, (x, dim, 1, _INT64_MAX))
             earlier = _call(graph, aten.slice.Tensor, (x, dim, 0, -1))
             new = _call(graph, aten.sub.Tensor, (later, earlier))
@@ -570,6 +581,39 @@ def _diff(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
         _take_over(old, new)
 
     return _Rewrite(node, apply)
+
+
+def _where_scalar(position: int, masked: bool = False) -> Callable[[torch.fx.Node, frozenset[str]], _Rewrite | None]:
+    """where(cond, a, b) with a Python scalar at argument `position` as where.self, the scalar a
+    0-d tensor of the result's dtype; masked_fill(x, mask, value) (`masked`) as
+    where(mask, value, x)."""
+
+    def plan(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+        out = node.meta.get("val")
+        if not {"aten.where.self", "aten.scalar_tensor.default"} <= keep or not isinstance(out, torch.Tensor):
+            return None
+        if node.kwargs or len(node.args) != 3 or isinstance(node.args[position], torch.fx.Node):
+            return None
+        tensor = node.args[0 if masked else 3 - position]
+        if getattr(tensor, "meta", {}).get("val", out).dtype != out.dtype:
+            return None  # the decomposition casts the tensor first (an int where a float scalar)
+
+        def apply(graph: torch.fx.Graph, old: torch.fx.Node) -> None:
+            args, value = list(old.args), old.args[position]
+            with graph.inserting_before(old):
+                args[position] = _call(graph, aten.scalar_tensor.default, (value,),
+                                       {"dtype": out.dtype, "layout": torch.strided, "device": out.device})
+                cond, a, b = (args[1], args[2], args[0]) if masked else args
+                new = _call(graph, aten.where.self, (cond, a, b))
+            scalar = args[position]
+            scalar.meta = {k: v for k, v in old.meta.items() if k != "val"}
+            with _fake_mode_of(out):
+                scalar.meta["val"] = torch.scalar_tensor(value, dtype=out.dtype, device=out.device)
+            _take_over(old, new)
+
+        return _Rewrite(node, apply)
+
+    return plan
 
 
 _INT64_MAX = 2**63 - 1  # slice's "to the end", as torch writes it
@@ -600,6 +644,9 @@ _LOCAL_REWRITES: dict[str, Callable[[torch.fx.Node, frozenset[str]], _Rewrite | 
     "aten.zeros.default": _filled(0),
     "aten.ones.default": _filled(1),
     "aten.diff.default": _diff,
+    "aten.where.ScalarOther": _where_scalar(2),
+    "aten.where.ScalarSelf": _where_scalar(1),
+    "aten.masked_fill.Scalar": _where_scalar(2, masked=True),
 }
 _FRESH_RESULTS = frozenset({"aten.silu.default", "aten.to.dtype", "aten.to.device", "aten.to.dtype_layout",
                             "aten.to.other"})  # rewritten (when not forwarded) into ops computing a new tensor

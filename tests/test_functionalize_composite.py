@@ -55,6 +55,11 @@ ROWS = [
     ("ones_int", lambda x: torch.ones(3, dtype=torch.int32) + 1, "aten.ones.default"),
     ("diff", lambda x: torch.diff(x), "aten.diff.default"),
     ("diff_dim0", lambda x: torch.diff(x.expand(3, -1, -1), dim=0), "aten.diff.default"),
+    ("diff_prepend", lambda x: torch.diff(x, prepend=x[:, :1] * 2), "aten.diff.default"),
+    ("where_scalar_other", lambda x: torch.where(x > 0, x, -1.5), "aten.where.ScalarOther"),
+    ("where_scalar_self", lambda x: torch.where(x > 0, 2.0, x), "aten.where.ScalarSelf"),
+    ("masked_fill_inplace", lambda x: (x * 2).masked_fill_(x > 0, -1.0), "aten.masked_fill_.Scalar"),
+    ("masked_fill", lambda x: x.masked_fill(x > 0, 3), "aten.masked_fill.Scalar"),
     ("unflatten", lambda x: x.unflatten(1, (2, 3)) * 2, "aten.unflatten.int"),
 ]
 
@@ -104,6 +109,15 @@ def test_a_device_change_is_left_to_torch():
     raw = _training_ir(_MovesToMeta(), (torch.randn(4, 6),))
     assert not functionalize.rewrite(raw, KEEP)
     assert "aten.to.dtype_layout" in _targets(raw) or "aten.to.device" in _targets(raw)
+
+
+class _WhereIntFloat(torch.nn.Module):
+    def forward(self, x):
+        return torch.where(x > 0, (x * 3).int(), 0.5)
+
+
+def test_where_promoting_its_tensor_is_left_to_torch():
+    assert not functionalize.rewrite(_training_ir(_WhereIntFloat(), (torch.randn(4, 6),)), KEEP)
 
 
 class _InPlaceSiluOnInput(torch.nn.Module):
