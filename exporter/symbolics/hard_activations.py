@@ -12,6 +12,8 @@ rewritten by exporter.functionalize into the ops torch's decomposition makes of 
 
 from __future__ import annotations
 
+import torch
+
 from exporter.graph import Graph, Value
 from exporter.registry import symbolic
 
@@ -19,13 +21,28 @@ HARD_SLOPE = 1.0 / 6.0  # torch.nn.Hardsigmoid/Hardswish: relu6(x + 3) / 6 = cli
 HARD_OFFSET = 0.5
 
 
+# The dtypes onnxruntime's CPU kernels of HardSwish and HardSigmoid take (its float64 kernels are
+# missing); others get the elementwise definition, relu6(x + 3) / 6, in their own dtype.
+FUSED_DTYPES = (torch.float32, torch.float16)
+
+
 @symbolic("aten::hardswish")
 def hardswish(g: Graph, self: Value) -> Value:
     """hardswish(Tensor self) -> Tensor"""
-    return g.op("HardSwish", self)
+    if g.ctx.output_dtype in FUSED_DTYPES:
+        return g.op("HardSwish", self)
+    return g.op("Mul", self, _relu6_over_6(g, self))
 
 
 @symbolic("aten::hardsigmoid")
 def hardsigmoid(g: Graph, self: Value) -> Value:
     """hardsigmoid(Tensor self) -> Tensor"""
-    return g.op("HardSigmoid", self, alpha_f=HARD_SLOPE, beta_f=HARD_OFFSET)
+    if g.ctx.output_dtype in FUSED_DTYPES:
+        return g.op("HardSigmoid", self, alpha_f=HARD_SLOPE, beta_f=HARD_OFFSET)
+    return _relu6_over_6(g, self)
+
+
+def _relu6_over_6(g: Graph, x: Value) -> Value:
+    dtype = g.ctx.output_dtype
+    shifted = g.op("Add", x, g.constant(3, dtype))
+    return g.op("Div", g.op("Clip", shifted, g.constant(0, dtype), g.constant(6, dtype)), g.constant(6, dtype))
