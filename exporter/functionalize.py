@@ -19,7 +19,8 @@ rewritten here, node by node, into exactly the ops the decomposition would have 
   short `arange` forms `arange(start, end, 1)`;
 * `a & b`, `a | b` become `bitwise_and`, `bitwise_or`; `zeros`/`ones` `full`; `diff(x)` (one
   step, numeric x) the difference of two slices; `where` and `masked_fill` with a Python
-  scalar `where.self` of a `scalar_tensor`;
+  scalar `where.self` of a `scalar_tensor`; `chunk` along a static dim `split`, constant
+  `pad` `constant_pad_nd`;
 * `to` is its input where it changes nothing, else `_to_copy` to the result's dtype (a device
   change is left to the decomposition);
 * an in-place form of any of these (`silu_`) is rewritten like its functional form when the
@@ -616,6 +617,30 @@ def _where_scalar(position: int, masked: bool = False) -> Callable[[torch.fx.Nod
     return plan
 
 
+def _chunk(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+    """chunk(x, chunks, dim) of a static-sized dim as split(x, ceil(size / chunks), dim)."""
+    source, options = getattr(node.args[0], "meta", {}).get("val"), _bound(node)
+    if not isinstance(source, torch.Tensor) or source.dim() == 0 or "aten.split.Tensor" not in keep:
+        return None
+    dim, chunks = _dim(options.get("dim", 0), source.dim()), options.get("chunks")
+    size = source.shape[dim]
+    if not isinstance(size, int) or not isinstance(chunks, int) or chunks <= 0 or size == 0:
+        return None
+    step = -(-size // chunks)
+    return _Rewrite(node, _replaced_by(aten.split.Tensor, lambda old: (old.args[0], step, dim), lambda old: {}))
+
+
+def _pad(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+    """pad(x, pad) in constant mode as constant_pad_nd(x, pad, value)."""
+    options = _bound(node)
+    if options.get("mode", "constant") != "constant" or "aten.constant_pad_nd.default" not in keep:
+        return None
+    value = options.get("value")
+    return _Rewrite(node, _replaced_by(aten.constant_pad_nd.default,
+                                       lambda old: (old.args[0], options["pad"], 0 if value is None else value),
+                                       lambda old: {}))
+
+
 _INT64_MAX = 2**63 - 1  # slice's "to the end", as torch writes it
 
 
@@ -647,6 +672,8 @@ _LOCAL_REWRITES: dict[str, Callable[[torch.fx.Node, frozenset[str]], _Rewrite | 
     "aten.where.ScalarOther": _where_scalar(2),
     "aten.where.ScalarSelf": _where_scalar(1),
     "aten.masked_fill.Scalar": _where_scalar(2, masked=True),
+    "aten.chunk.default": _chunk,
+    "aten.pad.default": _pad,
 }
 _FRESH_RESULTS = frozenset({"aten.silu.default", "aten.to.dtype", "aten.to.device", "aten.to.dtype_layout",
                             "aten.to.other"})  # rewritten (when not forwarded) into ops computing a new tensor

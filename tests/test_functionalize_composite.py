@@ -60,6 +60,9 @@ ROWS = [
     ("where_scalar_self", lambda x: torch.where(x > 0, 2.0, x), "aten.where.ScalarSelf"),
     ("masked_fill_inplace", lambda x: (x * 2).masked_fill_(x > 0, -1.0), "aten.masked_fill_.Scalar"),
     ("masked_fill", lambda x: x.masked_fill(x > 0, 3), "aten.masked_fill.Scalar"),
+    ("chunk", lambda x: x.chunk(4, dim=1)[1] * 2, "aten.chunk.default"),
+    ("pad_constant", lambda x: F.pad(x, (1, 2), value=0.5), "aten.pad.default"),
+    ("pad_constant_default", lambda x: F.pad(x, (0, 0, 1, 0)), "aten.pad.default"),
     ("unflatten", lambda x: x.unflatten(1, (2, 3)) * 2, "aten.unflatten.int"),
 ]
 
