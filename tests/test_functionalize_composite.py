@@ -136,3 +136,29 @@ def test_hardswish_exports_as_hardswish():
     module, args = _Fn(lambda x: F.hardswish(x, inplace=True) + F.hardsigmoid(x)), (torch.randn(4, 6),)
     model = exporter.export(module, args, optimize=False)
     assert {"HardSwish", "HardSigmoid"} <= {n.op_type for n in model.graph.node}
+
+
+class _ConvHardSwish(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        return F.hardswish(self.conv(x)) * 2
+
+
+def test_a_wrong_hardswish_is_localised_to_its_fx_node():
+    import onnx
+
+    import harness
+
+    torch.manual_seed(0)
+    module, args = _ConvHardSwish().eval(), (torch.randn(2, 3, 6, 6),)
+    model = exporter.export(module, args)
+    node = next(n for n in model.graph.node if n.op_type == "HardSwish")
+    node.op_type = "Relu"
+    altered = onnx.ModelProto()
+    altered.CopyFrom(model)
+    worst = harness.verify(module, args, onnx_model=altered).worst_op
+    assert worst is not None and worst.fx_node == "hardswish" and worst.passed is False
+    assert not worst.region  # one FX node, one ONNX node: no region
