@@ -336,9 +336,11 @@ def _view_as_sizes(sizes: list[Any]) -> Callable[[torch.fx.Graph, torch.fx.Node]
             for size in sizes:
                 if isinstance(size, tuple):
                     _, index, symbol = size
-                    read = _call(graph, aten.sym_size.int, (x, index))
-                    read.meta = {k: v for k, v in old.meta.items() if k != "val"}
-                    read.meta["val"] = symbol
+                    read = _read_before(old, symbol)
+                    if read is None:
+                        read = _call(graph, aten.sym_size.int, (x, index))
+                        read.meta = {k: v for k, v in old.meta.items() if k != "val"}
+                        read.meta["val"] = symbol
                     shape.append(read)
                 else:
                     shape.append(size)
@@ -346,6 +348,19 @@ def _view_as_sizes(sizes: list[Any]) -> Callable[[torch.fx.Graph, torch.fx.Node]
         _take_over(old, new)
 
     return apply
+
+
+def _read_before(node: torch.fx.Node, symbol: Any) -> torch.fx.Node | None:
+    """A sym_size node before `node` that already reads `symbol` (as the decomposition reuses
+    one read of each size), or None."""
+    for earlier in node.graph.nodes:
+        if earlier is node:
+            return None
+        if earlier.target is aten.sym_size.int:
+            value = earlier.meta.get("val")
+            if hasattr(value, "node") and value.node.expr == symbol.node.expr:
+                return earlier
+    return None
 
 
 def _source_size(size: Any, index: int) -> Any:
