@@ -509,13 +509,15 @@ def _contiguous(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
 
 
 def _reshape(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
-    """reshape(x, shape) as view(x, shape) where x's strides allow a view, else as
-    _unsafe_view(clone(x), shape)."""
+    """reshape(x, shape) as x where the shape is x's, view(x, shape) where x's strides allow a
+    view, else as _unsafe_view(clone(x), shape)."""
     source, out = getattr(node.args[0], "meta", {}).get("val"), node.meta.get("val")
     if not (isinstance(source, torch.Tensor) and isinstance(out, torch.Tensor)) or node.kwargs:
         return None
     if not {"aten.view.default", "aten._unsafe_view.default", "aten.clone.default"} <= keep:
         return None
+    if [str(size) for size in out.shape] == [str(size) for size in source.shape]:
+        return _Rewrite(node, _forward, forwards=True)  # to its own shape: torch returns x itself
     try:
         with _fake_mode_of(source):
             source.view(out.shape)

@@ -103,6 +103,19 @@ def test_composite_op_skips_the_decomposition(name, fn, composite):
         torch.testing.assert_close(raw.module()(x), module(x))
 
 
+def test_a_reshape_to_its_own_shape_is_its_input():
+    """torch's decomposition may keep a view to the same shape; the rewrite drops it (the
+    optimised graph is a node shorter, the values the same)."""
+    module, args = _Fn(lambda x: x.reshape(x.shape[0], 6) * 2), (torch.randn(4, 6),)
+    raw = _training_ir(module, args)
+    assert "aten.reshape.default" in _targets(raw)
+    assert functionalize.rewrite(raw, KEEP)
+    assert _tensor_ops(raw) == collections.Counter({"aten.mul.Tensor": 1})
+    x = torch.randn(5, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(raw.module()(x), module(x), rtol=0, atol=0)
+
+
 class _MovesToMeta(torch.nn.Module):
     def forward(self, x):
         return x.to("meta")
