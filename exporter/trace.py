@@ -357,7 +357,8 @@ def capture_program(
         guards = program.graph_module.meta.get(RELAXED_GUARDS_KEY, [])
         if functionalize.rewrite(program, keep_set):
             # run_decompositions would trace the whole graph again (as long as the capture
-            # itself) for what a few local rewrites do: in-place ops, eval batch_norm, dropout.
+            # itself) for what local rewrites do: in-place ops, eval batch_norm and dropout, and
+            # the composite ops training IR keeps (silu, reshape, to, the factories, ...).
             return program
         table = torch.export.default_decompositions()
         for op in list(table.keys()):

@@ -72,7 +72,8 @@ class ResidualBlock(torch.nn.Module):
 
 
 class HardSwishNet(torch.nn.Module):
-    """conv -> bn -> hardswish -> conv -> hardsigmoid: a folded BatchNorm and fused activations."""
+    """conv -> bn -> hardswish -> conv -> hardsigmoid: a folded BatchNorm and fused activations
+    (written out as torch's decomposition writes them: F.hardswish itself exports as HardSwish)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -81,8 +82,9 @@ class HardSwishNet(torch.nn.Module):
         self.conv2 = torch.nn.Conv2d(8, 8, 3, padding=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.nn.functional.hardswish(self.bn(self.conv1(x)))
-        return torch.nn.functional.hardsigmoid(self.conv2(x))
+        x = self.bn(self.conv1(x))
+        x = x * torch.clamp(torch.clamp(x + 3, min=0), max=6) / 6  # hardswish
+        return torch.clamp(torch.clamp(self.conv2(x) + 3, min=0), max=6) / 6  # hardsigmoid
 
 
 def _case(name: str):

@@ -45,8 +45,12 @@ class LinearBatchNorm(nn.Module):
 
 
 class Activations(nn.Module):
+    """hardswish(x) + hardsigmoid(x) * 2 written out as torch's decomposition writes them (the
+    exporter translates F.hardswish and F.hardsigmoid whole), for the fusions to find."""
+
     def forward(self, x):
-        return F.hardswish(x) + F.hardsigmoid(x) * 2
+        hardsigmoid = torch.clamp(torch.clamp(x + 3, min=0), max=6) / 6
+        return x * torch.clamp(torch.clamp(x + 3, min=0), max=6) / 6 + hardsigmoid * 2
 
 
 class LinearGelu(nn.Module):
