@@ -609,7 +609,9 @@ def sweep(patterns: Sequence[str] | None, max_samples: int, redo: bool, path: Pa
     are run (again), merged into the recorded entries."""
     selected = {t for t in registered_targets() if not patterns or any(fnmatch.fnmatchcase(t, p) for p in patterns)}
     results = load(path)
-    results.update(opset=OPSET, max_samples=max_samples, torch=torch.__version__)
+    results.update(opset=OPSET, torch=torch.__version__)
+    if not patterns:  # the default for entries without a limit of their own; a partial run records its own
+        results["max_samples"] = max_samples
     for key, (entry, claimed) in sorted(entries_for(registered_targets()).items()):
         if not claimed & selected or (key in results["entries"] and not redo and dtypes is None):
             continue
