@@ -33,7 +33,7 @@ CASES: list[OpCase] = [
     op("hardsigmoid_kinks", F.hardsigmoid, lambda g: (torch.tensor([-6.0, -3.0, -2.999, 0.0, 2.999, 3.0, 6.0]),), [HARDSIGMOID]),
     op("silu_inplace_rewritten", lambda a: F.silu(a * 2, inplace=True), lambda g: (randn(g, 3, 4),), ["aten.sigmoid.default", "aten.mul.Tensor"], dynamic_axes=batch()),
     op("masked_fill_scalar_as_where", lambda a: a.masked_fill(a > 0.5, -2.0), lambda g: (randn(g, 3, 4),), [WHERE, SCALAR], dynamic_axes=batch()),
-    op("where_scalar_other", lambda a: torch.where(a > 0, a, -1.5), lambda g: (randn(g, 3, 4),), [WHERE, SCALAR], dynamic_axes=batch()),
+    op("where_scalar_other_rewritten", lambda a: torch.where(a > 0, a, -1.5), lambda g: (randn(g, 3, 4),), [WHERE, SCALAR], dynamic_axes=batch()),
     op("diff_prepend", lambda a: torch.diff(a, prepend=a[:, :1] * 2), lambda g: (randn(g, 3, 5),), ["aten.cat.default", "aten.slice.Tensor", "aten.sub.Tensor"], dynamic_axes=batch()),
     op("and_bool_tensors", lambda a: (a > 0) & (a < 1), lambda g: (randn(g, 3, 4),), ["aten.bitwise_and.Tensor"], dynamic_axes=batch()),
     op("unflatten_dynamic", lambda a: a.unflatten(1, (2, 3)) * 2, lambda g: (randn(g, 3, 6),), ["aten.view.default"], dynamic_axes=batch()),
