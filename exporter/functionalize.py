@@ -417,6 +417,62 @@ def _silu(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
     return _Rewrite(node, apply)
 
 
+def _baddbmm(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+    """baddbmm(self, b1, b2) with beta = alpha = 1 (attention's mask plus scores) as
+    add(self, bmm(b1, b2)); other scalings are left to torch's decomposition."""
+    if not {"aten.bmm.default", "aten.add.Tensor"} <= keep or len(node.args) != 3:
+        return None
+    if node.kwargs.get("beta", 1) != 1 or node.kwargs.get("alpha", 1) != 1:
+        return None
+
+    def apply(graph: torch.fx.Graph, old: torch.fx.Node) -> None:
+        bias, first, second = old.args
+        with graph.inserting_before(old):
+            product = _call(graph, aten.bmm.default, (first, second))
+            new = _call(graph, aten.add.Tensor, (bias, product))
+        product.meta = dict(old.meta)  # [B, N, P]: the result's shape (self only broadcasts to it)
+        _take_over(old, new)
+
+    return _Rewrite(node, apply)
+
+
+def _rms_norm(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+    """rms_norm(x, shape, weight, eps) in float32 or float64 as x * rsqrt(mean(x^2) + eps) * weight,
+    over the last len(shape) axes (eps None: the dtype's machine epsilon); half types, which the
+    decomposition computes in float32, are left to it."""
+    needed = {"aten.pow.Tensor_Scalar", "aten.mean.dim", "aten.add.Scalar", "aten.rsqrt.default", "aten.mul.Tensor"}
+    value = node.meta.get("val")
+    if not needed <= keep or node.kwargs or not isinstance(value, torch.Tensor):
+        return None
+    if value.dtype not in (torch.float32, torch.float64) or not 2 <= len(node.args) <= 4:
+        return None
+    eps = node.args[3] if len(node.args) > 3 and node.args[3] is not None else torch.finfo(value.dtype).eps
+    dims = list(range(-len(node.args[1]), 0))
+
+    def apply(graph: torch.fx.Graph, old: torch.fx.Node) -> None:
+        x = old.args[0]  # read when applied: an earlier rewrite may have replaced the producers
+        weight = old.args[2] if len(old.args) > 2 else None
+        x_val = x.meta["val"]
+        with _fake_mode_of(x_val):
+            square_val = x_val.pow(2)
+            mean_val = torch.mean(square_val, dims, keepdim=True)
+        with graph.inserting_before(old):
+            square = _call(graph, aten.pow.Tensor_Scalar, (x, 2))
+            mean = _call(graph, aten.mean.dim, (square, dims, True))
+            shifted = _call(graph, aten.add.Scalar, (mean, eps))
+            scale = _call(graph, aten.rsqrt.default, (shifted,))
+            new = normed = _call(graph, aten.mul.Tensor, (x, scale))
+            if weight is not None:
+                new = _call(graph, aten.mul.Tensor, (normed, weight))
+        for part, val in ((square, square_val), (mean, mean_val), (shifted, mean_val), (scale, mean_val)):
+            part.meta = {**old.meta, "val": val}
+        if weight is not None:
+            normed.meta = dict(old.meta)
+        _take_over(old, new)
+
+    return _Rewrite(node, apply)
+
+
 def _replaced_by(target: torch._ops.OpOverload, args: Callable[[torch.fx.Node], tuple[Any, ...]],
                  kwargs: Callable[[torch.fx.Node], dict[str, Any]]) -> Callable[[torch.fx.Graph, torch.fx.Node], None]:
     """Replace a node by one call of `target` on arguments made from the old node."""
@@ -691,6 +747,8 @@ _LOCAL_REWRITES: dict[str, Callable[[torch.fx.Node, frozenset[str]], _Rewrite | 
     "aten.masked_fill.Scalar": _where_scalar(2, masked=True),
     "aten.chunk.default": _chunk,
     "aten.pad.default": _pad,
+    "aten.baddbmm.default": _baddbmm,
+    "aten.rms_norm.default": _rms_norm,
 }
 _FRESH_RESULTS = frozenset({"aten.silu.default", "aten.to.dtype", "aten.to.device", "aten.to.dtype_layout",
                             "aten.to.other"})  # rewritten (when not forwarded) into ops computing a new tensor

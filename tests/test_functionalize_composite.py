@@ -64,6 +64,11 @@ ROWS = [
     ("pad_constant", lambda x: F.pad(x, (1, 2), value=0.5), "aten.pad.default"),
     ("pad_constant_default", lambda x: F.pad(x, (0, 0, 1, 0)), "aten.pad.default"),
     ("unflatten", lambda x: x.unflatten(1, (2, 3)) * 2, "aten.unflatten.int"),
+    ("baddbmm", lambda x: torch.baddbmm(x[:, :1].unsqueeze(2), x.unsqueeze(1), x.unsqueeze(2)),
+     "aten.baddbmm.default"),
+    ("rms_norm", lambda x: F.rms_norm(x, (6,)), "aten.rms_norm.default"),
+    ("rms_norm_weight_eps", lambda x: F.rms_norm(x.unflatten(1, (2, 3)), (2, 3), x[0].abs().view(2, 3) + 0.5,
+                                                 eps=1e-3), "aten.rms_norm.default"),
 ]
 
 
