@@ -93,17 +93,18 @@ def export_for_verification(
         # a skeleton given back (Verification.onnx_model) takes its weights from this module
         return ExportedForVerification(given, program, "given", notes, weights=again.weights)
     if exporter == "torch.onnx":
-        if given is None:
-            program = torch_onnx_export(model, args, **options)
-            return ExportedForVerification(program.model_proto, program.exported_program, exporter)
-        try:  # only for its FX program: the given model is what is verified
+        try:
             program = torch_onnx_export(model, args, **options)
         except torch.onnx.OnnxExporterError as error:  # e.g. these inputs conflict with its dynamic axes
+            if given is None:
+                raise
             return ExportedForVerification(given, None, "given", [
                 f"torch.onnx could not capture the module with these inputs ({type(error).__name__}), so the "
                 "given model is verified per ONNX node against onnx's ReferenceEvaluator"
             ])
-        return ExportedForVerification(given, program.exported_program, "given")
+        if given is None:
+            return ExportedForVerification(program.model_proto, program.exported_program, exporter)
+        return ExportedForVerification(given, program.exported_program, "given")  # its FX program, the given model
     if given is None:
         given = torchscript_export(model, args, **options)
         return ExportedForVerification(given, None, exporter)
