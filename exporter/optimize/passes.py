@@ -25,7 +25,14 @@ from onnxscript.rewriter.rules import common as onnxscript_rules
 
 from exporter.optimize import aliases
 from exporter.optimize.rewriting import RuleIndex, apply_rules
-from exporter.optimize.rules import erf_gelu_rules, no_op_reshape_rule, static_reshape_shape_rule
+from exporter.optimize.rules import (
+    erf_gelu_rules,
+    fill_like_operand_rules,
+    neutral_operand_rules,
+    no_op_reshape_rule,
+    scalar_round_trip_rules,
+    static_reshape_shape_rule,
+)
 
 FOLD_INPUT_LIMIT = 1 << 24
 """Elements: the largest constant input folded (onnxscript's default, 8192, leaves the
@@ -33,6 +40,10 @@ recurrent layers' weight reordering, which the exporter has always folded, to th
 
 FOLD_OUTPUT_LIMIT = 1 << 24
 """Elements: the largest folded result; larger ones stay computed at run time."""
+
+FOLD_FILL_LIMIT = 1024
+"""Elements: a ConstantOfShape of a known shape up to this size is stored as its value (a 0-d
+`full` or `ones` feeding a mask), larger fills stay computed at run time."""
 
 DEDUP_LIMIT = 1 << 16
 """Elements: initializers up to this size are compared for duplicates (hashing every weight of
@@ -96,11 +107,16 @@ def _rule_pass(name: str, doc: str, *sources, then: Sequence[Callable[[ir.Model]
 
 
 def _should_fold(node: ir.Node) -> bool | None:
-    """Weight preprocessing that moves data without growing it folds at any size; the rest
-    follows onnxscript's limits. A graph output stays computed by a node (an output that is a
-    weight, returned as it is, stays an Identity of it)."""
+    """Weight preprocessing that moves data without growing it folds at any size; a
+    ConstantOfShape of a known small shape folds (onnxscript keeps every ConstantOfShape, to
+    keep large fills out of the file); the rest follows onnxscript's limits. A graph output
+    stays computed by a node (an output that is a weight, returned as it is, stays an Identity
+    of it)."""
     if any(out.is_graph_output() for out in node.outputs):
         return False
+    if node.op_type == "ConstantOfShape" and not node.domain:
+        shape = node.inputs[0].const_value if node.inputs and node.inputs[0] is not None else None
+        return True if shape is not None and int(np.prod(shape.numpy(), dtype=np.int64)) <= FOLD_FILL_LIMIT else None
     if node.domain or node.op_type not in DATA_MOVEMENT:
         return None
     sizes = [v.const_value.size for v in node.inputs if v is not None and v.const_value is not None]
@@ -217,15 +233,19 @@ def _constants_to_initializers(model: ir.Model) -> Counter[str]:
 
 PASSES: tuple[Pass, ...] = (
     _rule_pass("no_op_rewrites", "Cast to its own type, Expand to its own shape, Reshape to its own "
-               "shape, identity Transpose become Identity", onnxscript_rules.no_op_cast_rule,
-               onnxscript_rules.no_op_expand_rule, no_op_reshape_rule, onnxscript_rules.no_op_transpose_rule),
+               "shape, identity Transpose, and integer x + 0, x - 0, x * 1, x / 1 become Identity",
+               onnxscript_rules.no_op_cast_rule, onnxscript_rules.no_op_expand_rule, no_op_reshape_rule,
+               onnxscript_rules.no_op_transpose_rule, neutral_operand_rules),
     Pass("remove_identities", "Identity nodes removed (a graph output keeps its name)", _remove_identities),
     Pass("fold_constants", "nodes whose inputs are all known at export computed into constants, static "
          "shape sub-graphs (Shape, Size of static shapes and what follows) included", _fold_constants),
-    _rule_pass("simplify_shapes", "Reshape of Reshape, Unsqueeze of Unsqueeze, Cast of Cast and "
-               "Slices that cover their input merged; a Reshape to a computed shape that is known "
-               "(up to one dynamic dim) reads a constant shape", static_reshape_shape_rule,
-               onnxscript_rules.reshape_reshape_rule,
+    _rule_pass("simplify_shapes", "Reshape of Reshape, Unsqueeze of Unsqueeze, Transpose of Transpose, "
+               "Cast of Cast and Slices that cover their input merged; a Reshape to a computed shape "
+               "that is known (up to one dynamic dim) reads a constant shape; a size squeezed to a "
+               "scalar and made 1-D again (with arithmetic between) stays 1-D; an elementwise op "
+               "with a fill of its other operand's shape reads the 0-d fill value", static_reshape_shape_rule,
+               onnxscript_rules.reshape_reshape_rule, onnxscript_rules.transpose_transpose_rule,
+               scalar_round_trip_rules, fill_like_operand_rules,
                onnxscript_rules.unsqueeze_unsqueeze_rule, onnxscript_rules.cast_cast_rule,
                onnxscript_rules.collapse_slice_rule, onnxscript_rules.collapse_slice2_rule,
                then=(_drop_identities,)),

@@ -88,11 +88,13 @@ def apply_rules(model: ir.Model, rules: Sequence[pattern.RewriteRule] | RuleInde
                 for initializer in delta.new_initializers:
                     _register(graph, initializer, delta.match.nodes)
                 optimizer.basic_constant_propagation(delta.new_nodes)
-                carry(graph, delta.match.nodes, delta.match.outputs, delta.new_nodes)
+                carry(graph, _stands_for(rule, delta.match), delta.match.outputs, delta.new_nodes)
                 ir.convenience.replace_nodes_and_values(
                     graph, node, delta.match.nodes if rule.remove_nodes else [], delta.new_nodes,
                     delta.match.outputs, delta.new_outputs,
                 )
+                if not rule.remove_nodes:
+                    _remove_unread(graph, delta.match.nodes)
                 for new in delta.new_nodes:  # named as the exporter names nodes: after their output
                     new.name = next((v.name for v in new.outputs if v.name), None)
                 counts[rule.name or type(rule).__name__] += 1
@@ -101,6 +103,29 @@ def apply_rules(model: ir.Model, rules: Sequence[pattern.RewriteRule] | RuleInde
     if counts:
         ir.passes.common.RemoveUnusedNodesPass()(model)
     return counts
+
+
+def _stands_for(rule: pattern.RewriteRule, match) -> list[ir.Node]:
+    """The nodes a rewrite's new nodes stand for: every matched node, which the rewrite
+    removes; or, for a rule that keeps its matched nodes (they may have other readers), only
+    the producers of the values it replaces: the rest is not fused, it stays or dies unused."""
+    if rule.remove_nodes:
+        return list(match.nodes)
+    return [value.producer() for value in match.outputs if value.producer() is not None]
+
+
+def _remove_unread(graph: ir.Graph, nodes: Sequence[ir.Node]) -> None:
+    """Remove those of `nodes` (a kept match) that nothing reads any more, readers before what
+    they read, so the next sweep does not match them again."""
+    pending = [node for node in nodes if node.graph is graph]
+    removed = True
+    while removed:
+        removed = False
+        for node in list(pending):
+            if not any(out.uses() or out.is_graph_output() for out in node.outputs):
+                graph.remove(node, safe=True)
+                pending.remove(node)
+                removed = True
 
 
 def _register(graph: ir.Graph, initializer: ir.Value, matched: Sequence[ir.Node]) -> None:

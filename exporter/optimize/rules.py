@@ -89,3 +89,162 @@ GELU_OPSET = 20
 """The opset that defines ONNX's Gelu."""
 
 erf_gelu_rules = pattern.RewriteRuleSet([ErfGelu.rule(True), ErfGelu.rule(False)], commute=True)
+
+
+def _one_element_vector(value: ir.Value | None) -> bool:
+    """A 1-D value of static shape [1]: known so, or a size read by Shape(start, end) with
+    end = start + 1 (the exporter leaves such values' shapes unannotated)."""
+    if value is None:
+        return False
+    if value.shape is not None:
+        return _static(value.shape) == (1,)
+    producer = value.producer()
+    if producer is None or producer.op_type != "Shape" or producer.domain:
+        return False
+    start, end = producer.attributes.get_int("start", 0), producer.attributes.get_int("end", None)
+    if end is None or (start < 0) != (end < 0):
+        rank = producer.inputs[0].shape.rank() if producer.inputs[0].shape is not None else None
+        if rank is None:
+            return False
+        start, end = start % rank if start < 0 else start, rank if end is None else end % rank if end < 0 else end
+    return end - start == 1
+
+
+def _is_vector_of_one_target(shape: ir.Value) -> bool:
+    """A Reshape target of [1] or [-1]: a 0-d or one-element value made 1-D."""
+    target = _ir_utils.get_numpy_value(shape)
+    return target is not None and target.shape == (1,) and int(target[0]) in (1, -1)
+
+
+class ScalarRoundTrip(pattern.RewriteRuleClassBase):
+    """Reshape(Squeeze(x), [1]) of a one-element 1-D x -> x.
+
+    A symbolic size is read as Shape(start, end), squeezed to the 0-d scalar torch's SymInt
+    is, then made 1-D again where a view's target shape is concatenated: the two nodes undo
+    each other. The squeezed scalar usually has other readers (Range, arithmetic), so the
+    matched nodes stay where they are still read."""
+
+    def __init__(self) -> None:
+        super().__init__(name="ScalarRoundTrip", remove_nodes=False)
+
+    def pattern(self, op, x, shape):
+        return op.Reshape(op.Squeeze(x, _allow_other_inputs=True), shape, _allow_other_attributes=True)
+
+    def check(self, context, x: ir.Value, shape: ir.Value) -> MatchResult:
+        result = MatchResult()
+        if not _one_element_vector(x):
+            return result.fail("the squeezed value is not a one-element 1-D tensor")
+        if not _is_vector_of_one_target(shape):
+            return result.fail("the Reshape target is not [1] or [-1]")
+        return result
+
+    def rewrite(self, op, x: ir.Value, shape: ir.Value):
+        return op.Identity(x)
+
+
+SCALAR_ARITHMETIC = ("Add", "Sub", "Mul", "Div")
+"""Elementwise ops on sizes whose result is the same scalar whether an operand is 0-d or [1]."""
+
+
+class ScalarArithmeticRoundTrip(pattern.RewriteRuleClassBase):
+    """Reshape(Op(Squeeze(x), y), [1]) -> Op(x, y), x a one-element 1-D value and y a 0-d or
+    one-element value: the arithmetic on symbolic sizes (`L + cached`, `batch * heads`) done on
+    the 1-D size itself, which broadcasting keeps 1-D."""
+
+    def __init__(self, op_type: str, squeezed_first: bool) -> None:
+        self.op_type, self.squeezed_first = op_type, squeezed_first
+        super().__init__(name=f"Scalar{op_type}RoundTrip{'' if squeezed_first else 'Right'}", remove_nodes=False)
+
+    def pattern(self, op, x, y, shape):
+        squeezed = op.Squeeze(x, _allow_other_inputs=True)
+        operands = (squeezed, y) if self.squeezed_first else (y, squeezed)
+        return op.Reshape(getattr(op, self.op_type)(*operands), shape, _allow_other_attributes=True)
+
+    def check(self, context, x: ir.Value, y: ir.Value, shape: ir.Value) -> MatchResult:
+        result = MatchResult()
+        if not _one_element_vector(x):
+            return result.fail("the squeezed value is not a one-element 1-D tensor")
+        other = _static(y.shape)
+        if other is None or len(other) > 1 or int(np.prod(other, dtype=np.int64)) != 1:
+            return result.fail("the other operand is not a 0-d or one-element value")
+        if not _is_vector_of_one_target(shape):
+            return result.fail("the Reshape target is not [1] or [-1]")
+        return result
+
+    def rewrite(self, op, x: ir.Value, y: ir.Value, shape: ir.Value):
+        operands = (x, y) if self.squeezed_first else (y, x)
+        return getattr(op, self.op_type)(*operands)
+
+
+scalar_round_trip_rules = [ScalarRoundTrip.rule(), *(ScalarArithmeticRoundTrip.rule(op_type, first)
+                                                     for op_type in SCALAR_ARITHMETIC for first in (True, False))]
+
+
+class NeutralOperand(pattern.RewriteRuleClassBase):
+    """x + 0, 0 + x, x - 0, x * 1, 1 * x, x / 1 -> x, where the constant is a single element
+    that does not broadcast x to a higher rank (the op's output has its operands' type; torch's
+    decompositions leave `arange(n) + 0` and `offset * 1` in position arithmetic). Adding 0
+    is left alone on floating x: it turns -0.0 into +0.0."""
+
+    NEUTRAL = {"Add": 0, "Sub": 0, "Mul": 1, "Div": 1}
+    COMMUTATIVE = ("Add", "Mul")
+
+    def __init__(self, op_type: str, constant_first: bool) -> None:
+        self.op_type, self.constant_first = op_type, constant_first
+        super().__init__(name=f"{op_type}Neutral{'Left' if constant_first else ''}")
+
+    def pattern(self, op, x, c):
+        operands = (c, x) if self.constant_first else (x, c)
+        return getattr(op, self.op_type)(*operands)
+
+    def check(self, context, x: ir.Value, c: ir.Value) -> MatchResult:
+        result = MatchResult()
+        constant = _ir_utils.get_numpy_value(c)
+        if constant is None or constant.size != 1 or constant.reshape(()) != self.NEUTRAL[self.op_type]:
+            return result.fail(f"not a single {self.NEUTRAL[self.op_type]}")
+        if constant.ndim and (x.shape is None or x.shape.rank() < constant.ndim):
+            return result.fail("the constant may broadcast x to a higher rank")
+        if self.op_type == "Add" and np.issubdtype(constant.dtype, np.floating):
+            return result.fail("x + 0 turns -0.0 into +0.0: exact only for integers")
+        return result
+
+    def rewrite(self, op, x: ir.Value, c: ir.Value):
+        return op.Identity(x)
+
+
+neutral_operand_rules = [NeutralOperand.rule(op_type, first) for op_type in NeutralOperand.NEUTRAL
+                         for first in ((False, True) if op_type in NeutralOperand.COMMUTATIVE else (False,))]
+
+
+class FillLikeOperand(pattern.RewriteRuleClassBase):
+    """Op(x, full_like(x, c)) -> Op(x, c) for an elementwise binary op: a fill of x's own shape
+    (Shape then ConstantOfShape, as `torch.full_like` / `clamp(max=tensor)` leave it) broadcasts
+    to the same result as the 0-d constant, without the two nodes that build it."""
+
+    def __init__(self, op_type: str, fill_first: bool) -> None:
+        self.op_type, self.fill_first = op_type, fill_first
+        super().__init__(name=f"FillLike{op_type}{'Left' if fill_first else ''}")
+
+    def pattern(self, op, x):
+        fill = op.ConstantOfShape(op.Shape(x), _allow_other_attributes=True, _outputs=["fill"])
+        return getattr(op, self.op_type)(*((fill, x) if self.fill_first else (x, fill)))
+
+    def check(self, context, x: ir.Value, fill: ir.Value) -> MatchResult:
+        result = MatchResult()
+        producer = fill.producer()
+        shape_node = producer.inputs[0].producer()
+        if "start" in shape_node.attributes or "end" in shape_node.attributes:
+            return result.fail("the fill has part of x's shape")
+        return result  # the op's operands share one type: the fill's value has x's
+
+    def rewrite(self, op, x: ir.Value, fill: ir.Value):
+        attribute = fill.producer().attributes.get("value")  # absent: ConstantOfShape's float 0
+        value = attribute.as_tensor().numpy().reshape(()) if attribute is not None else np.zeros((), np.float32)
+        constant = op.Constant(value=ir.tensor(np.asarray(value)))
+        return getattr(op, self.op_type)(*((constant, x) if self.fill_first else (x, constant)))
+
+
+FILL_LIKE_OPS = ("Min", "Max", "Add", "Sub", "Mul", "Div")
+"""Elementwise binary ops whose output has x's shape when the other operand is a 0-d value."""
+
+fill_like_operand_rules = [FillLikeOperand.rule(op_type, first) for op_type in FILL_LIKE_OPS for first in (False, True)]

@@ -77,11 +77,11 @@ def _stack_broadcast(g: Graph, indices: list[Value]) -> Value:
     """The index tensors broadcast together and stacked on a last axis: (B..., k)."""
     shapes = {i.shape for i in indices}
     if len(shapes) != 1 or None in shapes or any(not isinstance(d, int) for d in next(iter(shapes))):
-        common = indices[0]
+        common = indices[0]  # Expand broadcasts both ways: this ends as the first index, broadcast
         for index in indices[1:]:
             common = g.op("Expand", common, g.op("Shape", index))
         shape = g.op("Shape", common)
-        indices = [g.op("Expand", i, shape) for i in indices]
+        indices = [common, *(g.op("Expand", i, shape) for i in indices[1:])]
     return g.op("Concat", *(unsqueeze(g, i, [-1]) for i in indices), axis_i=-1)
 
 
