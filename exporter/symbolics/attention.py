@@ -18,25 +18,22 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from exporter.dtypes import onnx_type
 from exporter.graph import Graph, Value
 from exporter.registry import symbolic
-from exporter.symbolics._helpers import cast_to, dim_size, rank_of, reduce, scalar_of, unsqueeze
+from exporter.symbolics._helpers import cast_to, rank_of, reduce, unsqueeze
 
 BOOL_REDUCE_SINCE = 20  # ONNX ReduceMax / ReduceMin take bool tensors from opset 20 on
 
 
-def _causal_mask(g: Graph, query: Value, key: Value) -> Value:
-    """(L, S) bool, True where key j may be attended from query i (j <= i)."""
-    def positions(value: Value) -> Value:
-        length = scalar_of(g, dim_size(g, value, -2), torch.int64)
-        return g.op("Range", g.constant(0), length, g.constant(1))
-
-    rows = unsqueeze(g, positions(query), [1])
-    cols = unsqueeze(g, positions(key), [0])
-    return g.op("LessOrEqual", cols, rows)
+def _causal_mask(g: Graph, scores: Value, rank: int) -> Value:
+    """(L, S) bool, True where key j may be attended from query i (j <= i): the lower triangle
+    of a (L, S) block of True, its size read off the scores (..., L, S) of `rank` dims."""
+    block = g.op("ConstantOfShape", g.op("Shape", scores, start_i=rank - 2), value_t=np.array([True]))
+    return g.op("Trilu", block, g.constant(0, torch.int64), upper_i=0)
 
 
 def _repeat_heads(g: Graph, value: Value, query_heads: int) -> Value:
@@ -76,7 +73,6 @@ def scaled_dot_product_attention(g: Graph, query: Value, key: Value, value: Valu
         if not isinstance(head_dim, int):
             raise ValueError("the head dimension of scaled_dot_product_attention must be static")
         scale = 1.0 / math.sqrt(head_dim)
-    keys = key  # before any head repeat: its shape is known
     if enable_gqa:
         query_heads = query.shape[rank - 3]
         key, value = _repeat_heads(g, key, query_heads), _repeat_heads(g, value, query_heads)
@@ -84,7 +80,7 @@ def scaled_dot_product_attention(g: Graph, query: Value, key: Value, value: Valu
     scores = g.op("Mul", g.op("MatMul", query, key_t), g.constant(scale, dtype))
     minus_inf = g.constant(-math.inf, dtype)
     if is_causal:
-        scores = g.op("Where", _causal_mask(g, query, keys), scores, minus_inf)
+        scores = g.op("Where", _causal_mask(g, scores, rank), scores, minus_inf)
     if attn_mask is not None:
         if attn_mask.dtype == torch.bool:
             scores = g.op("Where", attn_mask, scores, minus_inf)

@@ -1,4 +1,5 @@
-"""scaled_dot_product_attention's fully-masked-row guard against torch, and what it costs.
+"""scaled_dot_product_attention's masks against torch, and what they cost: the fully-masked-row
+guard, and the causal mask (`is_causal=True`) as one Trilu.
 
 torch's safe softmax gives 0 for a query whose every key is masked (all False, or all -inf),
 and NaN for a row where a float mask holds a NaN (even among -infs). The exported guard reads
@@ -124,3 +125,24 @@ def test_guard_node_count(kind: str, opset: int) -> None:
     model = _export(Attention(torch.float32), (*_inputs(), mask), opset)
     ops = Counter(node.op_type for node in model.graph.node if node.op_type != "Constant")
     assert ops == ATTENTION + GUARD_NODES[kind, opset]
+
+
+class Causal(torch.nn.Module):
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def test_causal_mask_is_one_trilu_at_every_length() -> None:
+    """Aligned top-left as torch aligns it, for more queries than keys and fewer, with the
+    lengths dynamic: the exported model is run at other lengths than it was traced at."""
+    gen = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(shape, generator=gen) for shape in [(B, H, L, E), (B, H, S, E), (B, H, S, E)])
+    axes = {"q": {2: "queries"}, "k": {2: "keys"}, "v": {2: "keys"}}
+    model = exporter.export(Causal(), (q, k, v), input_names=["q", "k", "v"], dynamic_axes=axes, optimize=False)
+    ops = Counter(node.op_type for node in model.graph.node if node.op_type != "Constant")
+    assert ops == ATTENTION + Counter({"Shape": 1, "ConstantOfShape": 1, "Trilu": 1, "Where": 1})
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for queries, keys in [(L, S), (7, 3), (2, 6), (1, 1)]:
+        q, k, v = (torch.randn(shape, generator=gen) for shape in [(B, H, queries, E), (B, H, keys, E), (B, H, keys, E)])
+        (actual,) = session.run(None, {"q": q.numpy(), "k": k.numpy(), "v": v.numpy()})
+        np.testing.assert_allclose(actual, Causal()(q, k, v).numpy(), atol=1e-5, rtol=1e-5)
