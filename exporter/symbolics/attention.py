@@ -7,8 +7,10 @@ top-left, as torch does for L != S). Rows whose every score is masked give 0, as
 safe softmax does (plain softmax would give NaN): which rows are is read off the mask alone
 (a row whose mask is all False, or all -inf), whose shape is usually far smaller than the
 scores' (a padding mask is [B, 1, 1, S]), and the zero is chosen on the output ([..., L, Ev])
-rather than on the weights ([..., L, S]). A causal mask never hides a whole row (key 0 is kept
-for every query). `enable_gqa` repeats each key/value head
+rather than on the weights ([..., L, S]); from opset 20, where ReduceMax / ReduceMin take bool
+tensors, the guard is 2 nodes for a boolean mask and 3 for a float one (4 and 5 before). A NaN
+in a float mask makes its row NaN, as in torch. A causal mask never hides a whole row (key 0 is
+kept for every query). `enable_gqa` repeats each key/value head
 for its group of query heads. Sequence lengths may be dynamic.
 """
 
@@ -16,23 +18,22 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from exporter.dtypes import onnx_type
 from exporter.graph import Graph, Value
 from exporter.registry import symbolic
-from exporter.symbolics._helpers import cast_to, dim_size, rank_of, reduce, scalar_of, unsqueeze
+from exporter.symbolics._helpers import cast_to, rank_of, reduce, unsqueeze
+
+BOOL_REDUCE_SINCE = 20  # ONNX ReduceMax / ReduceMin take bool tensors from opset 20 on
 
 
-def _causal_mask(g: Graph, query: Value, key: Value) -> Value:
-    """(L, S) bool, True where key j may be attended from query i (j <= i)."""
-    def positions(value: Value) -> Value:
-        length = scalar_of(g, dim_size(g, value, -2), torch.int64)
-        return g.op("Range", g.constant(0), length, g.constant(1))
-
-    rows = unsqueeze(g, positions(query), [1])
-    cols = unsqueeze(g, positions(key), [0])
-    return g.op("LessOrEqual", cols, rows)
+def _causal_mask(g: Graph, scores: Value, rank: int) -> Value:
+    """(L, S) bool, True where key j may be attended from query i (j <= i): the lower triangle
+    of a (L, S) block of True, its size read off the scores (..., L, S) of `rank` dims."""
+    block = g.op("ConstantOfShape", g.op("Shape", scores, start_i=rank - 2), value_t=np.array([True]))
+    return g.op("Trilu", block, g.constant(0, torch.int64), upper_i=0)
 
 
 def _repeat_heads(g: Graph, value: Value, query_heads: int) -> Value:
@@ -72,7 +73,6 @@ def scaled_dot_product_attention(g: Graph, query: Value, key: Value, value: Valu
         if not isinstance(head_dim, int):
             raise ValueError("the head dimension of scaled_dot_product_attention must be static")
         scale = 1.0 / math.sqrt(head_dim)
-    keys = key  # before any head repeat: its shape is known
     if enable_gqa:
         query_heads = query.shape[rank - 3]
         key, value = _repeat_heads(g, key, query_heads), _repeat_heads(g, value, query_heads)
@@ -80,27 +80,43 @@ def scaled_dot_product_attention(g: Graph, query: Value, key: Value, value: Valu
     scores = g.op("Mul", g.op("MatMul", query, key_t), g.constant(scale, dtype))
     minus_inf = g.constant(-math.inf, dtype)
     if is_causal:
-        scores = g.op("Where", _causal_mask(g, query, keys), scores, minus_inf)
+        scores = g.op("Where", _causal_mask(g, scores, rank), scores, minus_inf)
     if attn_mask is not None:
         if attn_mask.dtype == torch.bool:
             scores = g.op("Where", attn_mask, scores, minus_inf)
         else:
-            scores = g.op("Add", scores, cast_to(g, attn_mask, dtype))
+            float_mask = cast_to(g, attn_mask, dtype)
+            scores = g.op("Add", scores, float_mask)
     weights = g.op("Softmax", scores, axis_i=-1)
     output = g.op("MatMul", weights, value)
     if attn_mask is None:
         return output
-    return g.op("Where", _rows_all_hidden(g, attn_mask, dtype), g.constant(0.0, dtype), output)
-
-
-def _rows_all_hidden(g: Graph, attn_mask: Value, dtype: torch.dtype) -> Value:
-    """[..., L, 1] bool: True for the queries whose every key the mask hides (all False in a
-    boolean mask, all -inf in a float one), computed on the mask's own (broadcast) shape."""
-    last = rank_of(attn_mask) - 1
     if attn_mask.dtype == torch.bool:
-        kept = g.op("Cast", attn_mask, to_i=onnx_type(torch.uint8))
-        return g.op("Not", g.op("Cast", reduce(g, "ReduceMax", kept, [last], True), to_i=onnx_type(torch.bool)))
-    hidden = g.op("Cast", g.op("Equal", cast_to(g, attn_mask, dtype), g.constant(-math.inf, dtype)),
-                  to_i=onnx_type(torch.uint8))
-    return g.op("Cast", reduce(g, "ReduceMin", hidden, [last], True), to_i=onnx_type(torch.bool))
+        return g.op("Where", _rows_with_a_key(g, attn_mask), output, g.constant(0.0, dtype))
+    return g.op("Where", _rows_all_hidden(g, float_mask), g.constant(0.0, dtype), output)
 
+
+def _rows_with_a_key(g: Graph, attn_mask: Value) -> Value:
+    """[..., L, 1] bool: True for the queries a boolean mask lets see at least one key, on the
+    mask's own (broadcast) shape."""
+    last = [rank_of(attn_mask) - 1]
+    if g.opset_version >= BOOL_REDUCE_SINCE:
+        return reduce(g, "ReduceMax", attn_mask, last, True)
+    kept = reduce(g, "ReduceMax", g.op("Cast", attn_mask, to_i=onnx_type(torch.uint8)), last, True)
+    return g.op("Cast", kept, to_i=onnx_type(torch.bool))
+
+
+def _rows_all_hidden(g: Graph, float_mask: Value) -> Value:
+    """[..., L, 1] bool: True for the queries whose every key a float mask sets to -inf.
+
+    A NaN in a row is not -inf, so the row is not hidden and its NaN reaches the output, as in
+    torch. That is why this reduces the comparison rather than the mask: ReduceMax of the mask
+    then Equal -inf would be cheaper, but onnxruntime's ReduceMax skips NaNs (in most positions
+    of a row), so a row of NaN and -inf would read as hidden and give 0 where torch gives NaN.
+    """
+    last = [rank_of(float_mask) - 1]
+    hidden = g.op("Equal", float_mask, g.constant(-math.inf, float_mask.dtype))
+    if g.opset_version >= BOOL_REDUCE_SINCE:
+        return reduce(g, "ReduceMin", hidden, last, True)
+    all_hidden = reduce(g, "ReduceMin", g.op("Cast", hidden, to_i=onnx_type(torch.uint8)), last, True)
+    return g.op("Cast", all_hidden, to_i=onnx_type(torch.bool))
