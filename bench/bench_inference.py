@@ -8,7 +8,8 @@ Per model, both exporters export the same module in eval mode, as a user calls t
 
 Each model runs in an onnxruntime CPU session (default session options unless `--threads`),
 warmed up, then timed interleaved (ours, theirs, theirs, ours, ...) `--repeat` times; medians
-are compared. Rows also hold the node counts of both graphs, both export times (one call each),
+are compared. A timed sample holds as many runs as last SAMPLE_SECONDS (the same count on both
+sides), so that a sub-millisecond model is not timed one run at a time. Rows also hold the node counts of both graphs, both export times (one call each),
 the time of our optimisation stage, and with `--verify` the per-op verification of our export
 with and without optimisation. Models: every zoo case of the full tier, the transformer blocks
 of the op table and the Hugging Face models. Results: bench/results/bench_inference.json, from
@@ -23,9 +24,11 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import math
 import sys
 import time
 import warnings
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +48,8 @@ TARGET_EXPORT_GEOMEAN = 3.0  # theirs / ours export time
 TARGET_EXPORT_EACH = 1.5
 TARGET_VERIFY_RATIO = 1.2  # per-op verification, optimised / one node per op
 QUICK = ("resnet18", "mobilenet_v3_small", "hf_bert")
+SAMPLE_SECONDS = 0.05  # one timed sample: the same number of runs on both sides, at least this long
+MAX_CALLS_PER_SAMPLE = 200
 
 
 @dataclass
@@ -126,6 +131,20 @@ def _timed(call: Callable[[], Any], cpu: dict[str, float] | None = None, key: st
     return result, time.perf_counter() - started
 
 
+def op_difference(ours, theirs) -> dict[str, int]:
+    """Per op type, how many more nodes our graph has than torch.onnx's (negative: fewer);
+    empty when both graphs hold the same ops, which onnxruntime then runs with the same kernels."""
+    counts = Counter(n.op_type for n in ours.graph.node)
+    counts.subtract(Counter(n.op_type for n in theirs.graph.node))
+    return {op: count for op, count in sorted(counts.items()) if count}
+
+
+def calls_per_sample(seconds_per_call: float) -> int:
+    """How many runs one timed sample holds so that it lasts at least SAMPLE_SECONDS: a single
+    run of a sub-millisecond model is as long as the timer's and the scheduler's noise."""
+    return max(1, min(MAX_CALLS_PER_SAMPLE, math.ceil(SAMPLE_SECONDS / max(seconds_per_call, 1e-6))))
+
+
 def measure(model: Model, repeat: int, threads: int | None, verify: bool) -> dict[str, Any]:
     module, args = model.build()
     module.eval()
@@ -140,18 +159,22 @@ def measure(model: Model, repeat: int, threads: int | None, verify: bool) -> dic
         theirs, row["torch_onnx_export_s"] = _timed(lambda: _export_theirs(model, module, args), row,
                                                     "torch_onnx_export_cpu_s")
         row["torch_onnx_nodes"] = len(theirs.model_proto.graph.node)
+        row["op_difference"] = op_difference(ours.skeleton, theirs.model_proto)
         sessions["theirs"] = _session(theirs.model_proto, threads)
     except Exception as error:  # torch.onnx failing on a model is a result, not a crash
         row["torch_onnx_error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"
     feeds = {side: _feeds(session, args) for side, session in sessions.items()}
-    calls = {side: (lambda s=session, f=feeds[side]: s.run(None, f)) for side, session in sessions.items()}
-    for call in calls.values():  # warm-up: first-run allocations and kernel selection
+    runs = {side: (lambda s=session, f=feeds[side]: s.run(None, f)) for side, session in sessions.items()}
+    warm = {}
+    for side, run in runs.items():  # warm-up: first-run allocations and kernel selection
         for _ in range(3):
-            call()
+            _, warm[side] = _timed(run)
+    row["calls_per_sample"] = number = calls_per_sample(max(warm.values()))
+    calls = {side: (lambda run=run: [run() for _ in range(number)][-1]) for side, run in runs.items()}
     seconds, _ = side_by_side(calls, repeat)
-    row["ours_ms"] = median(seconds["ours"]) * 1e3
+    row["ours_ms"] = median(seconds["ours"]) * 1e3 / number
     if "theirs" in seconds:
-        row["torch_onnx_ms"] = median(seconds["theirs"]) * 1e3
+        row["torch_onnx_ms"] = median(seconds["theirs"]) * 1e3 / number
         row["latency_ratio"] = row["ours_ms"] / row["torch_onnx_ms"]
         row["export_speedup"] = row["torch_onnx_export_s"] / row["ours_export_s"]
         row["export_speedup_cpu"] = row["torch_onnx_export_cpu_s"] / row["ours_export_cpu_s"]

@@ -102,7 +102,10 @@ def test_results_carry_the_machine_and_side_by_side_runs_interleave(tmp_path):
 def test_inference_table_shows_latency_nodes_export_and_targets(results):
     rows = [{"model": "mobilenet_v3_small", "kind": "zoo", "ours_ms": 9.0, "torch_onnx_ms": 10.0, "latency_ratio": 0.9,
              "ours_nodes": 122, "torch_onnx_nodes": 122, "ours_export_s": 1.0, "torch_onnx_export_s": 4.0,
-             "ours_optimize_s": 0.2, "verify_ratio": 1.1},
+             "ours_optimize_s": 0.2, "verify_ratio": 1.1, "op_difference": {}},
+            {"model": "hf_gpt2", "kind": "hf", "ours_ms": 1.0, "torch_onnx_ms": 1.1, "latency_ratio": 0.91,
+             "ours_nodes": 140, "torch_onnx_nodes": 147, "ours_export_s": 1.0, "torch_onnx_export_s": 3.0,
+             "ours_optimize_s": 0.1, "op_difference": {"Expand": -3, "Trilu": 1}},
             {"model": "hf_t5", "kind": "hf", "ours_ms": 5.0, "ours_nodes": 900, "ours_export_s": 2.0,
              "ours_optimize_s": 0.3, "torch_onnx_error": "RuntimeError: no"},
             {"model": "broken", "kind": "block", "error": "ExportError: unsupported"}]
@@ -113,7 +116,42 @@ def test_inference_table_shows_latency_nodes_export_and_targets(results):
         {"bench": "bench_inference", "machine": MACHINE, "options": {"repeat": 20, "threads": 1}, "rows": rows,
          "summary": summary}))
     text = gen_performance_doc.render(str(results))
-    assert "| mobilenet_v3_small | zoo | 9.00 | 10.00 | 0.90 | 122 / 122 | 1.00 / 4.00 | 0.20 | 1.10 |" in text
+    assert "| mobilenet_v3_small | zoo | 9.00 | 10.00 | 0.90 | 122 / 122 | 1.00 / 4.00 | 0.20 | 1.10 | same |" in text
+    assert "| hf_gpt2 | hf | 1.00 | 1.10 | 0.91 | 140 / 147 | 1.00 / 3.00 | 0.10 | - | Expand -3, Trilu +1 |" in text
     assert "| hf_t5 | hf | 5.00 | failed: RuntimeError: no |" in text and "failed: ExportError: unsupported" in text
     assert "Latency ratio geomean **0.90** (target 0.95); within 1.05x: 1 of 1" in text
     assert "export 4.0x faster in geomean (target 3.0x); per-op verification 1.10x" in text
+
+
+def _bench_inference() -> ModuleType:
+    """bench/bench_inference.py, imported as its own script would be (it reads `_common` and
+    declares dataclasses, which need the module registered)."""
+    import sys
+
+    if "bench_inference" not in sys.modules:
+        sys.path.insert(0, str(ROOT / "bench"))
+        try:
+            spec = importlib.util.spec_from_file_location("bench_inference", ROOT / "bench" / "bench_inference.py")
+            module = sys.modules["bench_inference"] = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        finally:
+            sys.path.remove(str(ROOT / "bench"))
+    return sys.modules["bench_inference"]
+
+
+@pytest.mark.parametrize("seconds, calls", [(1.0, 1), (0.05, 1), (0.01, 5), (0.0004, 125), (1e-7, 200)])
+def test_a_sample_holds_enough_runs_to_outlast_the_timers_noise(seconds, calls):
+    assert _bench_inference().calls_per_sample(seconds) == calls
+
+
+def test_op_difference_counts_each_op_type_ours_minus_theirs():
+    from onnx import helper
+
+    def graph(*ops):
+        return helper.make_model(helper.make_graph([helper.make_node(op, [], [f"v{i}"]) for i, op in enumerate(ops)],
+                                                   "g", [], []))
+
+    difference = _bench_inference().op_difference
+    assert difference(graph("Conv", "Relu", "Trilu"), graph("Relu", "Conv", "Expand", "Expand")) == {
+        "Expand": -2, "Trilu": 1}
+    assert difference(graph("Conv", "Relu"), graph("Relu", "Conv")) == {}

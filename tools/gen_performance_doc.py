@@ -113,15 +113,18 @@ def inference_section(document: dict[str, Any]) -> list[str]:
         "Inference: our export vs torch.onnx's, onnxruntime CPU",
         "`exporter.export_program` (optimize=True) and `torch.onnx.export(..., dynamo=True)` (its own optimize "
         f"default) of the same module, each run in an onnxruntime CPU session (intra-op threads: {threads}), "
-        f"warmed up, then interleaved, median of {options.get('repeat')} runs each. Ratio = ours / torch.onnx "
+        f"warmed up, then interleaved, median of {options.get('repeat')} samples each; a sample is as many runs as "
+        "last 50 ms (the same count on both sides) and the time is per run. Ratio = ours / torch.onnx "
         "(below 1: ours is faster). Export times are one call each; *optimise* is our optimisation stage's "
-        "share of ours. *verify* is `harness.verify` per op, optimised over one node per op.",
+        "share of ours. *verify* is `harness.verify` per op, optimised over one node per op. *ops vs torch.onnx* "
+        "is how many more nodes of each op type our graph has (negative: fewer); *same* when both graphs hold "
+        "the same ops, which onnxruntime runs with the same kernels: there the ratio is the measurement's noise.",
         document, ["model", "kind", "ours (ms)", "torch.onnx (ms)", "ratio", "nodes ours / torch.onnx",
-                   "export ours / torch.onnx (s)", "optimise (s)", "verify ratio"], 7)
+                   "export ours / torch.onnx (s)", "optimise (s)", "verify ratio", "ops vs torch.onnx"], 7)
     for row in document["rows"]:
         if "error" in row:
             lines.append(f"| {row['model']} | {row['kind']} | failed: {_plain_text(row['error'])[:120]} |"
-                         " - | - | - | - | - | - |")
+                         " - | - | - | - | - | - | - |")
             continue
         theirs = _fmt(row.get("torch_onnx_ms")) if "torch_onnx_ms" in row else (
             f"failed: {_plain_text(row.get('torch_onnx_error', ''))[:80]}")
@@ -129,7 +132,7 @@ def inference_section(document: dict[str, Any]) -> list[str]:
             f"| {row['model']} | {row['kind']} | {row['ours_ms']:.2f} | {theirs} | {_fmt(row.get('latency_ratio'))} | "
             f"{row['ours_nodes']} / {row.get('torch_onnx_nodes', '-')} | "
             f"{row['ours_export_s']:.2f} / {_fmt(row.get('torch_onnx_export_s'))} | {row['ours_optimize_s']:.2f} | "
-            f"{_fmt(row.get('verify_ratio'))} |")
+            f"{_fmt(row.get('verify_ratio'))} | {_op_difference(row)} |")
     if summary.get("compared"):
         targets = summary.get("targets", {})
         cpu = (f", {summary['export_speedup_cpu_geomean']:.1f}x in process CPU time (which other processes' load "
@@ -143,6 +146,12 @@ def inference_section(document: dict[str, Any]) -> list[str]:
                       f"{summary['export_speedup_geomean']:.1f}x faster in geomean (target {targets.get('export_geomean')}x)"
                       f"{cpu}{verify}."]
     return lines + [""]
+
+
+def _op_difference(row: dict[str, Any]) -> str:
+    if "op_difference" not in row:
+        return "-"
+    return ", ".join(f"{op} {count:+d}" for op, count in row["op_difference"].items()) or "same"
 
 
 def verify_section(document: dict[str, Any]) -> list[str]:
