@@ -212,6 +212,9 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
                     "export_geomean": TARGET_EXPORT_GEOMEAN, "export_each": TARGET_EXPORT_EACH,
                     "verify_ratio": TARGET_VERIFY_RATIO},
     }
+    kinds = sorted({r["kind"] for r in compared})
+    summary["latency_ratio_geomean_by_kind"] = {
+        kind: geomean([r["latency_ratio"] for r in compared if r["kind"] == kind]) for kind in kinds}
     verified = [r for r in rows if "verify_ratio" in r]
     if verified:
         summary["verify_ratio_geomean"] = geomean([r["verify_ratio"] for r in verified])

@@ -111,6 +111,7 @@ def test_inference_table_shows_latency_nodes_export_and_targets(results):
             {"model": "broken", "kind": "block", "error": "ExportError: unsupported"}]
     summary = {"compared": 1, "latency_ratio_geomean": 0.9, "within_latency_target": 1, "nodes_at_most_theirs": 1,
                "export_speedup_geomean": 4.0, "verify_ratio_geomean": 1.1,
+               "latency_ratio_geomean_by_kind": {"hf": 0.91, "zoo": 0.9},
                "targets": {"latency_each": 1.05, "latency_geomean": 0.95, "export_geomean": 3.0, "verify_ratio": 1.2}}
     (results / "bench_inference.json").write_text(json.dumps(
         {"bench": "bench_inference", "machine": MACHINE, "options": {"repeat": 20, "threads": 1}, "rows": rows,
@@ -121,6 +122,7 @@ def test_inference_table_shows_latency_nodes_export_and_targets(results):
     assert "| hf_t5 | hf | 5.00 | failed: RuntimeError: no |" in text and "failed: ExportError: unsupported" in text
     assert "Latency ratio geomean **0.90** (target 0.95); within 1.05x: 1 of 1" in text
     assert "export 4.0x faster in geomean (target 3.0x); per-op verification 1.10x" in text
+    assert "Latency ratio geomean by kind: hf 0.91 (1 model), zoo 0.90 (1 model)." in text
 
 
 def _bench_inference() -> ModuleType:

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import sys
+from collections import Counter
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -145,6 +146,12 @@ def inference_section(document: dict[str, Any]) -> list[str]:
                       f"{summary['nodes_at_most_theirs']} of {summary['compared']}; export "
                       f"{summary['export_speedup_geomean']:.1f}x faster in geomean (target {targets.get('export_geomean')}x)"
                       f"{cpu}{verify}."]
+        by_kind = summary.get("latency_ratio_geomean_by_kind")
+        if by_kind:
+            counts = Counter(r.get("kind") for r in document["rows"] if "latency_ratio" in r)
+            lines += ["", "Latency ratio geomean by kind: " + ", ".join(
+                f"{kind} {ratio:.2f} ({counts[kind]} model{'' if counts[kind] == 1 else 's'})"
+                for kind, ratio in by_kind.items()) + "."]
     return lines + [""]
 
 
