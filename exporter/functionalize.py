@@ -339,8 +339,7 @@ def _view_as_sizes(sizes: list[Any]) -> Callable[[torch.fx.Graph, torch.fx.Node]
                     read = _read_before(old, symbol)
                     if read is None:
                         read = _call(graph, aten.sym_size.int, (x, index))
-                        read.meta = {k: v for k, v in old.meta.items() if k != "val"}
-                        read.meta["val"] = symbol
+                        read.meta = {**old.meta, "val": symbol}
                     shape.append(read)
                 else:
                     shape.append(size)
@@ -587,10 +586,9 @@ def _cloned_view(graph: torch.fx.Graph, old: torch.fx.Node) -> None:
     with graph.inserting_before(old):
         copy = _call(graph, aten.clone.default, (x,), {"memory_format": torch.contiguous_format})
         new = _call(graph, aten._unsafe_view.default, (copy, shape))
-    copy.meta = {k: v for k, v in old.meta.items() if k != "val"}
     source = x.meta["val"]
     with _fake_mode_of(source):
-        copy.meta["val"] = source.clone(memory_format=torch.contiguous_format)
+        copy.meta = {**old.meta, "val": source.clone(memory_format=torch.contiguous_format)}
     _take_over(old, new)
 
 
@@ -643,9 +641,8 @@ def _diff(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
             if ends != [None, None]:
                 parts = [e for e in (ends[0], x, ends[1]) if e is not None]
                 joined = _call(graph, aten.cat.default, (parts, dim))
-                joined.meta = {k: v for k, v in old.meta.items() if k != "val"}
                 with _fake_mode_of(source):
-                    joined.meta["val"] = torch.cat([p.meta["val"] for p in parts], dim)
+                    joined.meta = {**old.meta, "val": torch.cat([p.meta["val"] for p in parts], dim)}
                 x = joined
             later = _call(graph, aten.slice.Tensor, (x, dim, 1, _INT64_MAX))
             earlier = _call(graph, aten.slice.Tensor, (x, dim, 0, -1))
@@ -680,9 +677,8 @@ def _where_scalar(position: int, masked: bool = False) -> Callable[[torch.fx.Nod
                 cond, a, b = (args[1], args[2], args[0]) if masked else args
                 new = _call(graph, aten.where.self, (cond, a, b))
             scalar = args[position]
-            scalar.meta = {k: v for k, v in old.meta.items() if k != "val"}
             with _fake_mode_of(out):
-                scalar.meta["val"] = torch.scalar_tensor(value, dtype=out.dtype, device=out.device)
+                scalar.meta = {**old.meta, "val": torch.scalar_tensor(value, dtype=out.dtype, device=out.device)}
             _take_over(old, new)
 
         return _Rewrite(node, apply)

@@ -16,10 +16,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _load(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """A script imported by its file name (registered, as dataclasses need its module)."""
+    import sys
+
+    if path.stem not in sys.modules:
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = sys.modules[path.stem] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return sys.modules[path.stem]
 
 
 _common = _load(ROOT / "bench" / "_common.py")
@@ -126,19 +130,14 @@ def test_inference_table_shows_latency_nodes_export_and_targets(results):
 
 
 def _bench_inference() -> ModuleType:
-    """bench/bench_inference.py, imported as its own script would be (it reads `_common` and
-    declares dataclasses, which need the module registered)."""
+    """bench/bench_inference.py, imported as its own script would be (it imports `_common`)."""
     import sys
 
-    if "bench_inference" not in sys.modules:
-        sys.path.insert(0, str(ROOT / "bench"))
-        try:
-            spec = importlib.util.spec_from_file_location("bench_inference", ROOT / "bench" / "bench_inference.py")
-            module = sys.modules["bench_inference"] = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        finally:
-            sys.path.remove(str(ROOT / "bench"))
-    return sys.modules["bench_inference"]
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        return _load(ROOT / "bench" / "bench_inference.py")
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
 
 
 @pytest.mark.parametrize("seconds, calls", [(1.0, 1), (0.05, 1), (0.01, 5), (0.0004, 125), (1e-7, 200)])

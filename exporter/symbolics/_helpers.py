@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -26,6 +26,21 @@ def cast_to(g: Graph, value: Any, dtype: torch.dtype | None) -> Any:
     if isinstance(value, (bool, int, float)):
         return g.constant(value, dtype)
     return value
+
+
+def widened(g: Graph, value: Value, wider: Mapping[torch.dtype, torch.dtype], dtype: torch.dtype | None = None) -> Value:
+    """`value` (of `dtype`, by default its own) in the type `wider` maps that dtype to, or itself:
+    a lossless widening to a type onnxruntime has the op's kernel for."""
+    return cast_to(g, value, wider.get(dtype or value.dtype))
+
+
+def narrowed(g: Graph, result: Value, dtype: torch.dtype, wider: Mapping[torch.dtype, torch.dtype]) -> Value:
+    """An op's `result` computed on `widened(g, x, wider)`, back in x's `dtype`."""
+    if dtype not in wider:
+        return result
+    from exporter.dtypes import onnx_type
+
+    return g.op("Cast", result, to_i=onnx_type(dtype))
 
 
 def promote(g: Graph, *values: Any, dtype: torch.dtype | None = None) -> list[Any]:

@@ -14,9 +14,9 @@ import torch
 
 from exporter.graph import Graph, Value
 from exporter.registry import symbolic
-from exporter.dtypes import onnx_type, to_numpy
-from exporter.symbolics._helpers import (INT64_MAX, cast_to, dim_size, emits_no_nodes, int64_vector, normalize_dim,
-                                        rank_of, reduce)
+from exporter.dtypes import to_numpy
+from exporter.symbolics._helpers import (INT64_MAX, cast_to, dim_size, emits_no_nodes, int64_vector, narrowed,
+                                        normalize_dim, rank_of, reduce, widened)
 from exporter.symbolics.indexing import _advanced_indices, _stack_broadcast
 from exporter.symbolics.shape import _fill
 
@@ -152,11 +152,9 @@ _UNIQUE_WIDENED = {torch.bool: torch.int64, torch.uint8: torch.int64, torch.int1
 
 def _unique(g: Graph, self: Value, dtype: torch.dtype, **attributes) -> tuple[Value, Value, Value]:
     """(values, inverse, counts) of ONNX Unique, sorted, of `self` (of `dtype`), in `dtype`."""
-    wide = _UNIQUE_WIDENED.get(dtype)
-    values, _, inverse, counts = g.op("Unique", cast_to(g, self, wide), sorted_i=1, outputs=4, **attributes)
-    if wide is not None:
-        values = g.op("Cast", values, to_i=onnx_type(dtype))
-    return values, inverse, counts
+    values, _, inverse, counts = g.op("Unique", widened(g, self, _UNIQUE_WIDENED, dtype), sorted_i=1, outputs=4,
+                                      **attributes)
+    return narrowed(g, values, dtype, _UNIQUE_WIDENED), inverse, counts
 
 
 def _empty(g: Graph) -> Value:

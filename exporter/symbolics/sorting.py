@@ -13,15 +13,10 @@ import torch
 from exporter.dtypes import onnx_type
 from exporter.graph import Graph, Value
 from exporter.registry import symbolic
-from exporter.symbolics._helpers import INT64_MAX, normalize_dim, rank_of, reduce
+from exporter.symbolics._helpers import INT64_MAX, narrowed, normalize_dim, rank_of, reduce, widened
 
 # ONNX ArgMax/ArgMin/TopK have no bool kernel; onnxruntime's TopK none for small integers
 _WIDENED = {torch.bool: torch.int32, torch.uint8: torch.int32, torch.int8: torch.int32, torch.int16: torch.int32}
-
-
-def _widen(g: Graph, self: Value) -> Value:
-    wide = _WIDENED.get(self.dtype)
-    return self if wide is None else g.op("Cast", self, to_i=onnx_type(wide))
 
 
 def _arg_extreme(g: Graph, onnx_op: str, self: Value, dim, keepdim: bool) -> Value:
@@ -38,7 +33,7 @@ def _arg_extreme(g: Graph, onnx_op: str, self: Value, dim, keepdim: bool) -> Val
 
 
 def _arg_along(g: Graph, onnx_op: str, self: Value, axis: int, dtype, keepdims: bool) -> Value:
-    found = g.op(onnx_op, _widen(g, self), axis_i=axis, keepdims_i=int(keepdims))
+    found = g.op(onnx_op, widened(g, self, _WIDENED), axis_i=axis, keepdims_i=int(keepdims))
     if dtype is None or not dtype.is_floating_point:
         return found
     nan = g.op("Cast", g.op("IsNaN", self), to_i=onnx_type(torch.int32))
@@ -64,10 +59,8 @@ def _sort(g: Graph, self: Value, dim: int, descending: bool) -> tuple[Value, Val
         return g.op("Identity", self), g.constant(0, torch.int64)
     axis = normalize_dim(dim, rank_of(self))
     length = g.op("Shape", self, start_i=axis, end_i=axis + 1)
-    values, indices = g.op("TopK", _widen(g, self), length, axis_i=axis, largest_i=int(descending), sorted_i=1, outputs=2)
-    if self.dtype in _WIDENED:
-        values = g.op("Cast", values, to_i=onnx_type(self.dtype))
-    return values, indices
+    values, indices = g.op("TopK", widened(g, self, _WIDENED), length, axis_i=axis, largest_i=int(descending), sorted_i=1, outputs=2)
+    return narrowed(g, values, self.dtype, _WIDENED), indices
 
 
 @symbolic("aten::sort")

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import torch
 
-from exporter.dtypes import onnx_type
 from exporter.graph import Graph, Value
 from exporter.registry import symbolic
-from exporter.symbolics._helpers import cast_to, scalar_of
+from exporter.symbolics._helpers import narrowed, scalar_of, widened
 
 # onnxruntime 1.31's CPU Trilu kernel takes float, double, float16, int32, int64 and bool
 # (found by loading a lone Trilu node per type); these torch dtypes widen losslessly to one
@@ -29,9 +28,8 @@ _WIDENED = {torch.uint8: torch.int32, torch.int8: torch.int32, torch.int16: torc
 
 def _trilu(g: Graph, self: Value, diagonal, upper: bool) -> Value:
     """Trilu of `self` (rank >= 2, as torch checks) about `diagonal` (an int, or a SymInt's Value)."""
-    wide = _WIDENED.get(self.dtype)
-    out = g.op("Trilu", cast_to(g, self, wide), scalar_of(g, diagonal, torch.int64), upper_i=int(upper))
-    return out if wide is None else g.op("Cast", out, to_i=onnx_type(self.dtype))
+    out = g.op("Trilu", widened(g, self, _WIDENED), scalar_of(g, diagonal, torch.int64), upper_i=int(upper))
+    return narrowed(g, out, self.dtype, _WIDENED)
 
 
 @symbolic("aten::tril")
