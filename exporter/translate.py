@@ -127,10 +127,12 @@ def translate(
             "roundtrip.scope": scope_of(node, root_name),
             "roundtrip.source": source_of(node),
         }
-        if not isinstance(found, str) and _complex_operands(node) and not getattr(found.fn, "takes_complex", False):
-            found = _complex_form(target)  # complex values are (..., 2) pairs: only some ops read them
-        elif not isinstance(found, str) and _complex_result(node) and not getattr(found.fn, "takes_complex", False):
-            found = _complex_form(target, "makes")  # e.g. a Cast of reals to complex: they need a form too
+        if not isinstance(found, str) and not getattr(found.fn, "takes_complex", False):
+            # complex values are (..., 2) pairs: only some ops read them, or make them (a Cast of reals)
+            if _complex_operands(node):
+                found = _complex_form(target)
+            elif _complex_result(node):
+                found = _complex_form(target, "makes")
         if isinstance(found, str):
             unsupported.append(_unsupported(node, root_name, target, *_capture_construct(node, found)))
             env[node.name] = MISSING
@@ -246,9 +248,11 @@ def _check_dtypes(program: torch.export.ExportedProgram, opset_version: int) -> 
     for node in program.graph.nodes:
         val = node.meta.get("val")
         for item in val if isinstance(val, (tuple, list)) else [val]:
+            if not isinstance(item, torch.Tensor):
+                continue
             # a complex value travels as (..., 2) pairs of its real dtype (symbolics/fft.py): complex32 too
-            dtype = item.dtype.to_real() if isinstance(item, torch.Tensor) and item.dtype.is_complex else None
-            if isinstance(item, torch.Tensor) and unsupported_reason(dtype or item.dtype, opset_version):
+            stored = item.dtype.to_real() if item.dtype.is_complex else item.dtype
+            if unsupported_reason(stored, opset_version):
                 problems.setdefault(item.dtype, []).append(node.name)
     if problems:
         lines = [
