@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
 
 from coverage_suite.measure import CRASH, TIMEOUT, failed  # noqa: E402
 from coverage_suite.report import COVERAGE_DOC, RESULTS, load, splice_into  # noqa: E402
-from exporter.fileio import write_text_atomic  # noqa: E402
+from exporter.contract.fileio import write_text_atomic  # noqa: E402
 
 EXPORTERS = ("roundtrip", "torch.onnx")
 CASE_TIMEOUT_S = 120
