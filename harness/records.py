@@ -44,6 +44,7 @@ class Verification:
     op_reference: str = ""  # what per-op errors are measured against: "torch" | "onnx.reference"
     output_verdicts: list[Any] = field(default_factory=list)  # metrics.verdict.Verdict per output
     onnx_model: Any = field(default=None, repr=False, compare=False)  # the model verified; not serialised
+    shape_sweep: Any = None  # harness.shapes.ShapeSweep when verified over a sweep of sizes (shapes=)
 
     def add_analysis(self, analysis: OpAnalysis) -> None:
         """Take a per-op analysis's rows, notes, timings and environment entries."""
@@ -122,4 +123,5 @@ class Verification:
             "timings": self.timings, "notes": self.notes, "op_reference": self.op_reference,
             "output_verdicts": [v.to_dict() for v in self.output_verdicts],
             "first_nonfinite": self.first_nonfinite, "overflows": self.overflows,
+            "shape_sweep": self.shape_sweep.to_dict() if self.shape_sweep is not None else None,
         }
