@@ -36,7 +36,6 @@ from exporter.contract.static_axes import SpecialisedAxis, metadata_entry
 from exporter.errors import ExportError, ExportWarning
 from exporter.optimize import PASSES, WEIGHT_FOLDING, optimize as optimize_model
 from exporter.optimize.legalize_dtypes import legalize_dtypes
-from exporter.translate import symbolics  # noqa: F401  (symbolics: registers the built-ins)
 from exporter.translate.registry import DEFAULT_OPSET, Dispatcher, check_opset
 from exporter.translate.translator import dim_names_for, translate
 from exporter.write.external_data import Written, exceeds_protobuf_limit, weight_bytes, with_weights, write_model

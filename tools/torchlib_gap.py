@@ -38,7 +38,6 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import exporter  # noqa: E402,F401  (registers the built-ins)
 from exporter.translate.registry import BUILTINS, normalize_target  # noqa: E402
 
 log = logging.getLogger(__name__)
