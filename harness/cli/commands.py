@@ -171,6 +171,7 @@ def _run_locked(tasks: list[Task], options: argparse.Namespace, command: str, ou
         "tolerances": os.path.abspath(options.tolerances) if options.tolerances else None, "opset": options.opset,
         "dtype": options.dtype,
         "ort_config": options.session_record,
+        "model_explorer": options.model_explorer,
         "threads": max(1, (os.cpu_count() or 1) // min(jobs, max(len(tasks), 1))),
     }
     progress = make_progress()
