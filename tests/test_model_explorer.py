@@ -151,6 +151,23 @@ def test_open_command_and_url_name_the_files(small_case):
     assert data["nodeDataTargets"] == ["model.onnx", "program.pt2"]
 
 
+def test_index_html_links_each_failing_op_to_both_graphs(small_case):
+    import html as html_text
+    import re
+
+    from harness.report.writer import write_report_dir
+    from tests.test_report_document import document
+
+    report, entry, case = small_case
+    write_report_dir(document([{**case, "model_explorer": entry}]), report)
+    page = (report / "index.html").read_text()
+    (link,) = me.failing_links({**case, "model_explorer": entry}, report)
+    anchors = re.findall(r'<a class="explorer-link" data-onnx-node="([^"]*)" data-fx-node="([^"]*)" href="([^"]*)">', page)
+    assert [(a, b, html_text.unescape(c)) for a, b, c in anchors] == [("relu", "relu", link["url"])]
+    assert html_text.escape(" ".join(me.open_command(entry, report)), quote=False) in page
+    assert " ".join(me.server_command()) in page
+
+
 def test_row_values_table():
     """x-allowed colour follows the verdict, never the ratio alone; dtype shows the runtime fields."""
     base = {"fx_node": "a", "aten": "aten.relu.default", "dtype": "float32", "attribution": "both-noise",

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.cli.errors import EXIT_FAIL, EXIT_INTERNAL, EXIT_PASS, UsageError
+from harness.cli.lines import summary_lines
 from harness.cli.lock import ReportLock
 from harness.cli.progress import clock, make_progress
 from harness.cli.scheduler import JOBS_DIR, Scheduler
@@ -174,7 +175,7 @@ def _run_locked(tasks: list[Task], options: argparse.Namespace, command: str, ou
         "model_explorer": options.model_explorer,
         "threads": max(1, (os.cpu_count() or 1) // min(jobs, max(len(tasks), 1))),
     }
-    progress = make_progress()
+    progress = make_progress(verbose=options.verbose)
     scheduler = Scheduler(tasks, options=worker_options, jobs=jobs, report_dir=out, progress=progress,
                           on_case=report.add)
     previous = {s: signal.signal(s, lambda signum, _frame: scheduler.stop(signum))
@@ -205,6 +206,8 @@ def _conclude(document: dict[str, Any], out: str, baseline: dict[str, Any] | Non
     total = sum(counts.values())
     details = ", ".join(f"{n} {s}" for s, n in counts.items() if s != "pass" and n)
     took = f" in {clock(seconds)}" if seconds is not None else ""
+    for line in summary_lines(document):
+        print(line)
     print(f"{counts['pass']}/{total} cases passed{f' ({details})' if details else ''}{took}; "
           f"report: {os.path.join(out, INDEX_HTML)}")
     regressed = False
