@@ -96,6 +96,9 @@ def test_narrower_widths_are_kept(baseline):
     case = _failing(baseline["cases"][1], "relu_3", 1.623e6)
     for width in (60, 80, 100):
         assert all(len(line) <= width for line in short_lines(case, width))
+    for width in (100, 105):  # a plain log's prefix leaves ~105: the op column narrows, the seconds stay
+        head = short_lines(case, width)[0]
+        assert head.endswith("7.8s") and "1.62e+06x allowed" in head and "relu_3 [Relu]" in head, head
 
 
 def test_verbose_is_todays_long_line(baseline):

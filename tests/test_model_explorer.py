@@ -176,12 +176,16 @@ def test_row_values_table():
         ({**base, "passed": True}, STYLE.colours["pass"], "float32"),
         ({**base, "passed": True, "verdict": {"score": 0.8}}, STYLE.colours["near"], "float32"),
         ({**base, "passed": False, "verdict": {"score": 0.3}}, STYLE.colours["fail"], "float32"),  # e.g. a shape mismatch
-        ({**base, "passed": True, "runtime_precision": "float16", "backend": "onnxruntime"}, STYLE.colours["pass"],
-         "float32, ran float16 on onnxruntime"),
+        ({**base, "passed": True, "runtime_precision": {"precision": "float16", "source": "hint"},
+          "backend": "openvino:precision=f16"}, STYLE.colours["pass"], "float32, ran float16 (hint) on openvino:precision=f16"),
+        ({**base, "passed": True, "runtime_precision": {"precision": "float32", "source": "declared"},
+          "backend": "onnxruntime"}, STYLE.colours["pass"], "float32 on onnxruntime"),
     ]
     for row, colour, dtype in table:
         values = me.row_values(row)
         assert values["x_allowed"][1] == colour and values["dtype"][0] == dtype, row
+    assert me.row_values({**base, "passed": False, "attribution": "backend", "blame": "runtime"})["attribution"] == (
+        "backend (blame: runtime)", STYLE.attribution_colours["backend"])
     assert "x_allowed" not in me.row_values({**base, "passed": None, "isolated": None, "accumulated": None,
                                              "verdict": None})
 

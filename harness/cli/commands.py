@@ -62,8 +62,8 @@ def prepare_out(path: str, command: str) -> tuple[str, ReportLock]:
     if lock.note():
         print(lock.note(), file=sys.stderr)
     if any(os.path.exists(os.path.join(out, name)) for name in (PARITY_JSON, f"{PARITY_JSON}.gz")):
-        # a previous report: its logs and reproducers go
-        for stale in ("logs", "reproducers", JOBS_DIR):
+        # a previous report: its logs, reproducers and Model Explorer files go
+        for stale in ("logs", "reproducers", "model_explorer", JOBS_DIR):
             shutil.rmtree(os.path.join(out, stale), ignore_errors=True)
     return out, lock
 
@@ -264,9 +264,10 @@ def merge_reports(options: argparse.Namespace, command: str) -> int:
 
 
 def _copy_artifacts(report_paths: list[str], out: str) -> None:
-    """Bring each shard's logs and reproducers along, so the merged report's links resolve."""
+    """Bring each shard's logs, reproducers and Model Explorer files along, so the merged report's
+    links resolve."""
     for path in report_paths:
-        for folder in ("logs", "reproducers"):
+        for folder in ("logs", "reproducers", "model_explorer"):
             source = os.path.join(path, folder)
             if os.path.isdir(source) and os.path.realpath(source) != os.path.realpath(os.path.join(out, folder)):
                 shutil.copytree(source, os.path.join(out, folder), dirs_exist_ok=True)

@@ -86,11 +86,13 @@ def short_lines(case: Mapping[str, Any], width: int = WIDTH) -> list[str]:
     else:
         op = _worst(case)
         out = f"out {fmt(max_output_error(case)):>8}"
+        # the op column gives way to a narrower width: everything else is fixed (77 characters)
+        op_width = max(12, min(OP_WIDTH, width - 77))
         if op is None:
-            worst = f"worst {'-':<{OP_WIDTH}} {'':>{RATIO_WIDTH}}"
+            worst = f"worst {'-':<{op_width}} {'':>{RATIO_WIDTH}}"
         else:
             allowed = fmt(ratio(op)) + "x allowed"
-            worst = f"worst {op_label(op):<{OP_WIDTH}} {allowed:>{RATIO_WIDTH}}"
+            worst = f"worst {op_label(op, op_width):<{op_width}} {allowed:>{RATIO_WIDTH}}"
         head = f"{verdict} {name} {out}  {worst} {seconds}"
     lines = [end_ellipsis(head.rstrip(), width)]
     if status != "pass":

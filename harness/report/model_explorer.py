@@ -90,14 +90,23 @@ def _finite(value: Any) -> float | None:
 
 
 def dtype_text(row: Mapping[str, Any]) -> str:
-    """`float32`; with the runtime fields rows may carry: `float16, ran float32 on onnxruntime`."""
+    """`float32`; with the rows' backend fields: `float32, ran float16 (hint) on openvino:precision=f16`
+    (the precision the backend really ran the op at, when it differs, and the backend verified)."""
     text = str(row.get("dtype") or "*")
-    ran = row.get("runtime_precision")
-    if ran and ran != row.get("dtype"):
-        text += f", ran {ran}"
+    ran = row.get("runtime_precision") or {}
+    precision = ran.get("precision") if isinstance(ran, Mapping) else str(ran)
+    if precision and precision != row.get("dtype"):
+        source = ran.get("source") if isinstance(ran, Mapping) else ""
+        text += f", ran {precision}" + (f" ({source})" if source else "")
     if row.get("backend"):
         text += f" on {row['backend']}"
     return text
+
+
+def attribution_text(row: Mapping[str, Any]) -> str:
+    """`backend`, `both-noise`, ...; with a blame across backends: `backend (blame: runtime)`."""
+    attribution = str(row.get("attribution") or "")
+    return f"{attribution} (blame: {row['blame']})" if attribution and row.get("blame") else attribution
 
 
 def row_values(row: Mapping[str, Any], style: Style | None = None) -> dict[str, tuple[Any, str | None]]:
@@ -115,7 +124,7 @@ def row_values(row: Mapping[str, Any], style: Style | None = None) -> dict[str, 
             values[key] = (error, None)
     attribution = str(row.get("attribution") or "")
     if attribution:
-        values["attribution"] = (attribution, style.attribution_colours.get(attribution))
+        values["attribution"] = (attribution_text(row), style.attribution_colours.get(attribution))
     values["dtype"] = (dtype_text(row), None)
     return values
 
