@@ -126,8 +126,10 @@ def write_case_files(report_dir: str | os.PathLike, case_folder: str, *, case: s
         entry["program"] = program_path
         sides["torch"] = (me.PROGRAM_GRAPH_ID, {n.name for n in program.graph.nodes})
         sync_path = os.path.join(folder, "sync.json")
+        from harness.analysis.fx_mapping import fx_node_name  # roundtrip's and torch.onnx's provenance keys
+
         write_text(os.path.join(os.fspath(report_dir), sync_path),
-                   json.dumps(me.sync_mapping(me.provenance_nodes(onnx_model)), indent=1) + "\n")
+                   json.dumps(me.sync_mapping(me.provenance_nodes(onnx_model, fx_node_name)), indent=1) + "\n")
         entry["sync"] = sync_path
     for side, (graph, known) in sides.items():
         files = me.node_data(rows, side=side, graph_id=graph, case=case, known_ids=known)

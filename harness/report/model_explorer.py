@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -83,10 +83,11 @@ def verdict_class(row: Mapping[str, Any], style: Style | None = None) -> str:
 
 
 def _finite(value: Any) -> float | None:
+    """A number as the node panel shows it: 4 significant digits, infinity as the largest."""
     number = as_float(value)
     if number is None or math.isnan(number):
         return None
-    return min(number, _LARGEST) if number > 0 else max(number, -_LARGEST)
+    return float(f"{min(number, _LARGEST) if number > 0 else max(number, -_LARGEST):.4g}")
 
 
 def dtype_text(row: Mapping[str, Any]) -> str:
@@ -193,15 +194,17 @@ def sync_mapping(nodes: Iterable[tuple[str, str, Sequence[str]]]) -> dict[str, A
             "disableMappingFallback": True}
 
 
-def provenance_nodes(model: Any) -> list[tuple[str, str, list[str]]]:
-    """(adapter node id, roundtrip.fx_node, region FX nodes) for each node of an onnx.ModelProto's
-    main graph."""
+def provenance_nodes(model: Any, fx_node_of: Callable[[Any], str | None] | None = None) -> list[tuple[str, str, list[str]]]:
+    """(adapter node id, FX node, region FX nodes) for each node of an onnx.ModelProto's main
+    graph. `fx_node_of(node)` reads a node's FX node (harness.analysis.fx_mapping.fx_node_name
+    also reads torch.onnx's key); by default `roundtrip.fx_node`."""
     ids = onnx_node_ids([node.name for node in model.graph.node])
     found = []
     for node_id, node in zip(ids, model.graph.node):
         meta = {entry.key: entry.value for entry in node.metadata_props}
         region = [m["fx_node"] for m in json.loads(meta["roundtrip.region"])] if meta.get("roundtrip.region") else []
-        found.append((node_id, meta.get("roundtrip.fx_node", ""), region))
+        fx_node = fx_node_of(node) if fx_node_of is not None else meta.get("roundtrip.fx_node")
+        found.append((node_id, fx_node or "", region))
     return found
 
 
