@@ -20,7 +20,7 @@ from harness.metrics.arrays import as_array, contiguous
 from harness.metrics.tolerances import ToleranceTable
 from harness.records import Verification
 from harness.runtime.model_files import load_model_file
-from harness.backend_runs import resolve_backends
+from harness.analysis.backend_runs import resolve_backends
 from harness.verification import judge_outputs, new_verification, run_production, tolerance_table
 
 

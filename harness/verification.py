@@ -51,7 +51,7 @@ from harness.metrics.verdict import (
     OVERRIDE, TOLERANCE, Verdict, VerdictRule, by_row, by_truth, load_rule, output_unit,
 )
 from harness.records import CheckerResult, Verification
-from harness.backend_runs import DEFAULT_BACKEND, BackendRun, resolve_backends
+from harness.analysis.backend_runs import DEFAULT_BACKEND, BackendRun, resolve_backends
 from harness.runtime.backends import is_lower
 from harness.runtime.shared_weights import copy_model
 

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import onnx
 
-from harness import runtime
-from harness.analysis.rows import OpAnalysis, OpRecord
-from harness.records import BackendResult, CheckerResult, Verification
+import harness.runtime as runtime
+from harness.analysis.rows import BackendResult, OpAnalysis, OpRecord
 from harness.runtime.backends import DEFAULT_BACKEND, Backend, get_backend
 
 __all__ = ["DEFAULT_BACKEND", "BackendRun", "resolve_backends"]
@@ -40,6 +39,14 @@ def resolve_backends(backends: Sequence[Any] | str | None, device: str = "cpu") 
         raise ValueError(f"backends {repeated} given more than once")
     chosen[0].require(runtime.DeviceSpec.parse(device).backend_device)
     return chosen
+
+
+@dataclass
+class JudgedOutputs:
+    """Where an output judge writes: the comparisons with torch and their verdicts."""
+
+    outputs: list[Any] = field(default_factory=list)
+    output_verdicts: list[Any] = field(default_factory=list)
 
 
 @dataclass
@@ -78,12 +85,12 @@ class BackendRun:
     def ops(self) -> list[OpRecord]:
         return self.result.ops
 
-    def judge(self, judge_outputs: Callable[[Verification, list[np.ndarray], str | None], None]) -> None:
+    def judge(self, judge_outputs: Callable[[Any, list[np.ndarray], str | None], None]) -> None:
         """Judge this backend's outputs as the first backend's were: `judge_outputs(record,
-        outputs, precision)` fills a scratch record's outputs and verdicts."""
+        outputs, precision)` fills a scratch record's `outputs` and `output_verdicts`."""
         if self.production is None or self.production.outputs is None:
             return
-        scratch = Verification("", "", "", False, CheckerResult(True), outputs=[])
+        scratch = JudgedOutputs()
         judge_outputs(scratch, self.production.outputs, self.production.lowest_precision())
         self.result.outputs, self.result.output_verdicts = scratch.outputs, scratch.output_verdicts
 
