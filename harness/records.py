@@ -47,6 +47,7 @@ class Verification:
     backend_settings: dict[str, Any] = field(default_factory=dict)  # what that backend ran with
     backend_results: list[BackendResult] = field(default_factory=list)  # every further backend asked for
     onnx_model: Any = field(default=None, repr=False, compare=False)  # the model verified; not serialised
+    shape_sweep: Any = None  # harness.shapes.ShapeSweep when verified over a sweep of sizes (shapes=)
 
     def add_analysis(self, analysis: OpAnalysis) -> None:
         """Take a per-op analysis's rows, notes, timings and environment entries."""
@@ -127,4 +128,5 @@ class Verification:
             "first_nonfinite": self.first_nonfinite, "overflows": self.overflows,
             "backend": self.backend, "backend_settings": self.backend_settings,
             "backend_results": [result.to_dict() for result in self.backend_results],
+            "shape_sweep": self.shape_sweep.to_dict() if self.shape_sweep is not None else None,
         }
