@@ -18,16 +18,13 @@ bench/results/bench_backends.json.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
-import sys
-import time
 
 import torch
 import torchvision
 
-from _common import load_note, machine_info, median, quiet_onnxruntime, side_by_side, write_results
+from _common import banner, machine_info, measure_rows, median, quiet_onnxruntime, side_by_side, write_results
 
 from harness.exporters import export_for_verification
 from harness.verification import verify_exported
@@ -108,14 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     quiet_onnxruntime()
     logging.getLogger("torch").setLevel(logging.ERROR)
     machine = machine_info()
-    print(f"# bench_backends: {machine['processor']}, {load_note({**machine, 'load_average_end': os.getloadavg()})}, "
-          f"torch {torch.__version__}")
-    rows = []
-    for name in options.models:
-        started = time.perf_counter()
-        rows.append(measure(name, options.second, seed=options.seed, repeat=options.repeat))
-        rows[-1]["bench_seconds"] = round(time.perf_counter() - started, 1)
-        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    print(banner("bench_backends", machine))
+    rows = measure_rows(options.models, lambda name: measure(name, options.second, seed=options.seed,
+                                                             repeat=options.repeat))
     met = {row["model"]: row["ratio"] <= row["target"] for row in rows}
     summary = {"met": met, "all_met": all(met.values())}
     path = write_results("bench_backends", machine, rows, summary=summary, path=options.json,
