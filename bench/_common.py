@@ -132,6 +132,18 @@ def side_by_side(sides: Mapping[str, Callable[[], Any]], repeat: int) -> tuple[d
     return seconds, results
 
 
+def measure_rows(names: Sequence[str], measure: Callable[[str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """`measure(name)` for each name, each row given the seconds it took (`bench_seconds`) and
+    written to stderr as JSON as soon as it is measured."""
+    rows = []
+    for name in names:
+        started = time.perf_counter()
+        rows.append(measure(name))
+        rows[-1]["bench_seconds"] = round(time.perf_counter() - started, 1)
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
 def median(values: Sequence[float]) -> float:
     return statistics.median(values)
 
