@@ -30,7 +30,7 @@ import warnings
 
 import torch
 
-from _common import load_note, machine_info, measure_rows, median, quiet_onnxruntime, side_by_side, write_results
+from _common import banner, machine_info, measure_rows, median, quiet_onnxruntime, side_by_side, write_results
 
 import model_zoo_cases
 from harness.exporters import export_for_verification, torch_onnx_export
@@ -123,8 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet_onnxruntime()
     logging.getLogger("torch.onnx").setLevel(logging.ERROR)
     machine = machine_info()
-    print(f"# bench_shape_sweep: {machine['processor']}, "
-          f"{load_note({**machine, 'load_average_end': os.getloadavg()})}, torch {torch.__version__}")
+    print(banner("bench_shape_sweep", machine))
     rows = measure_rows(options.cases, lambda name: measure(name, sizes=options.sizes, repeat=options.repeat,
                                                             seed=options.seed))
     met = {row["case"]: row["ratio"] <= TARGET for row in rows}

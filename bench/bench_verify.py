@@ -30,7 +30,7 @@ import warnings
 import torch
 import torchvision
 
-from _common import load_note, machine_info, measure_rows, median, quiet_onnxruntime, side_by_side, write_results
+from _common import banner, machine_info, measure_rows, median, quiet_onnxruntime, side_by_side, write_results
 
 from harness.exporters import ExportedForVerification, torch_onnx_export
 from harness.verification import verify, verify_exported
@@ -144,8 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(options.torch_threads)
     quiet_onnxruntime()
     machine = machine_info()
-    print(f"# bench_verify: {machine['processor']}, {load_note({**machine, 'load_average_end': os.getloadavg()})}, "
-          f"torch {torch.__version__}")
+    print(banner("bench_verify", machine))
     rows = measure_rows(options.models, lambda name: measure(name, seed=options.seed, repeat=options.repeat,
                                                              optimize=options.optimize, roundtrip=options.roundtrip))
     summary = summarise(rows)

@@ -84,7 +84,28 @@ def _check_run_options(options: argparse.Namespace) -> dict[str, Any] | None:
     if options.dtype and any(t.endswith(".onnx") for t in getattr(options, "targets", ())):
         raise UsageError(f"--dtype {options.dtype}: an ONNX file's dtype is fixed by the file; export it in that dtype")
     options.session_record = _session_record(options)
+    options.backend_specs = _backend_specs(options)
     return load_report(options.baseline) if options.baseline else None
+
+
+def _backend_specs(options: argparse.Namespace) -> list[str] | None:
+    """The --backend specs, canonical (None: none given, onnxruntime as always); a UsageError
+    for an unknown backend or option, a repeated one, or a first backend that cannot run here."""
+    if not options.backends:
+        return None
+    from harness.runtime.backends import BackendSpecError, get_backend
+
+    try:
+        backends = [get_backend(text) for text in options.backends]
+    except BackendSpecError as error:
+        raise UsageError(f"--backend {error}") from None
+    specs = [str(backend.spec) for backend in backends]
+    if len(set(specs)) != len(specs):
+        raise UsageError(f"--backend: {sorted({s for s in specs if specs.count(s) > 1})} given more than once")
+    reason = backends[0].unavailable_reason("CUDA" if options.device == "cuda" else "CPU")
+    if reason:
+        raise UsageError(f"--backend {specs[0]}: cannot run here: {reason}")
+    return specs
 
 
 def _session_record(options: argparse.Namespace) -> dict[str, Any]:
@@ -165,6 +186,7 @@ def _run_locked(tasks: list[Task], options: argparse.Namespace, command: str, ou
     document["jobs"] = jobs
     document["dtype"] = options.dtype  # None: each model as built (its record's environment names it)
     document["onnxruntime_session"] = options.session_record
+    document["backends"] = options.backend_specs or ["onnxruntime"]
     report = _Report(document, out, baseline, options.baseline or "")
     report.write()
     worker_options = {
@@ -172,7 +194,7 @@ def _run_locked(tasks: list[Task], options: argparse.Namespace, command: str, ou
         "optimize": not options.no_optimize,
         "tolerances": os.path.abspath(options.tolerances) if options.tolerances else None, "opset": options.opset,
         "dtype": options.dtype, "shapes": options.shapes,
-        "ort_config": options.session_record,
+        "ort_config": options.session_record, "backends": options.backend_specs,
         "threads": max(1, (os.cpu_count() or 1) // min(jobs, max(len(tasks), 1))),
     }
     progress = make_progress()

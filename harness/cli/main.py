@@ -67,6 +67,11 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="verify each ONNX model at N sizes of its dynamic axes (the traced size first, then the "
                              "most informative: primes, non-square, the ranges' bounds, both sides of each guard), "
                              "instead of the one other size; zoo cases also make their image sides dynamic")
+    parser.add_argument("--backend", action="append", default=None, metavar="SPEC", dest="backends",
+                        help="a backend to verify on, repeatable: onnxruntime[:provider=cpu|cuda|tensorrt|openvino,"
+                             "level=disabled|basic|extended|all], openvino[:precision=f32|bf16|f16,"
+                             "mode=accuracy|performance], onnx.reference; the first decides each case's rows, every "
+                             "one is judged against the same fp64 truth (default: onnxruntime)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the CLI does")
 
 

@@ -66,8 +66,9 @@ def _verify(built: Built, exported: Any, options: dict[str, Any], name: str) -> 
     judged = {k: v for k, v in built.options.items() if k not in ("dynamic_axes", "input_names")}
     common = dict(device=options["device"], tolerances=options.get("tolerances"), strict=True,
                   session_options=_ort_config(options), **judged)
+    backends = options.get("backends") or ["onnxruntime"]
     verification = verify_exported(exported, built.args, module=built.module, per_op=options["per_op"],
-                                   model_name=name, **common)
+                                   model_name=name, backends=backends, **common)
     if options.get("shapes"):  # the sweep replaces the one other size
         from harness.verification import sweep_shapes
 
@@ -81,7 +82,8 @@ def _verify(built: Built, exported: Any, options: dict[str, Any], name: str) -> 
     elif built.other_args is not None:
         other = verify(built.module, built.other_args, per_op=False, onnx_model=verification.onnx_model,
                        exporter=options["exporter"], model_name=name, dynamic_axes=built.options.get("dynamic_axes"),
-                       input_names=built.options.get("input_names"), optimize=options.get("optimize", True), **common)
+                       input_names=built.options.get("input_names"), optimize=options.get("optimize", True),
+                       backends=backends[:1], **common)
     return verification, other
 
 
@@ -166,7 +168,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
             phase = "verify the ONNX file"
             verification = verify_onnx(built.onnx_path, built.inputs, built.expected, device=options["device"],
                                        tolerances=options.get("tolerances"), per_op=options["per_op"],
-                                       model_name=name, strict=True, session_options=_ort_config(options))
+                                       model_name=name, strict=True, session_options=_ort_config(options),
+                                       backend=(options.get("backends") or ["onnxruntime"])[0])
             other = None
         else:
             phase = "export"
