@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 import torch
 
-from harness.analysis import draws
+from harness.analysis import draws, quant_rows
 from harness.analysis.accumulated import run_instrumented
 from harness.analysis.fx_mapping import NodeGroup, output_at, value_sources
 from harness.analysis.isolated import isolate
@@ -60,6 +60,7 @@ class FxAnalysis:
     strict: bool | None = None  # raise the harness's own errors (None: ROUNDTRIP_STRICT decides)
     weights: Any = None  # runtime.SharedWeights holding the arrays of source_model's in-memory stubs
     fallback: ModelRunner | None = None  # runs a subgraph the backend has no kernel for (onnx.reference)
+    ort_config: Any = None  # runtime.OrtConfig of the sessions (which fusions onnxruntime makes)
 
 
 def analyse(analysis: FxAnalysis) -> OpAnalysis:
@@ -93,6 +94,11 @@ def analyse(analysis: FxAnalysis) -> OpAnalysis:
     for fx, record in records.items():
         decide(record, isolated.get(fx, {}), truths.get(fx, {}), rule, analysis.table.lookup(
             "*", analysis.device, record.dtype or None))
+
+    started = time.perf_counter()
+    result.notes.extend(quant_rows.annotate(records, analysis, analysis.ort_config))
+    if any(record.quant_steps is not None for record in records.values()):
+        timings["quant_steps_s"] = time.perf_counter() - started
 
     if analysis.device == "cuda":
         started = time.perf_counter()
