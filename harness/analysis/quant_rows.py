@@ -17,11 +17,13 @@ The rule (docs/ARCHITECTURE.md, "Quantized ops"): a quantize op alone agrees wit
 exactly, except at rounding ties; a region agrees with its truth exactly except where the truth
 lies within the float noise of a tie (either neighbour is then correct); a region the runtime
 fused into an integer kernel may be one step off anywhere (the kernel requantizes its int32
-accumulator with a fixed-point multiplier); anything beyond is a divergence.
+accumulator with a fixed-point multiplier), and so may one whose float bias the runtime
+quantized to int32 for such a kernel; anything beyond is a divergence.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import tempfile
@@ -60,6 +62,10 @@ INTEGER_KERNELS = frozenset({
     "QLinearReduceMean", "QLinearWhere", "QLinearConvTranspose", "MatMulInteger", "ConvInteger",
     "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QAttention",
 })
+
+BIAS_QUANTIZED = "bias quantized to int32"
+"""onnxruntime's QDQ optimiser may quantize a float bias to int32 (scale: input scale x weight
+scale) and dequantize it, as its integer kernels take the bias: the rounding is the kernel's."""
 
 FUSED_ALLOWED_STEPS = 1
 """Steps a fused integer kernel may differ by: its one requantization of the int32 accumulator."""
@@ -155,6 +161,13 @@ def region_members(quantize: torch.fx.Node) -> list[torch.fx.Node]:
     return sorted(members.values(), key=lambda n: order[n])
 
 
+def entry_dequantizers(quantize: torch.fx.Node) -> list[torch.fx.Node]:
+    """The dequantize nodes whose values enter `quantize`'s region."""
+    readers = [*region_members(quantize), quantize]
+    found = {n.name: n for reader in readers for n in reader.all_input_nodes if str(n.target) in DEQUANTIZE_OPS}
+    return list(found.values())
+
+
 def cut_at_quantized(model: onnx.ModelProto, quantized: Mapping[str, str],
                      shapes: Mapping[str, tuple[int, ...]] | None = None) -> tuple[onnx.ModelProto, dict[str, str]]:
     """`model` cut at every quantized tensor: each value in `quantized` (ONNX value -> its FX
@@ -208,10 +221,12 @@ def _needed_nodes(graph: onnx.GraphProto, outputs: set[str]) -> set[int]:
     return needed
 
 
-def fused_producers(model: onnx.ModelProto, ort_config: Any, names: list[str]) -> dict[str, str]:
-    """Which node of onnxruntime's optimised graph (CPU, under `ort_config`) writes each of
-    `names`: {value: '<domain>::<op type>'}, e.g. 'com.microsoft::QLinearConv' where it fused the
-    region into an integer kernel, 'ai.onnx::QuantizeLinear' where it ran it as written."""
+def region_kernels(model: onnx.ModelProto, ort_config: Any, names: list[str]) -> dict[str, str]:
+    """How onnxruntime (CPU, under `ort_config`) computes each region output in `names`:
+    '<domain>::<op type>' of the integer kernel among the nodes of its optimised graph that
+    compute it (e.g. 'com.microsoft::QLinearConv': the region was fused, possibly with a
+    DequantizeLinear -> QuantizeLinear after the kernel), else of the node that writes it
+    ('ai.onnx::QuantizeLinear': run as written)."""
     from harness.runtime.sessions import prepare
 
     with tempfile.TemporaryDirectory(prefix="roundtrip-quant-fusions-") as folder:
@@ -219,9 +234,32 @@ def fused_producers(model: onnx.ModelProto, ort_config: Any, names: list[str]) -
         rep = prepare(model, "CPU", ort_config=ort_config, optimized_model_path=path)
         del rep
         optimised = onnx.load(path, load_external_data=False)
-    wanted = set(names)
-    return {name: f"{node.domain or 'ai.onnx'}::{node.op_type}" for node in optimised.graph.node
-            for name in node.output if name in wanted}
+    nodes = list(optimised.graph.node)
+    producer = {out: index for index, node in enumerate(nodes) for out in node.output if out}
+    known = ({i.name for i in model.graph.input} | {t.name for t in model.graph.initializer}
+             | {o for node in model.graph.node for o in node.output})
+    made = {t.name for t in optimised.graph.initializer} - known  # parameters the runtime computed
+    kinds = {}
+    for name in names:
+        if name not in producer:
+            continue
+        writer = nodes[producer[name]]
+        kinds[name] = f"{writer.domain or 'ai.onnx'}::{writer.op_type}"
+        pending, seen = [producer[name]], set()
+        while pending:
+            index = pending.pop()
+            if index in seen:
+                continue
+            seen.add(index)
+            node = nodes[index]
+            if node.op_type in INTEGER_KERNELS:
+                kinds[name] = f"{node.domain or 'ai.onnx'}::{node.op_type}"
+                break
+            if node.op_type == "DequantizeLinear" and node.input[0] in made:  # a float bias it quantized
+                kinds[name] = f"{BIAS_QUANTIZED} ({node.input[0]})"
+                break
+            pending.extend(producer[i] for i in node.input if i in producer)
+    return kinds
 
 
 @dataclass
@@ -273,7 +311,7 @@ def _steps(actual: np.ndarray, positions: np.ndarray, qp: QParams, margin: Any) 
 def region_verdict(result: RegionResult, dtype: str, output: str) -> Verdict:
     """The row's verdict from its region's steps."""
     passed = result.beyond == 0
-    how = (f"fused into {result.kernel} (integer kernel): {result.allowed} step allowed" if result.allowed
+    how = (f"requantized by the runtime ({result.kernel}): {result.allowed} step allowed" if result.allowed
            else f"run as {result.kernel or 'written'}: exact except at ties")
     reason = (f"{how}; backend max {result.backend.max_steps:g} step(s) from the truth, "
               f"{result.backend.off_by_one_or_more} of {result.backend.elements} off "
@@ -281,8 +319,8 @@ def region_verdict(result: RegionResult, dtype: str, output: str) -> Verdict:
               f"{result.beyond} beyond the rule; torch max {result.torch_side.max_steps:g}")
     return Verdict(QUANT_STEPS_RULE, passed, dtype, output, e_backend=result.backend.max_steps,
                    e_torch=result.torch_side.max_steps, allowed=float(result.allowed),
-                   score=(result.beyond / max(result.backend.elements, 1)) * 1e3 + (0.0 if passed else 1.0)
-                   if not passed else result.backend.max_steps / (result.allowed + 1),
+                   score=1.0 + result.backend.max_steps if not passed
+                   else result.backend.max_steps / (result.allowed + 2),
                    decided_by=QUANT_STEPS_RULE, reason=reason)
 
 
@@ -302,7 +340,7 @@ def isolated_quantize_verdict(record: OpRecord, actual: np.ndarray, torch_input:
                             "(torch rounds x * (1/scale), QuantizeLinear x / scale; both half to even)")
     passed = beyond == 0
     return Verdict(QUANT_STEPS_RULE, passed, record.dtype, record.fx_node, e_backend=against_torch.max_steps,
-                   e_torch=0.0, allowed=0.0, score=float(beyond) + (0.0 if passed else 1.0),
+                   e_torch=0.0, allowed=0.0, score=0.0 if passed else 1.0 + against_torch.max_steps,
                    decided_by=QUANT_STEPS_RULE,
                    reason=f"quantize alone against torch: max {against_torch.max_steps:g} step(s), {ties} at ties, "
                           f"{beyond} elsewhere (exact except at ties)")
@@ -321,7 +359,7 @@ def annotate(records: Mapping[str, OpRecord], analysis: Any, ort_config: Any = N
     dequantizers = [n for n in nodes.values() if str(n.target) in DEQUANTIZE_OPS and n.name in records]
     if not quantizers and not dequantizers:
         return []
-    for node in dequantizers:
+    for node in dequantizers:  # first: a region that reads a failing dequantize names it
         _dequantize_row(records[node.name], node, analysis)
     for node in quantizers:
         _quantize_row(records[node.name], node, analysis)
@@ -350,13 +388,12 @@ def _dequantize_row(record: OpRecord, node: torch.fx.Node, analysis: Any) -> Non
     expected = np.rint(qp.positions(_torch_array(analysis.values[node.name])))
     record.quant_steps = _steps(np.rint(qp.positions(actual)), expected, qp, 0.0)
     exact = record.quant_steps.off_by_one_or_more == 0
-    verdict = Verdict(QUANT_STEPS_RULE, exact and bool(record.passed is not False or record.isolated.max_abs == 0),
-                      record.dtype, record.fx_node, e_backend=record.quant_steps.max_steps, e_torch=0.0, allowed=0.0,
-                      score=record.quant_steps.max_steps if not exact else 0.0, decided_by=QUANT_STEPS_RULE,
-                      reason=f"dequantize against torch: max {record.quant_steps.max_steps:g} step(s) "
-                             "(exact: both compute (q - zero_point) * scale in float32)")
-    record.verdict = verdict if (not verdict.passed or record.passed is not False) else record.verdict
-    record.passed = bool(record.passed is not False and verdict.passed)
+    record.verdict = Verdict(QUANT_STEPS_RULE, exact, record.dtype, record.fx_node, e_backend=record.quant_steps.max_steps,
+                             e_torch=0.0, allowed=0.0, score=0.0 if exact else 1.0 + record.quant_steps.max_steps,
+                             decided_by=QUANT_STEPS_RULE,
+                             reason=f"dequantize against torch: max {record.quant_steps.max_steps:g} step(s) "
+                                    "(exact: both compute (q - zero_point) * scale in float32)")
+    record.passed = exact
 
 
 def _quantize_row(record: OpRecord, node: torch.fx.Node, analysis: Any) -> None:
@@ -403,7 +440,7 @@ def _regions(records: Mapping[str, OpRecord], quantizers: list[torch.fx.Node], a
     kernels: dict[str, str] = {}
     if analysis.device == "cpu":
         try:
-            kernels = fused_producers(cut, ort_config, list(renamed.values()))
+            kernels = region_kernels(cut, ort_config, list(renamed.values()))
         except Exception as error:
             logger.info("could not read onnxruntime's optimised graph: %s", error)
     for name, region_output in renamed.items():
@@ -416,6 +453,11 @@ def _regions(records: Mapping[str, OpRecord], quantizers: list[torch.fx.Node], a
             continue
         record.quant_steps = result.backend
         verdict = region_verdict(result, record.dtype, record.fx_node)
+        failing_inputs = [n.name for n in entry_dequantizers(node) if records.get(n.name) is not None
+                          and records[n.name].passed is False]
+        if failing_inputs and not verdict.passed:  # the divergence is in a dequantize it reads: named there
+            verdict = dataclasses.replace(verdict, score=1.0, reason=(
+                f"{verdict.reason}; it reads {', '.join(failing_inputs)}, which fail(s) on their own"))
         record.notes.append(f"quantized region ({', '.join(result.members) or 'the quantize alone'}): {verdict.reason}")
         if not verdict.passed or record.verdict is None or record.verdict.passed:
             record.verdict = verdict if not verdict.passed or record.verdict is None else record.verdict
@@ -442,7 +484,7 @@ def _region(node: torch.fx.Node, actual: np.ndarray, kernel: str, analysis: Any)
     torch_int = _torch_array(analysis.values[node.name])
     if actual.shape != torch_int.shape or truth_array.shape != torch_int.shape:
         return None
-    fused = kernel.split("::")[-1] in INTEGER_KERNELS
+    fused = kernel.split("::")[-1] in INTEGER_KERNELS or kernel.startswith(BIAS_QUANTIZED)
     backend, torch_side, allowed, beyond = judge_region(actual, torch_int, qp.positions(truth_array),
                                                         qp.positions(torch_float), qp, fused, noise_steps)
     return RegionResult(backend, torch_side, allowed, beyond, kernel, [m.name for m in members])
