@@ -82,6 +82,7 @@ class Verification:
     # (harness.analysis.quant_cost), apart from the export's rows; None for a float model
     quantization: dict[str, Any] | None = None
     onnx_model: Any = field(default=None, repr=False, compare=False)  # the model verified; not serialised
+    shape_sweep: Any = None  # harness.shapes.ShapeSweep when verified over a sweep of sizes (shapes=)
 
     def add_analysis(self, analysis: OpAnalysis) -> None:
         """Take a per-op analysis's rows, notes, timings and environment entries."""
@@ -163,4 +164,5 @@ class Verification:
             "backend": self.backend, "backend_settings": self.backend_settings,
             "backend_results": [result.to_dict() for result in self.backend_results],
             "quantization": self.quantization,
+            "shape_sweep": self.shape_sweep.to_dict() if self.shape_sweep is not None else None,
         }
