@@ -53,6 +53,8 @@ from harness.metrics.verdict import (
     OVERRIDE, TOLERANCE, Verdict, VerdictRule, by_row, by_truth, load_rule, output_unit,
 )
 from harness.records import CheckerResult, Verification
+from harness.analysis.backend_runs import DEFAULT_BACKEND, BackendRun, resolve_backends
+from harness.runtime.backends import is_lower
 from harness.runtime.shared_weights import copy_model
 
 logger = logging.getLogger(__name__)
@@ -140,6 +142,7 @@ def verify(
     dtype: str | torch.dtype | None = None,
     optimize: bool = True,
     session_options: Any = None,
+    backends: Sequence[Any] = (DEFAULT_BACKEND,),
     shapes: int | Sequence[Mapping[str, int]] | None = None,
     axis_ranges: Mapping[str, tuple[int, int]] | None = None,
 ) -> Verification:
@@ -168,7 +171,13 @@ def verify(
     errors instead of recording them as notes (see harness.analysis.strictness).
     `session_options`: the onnxruntime configuration to verify (an onnxruntime.SessionOptions,
     a mapping or a JSON file; runtime.OrtConfig), default onnxruntime's own.
+    `backends`: the backends to verify on ("onnxruntime", "openvino:precision=f32", BackendSpecs
+    or Backends; harness.runtime.backends). The first one's outputs and rows are the record's
+    own (`outputs`, `ops`, `passed`); each further one gets a BackendResult in
+    `backend_results`, judged against the same torch values and fp64 truth (one that cannot run
+    here is a named skip), and failing rows say who is wrong (harness.analysis.blame).
     """
+    chosen = resolve_backends(backends, device)
     if exporter not in EXPORTERS:
         raise ValueError(f"exporter={exporter!r}; choose one of {EXPORTERS}")
     args = args if isinstance(args, tuple) else (args,)
@@ -190,6 +199,7 @@ def verify(
         exported, args, kwargs=kwargs, module=model, device=device, tolerances=tolerances, per_op=per_op,
         output_atol=output_atol, output_rtol=output_rtol, allowed_mismatch=allowed_mismatch,
         tf32=tf32, model_name=model_name or type(model).__name__, strict=strict, session_options=session_options,
+        backends=chosen,
     )
     verification.timings = {"export_s": export_s, **verification.timings}
     if shapes is not None:
@@ -253,6 +263,7 @@ def verify_exported(
     model_name: str = "model",
     strict: bool | None = None,
     session_options: Any = None,
+    backends: Sequence[Any] = (DEFAULT_BACKEND,),
 ) -> Verification:
     """Verify an already exported model (`verify` without the export; benchmarks time this).
 
@@ -263,10 +274,12 @@ def verify_exported(
     """
     table = tolerance_table(tolerances)
     spec = runtime.DeviceSpec.parse(device)
+    chosen = resolve_backends(backends, device)
     ort_config = runtime.OrtConfig.of(session_options)
     onnx_proto = exported.model
     verification = new_verification(onnx_proto, spec, model_name=model_name, exporter=exported.exporter,
                                     notes=exported.notes)
+    verification.backend = str(chosen[0].spec)
     timings = verification.timings
     if exported.program is None and module is None:
         raise ValueError("an export without an FX program needs the module to compute torch's outputs")
@@ -294,9 +307,12 @@ def verify_exported(
         shared = runtime.SharedWeights.of(onnx_proto, exported.weights)
         leaves = flat_user_inputs(exported.program, args, kwargs) if exported.program is not None else (args, kwargs)
         feeds = dict(zip(runtime.real_inputs(onnx_proto), _numpy_args(leaves)))
-        actual_outputs = run_production(verification, onnx_proto, spec, feeds, tf32=tf32, shared=shared,
-                                        ort_config=ort_config)
+        production = run_production(verification, onnx_proto, spec, feeds, tf32=tf32, shared=shared,
+                                    ort_config=ort_config, backend=chosen[0])
+        actual_outputs = production.outputs
         timings["backend_s"] = time.perf_counter() - started
+        others = [BackendRun.start(backend, onnx_proto, spec, feeds, tf32=tf32, shared=shared, ort_config=ort_config)
+                  for backend in chosen[1:]]
 
         output_names = [o.name for o in onnx_proto.graph.output]
         if actual_outputs is not None:
@@ -305,22 +321,32 @@ def verify_exported(
                                       strict, module_first=True)
                 judge_detections(verification, actual_outputs, expected_outputs, layout, output_names, table=table,
                                  device=spec.kind, atol=output_atol, rtol=output_rtol, truth=truth)
+                for other in others:
+                    other.judge(lambda record, outputs, precision: judge_detections(
+                        record, outputs, expected_outputs, layout, output_names, table=table, device=spec.kind,
+                        atol=output_atol, rtol=output_rtol, truth=truth))
             else:
                 given = output_atol is not None or output_rtol is not None  # the given tolerances decide alone
                 truth = None if given else _output_truth(verification, exported, module, torch_args, torch_kwargs,
                                                          values, timings, strict)
+                steps = _rounding_steps(exported, values)
+                quantized = quantized_outputs(exported.program, values)
                 judge_outputs(verification, actual_outputs, expected_outputs, truth, output_names, table=table,
                               device=spec.kind, atol=output_atol, rtol=output_rtol, allowed_mismatch=allowed_mismatch,
-                              rounding_steps=_rounding_steps(exported, values),
-                              quantized=quantized_outputs(exported.program, values))
+                              rounding_steps=steps, precision=production.lowest_precision(), quantized=quantized)
+                for other in others:
+                    other.judge(lambda record, outputs, precision: judge_outputs(
+                        record, outputs, expected_outputs, truth, output_names, table=table, device=spec.kind,
+                        atol=output_atol, rtol=output_rtol, allowed_mismatch=allowed_mismatch, rounding_steps=steps,
+                        precision=precision, quantized=quantized))
             if len(actual_outputs) != len(expected_outputs):
                 verification.notes.append(
                     f"the ONNX model has {len(actual_outputs)} outputs, torch {len(expected_outputs)}"
                 )
         if per_op:
             started = time.perf_counter()
-            _per_op(verification, exported, values, feeds, spec, table, tf32, shared, actual_outputs, strict,
-                    ort_config)
+            _per_op(verification, exported, values, feeds, spec, table, tf32, shared, production, strict,
+                    ort_config, chosen[0], others)
             if layout is not None:
                 verification.notes.extend(mark_matched_rows(verification.ops, verification.outputs))
             timings["per_op_s"] = time.perf_counter() - started
@@ -340,6 +366,8 @@ def verify_exported(
         backend_ran=actual_outputs is not None,
         output_counts_match=actual_outputs is not None and len(actual_outputs) == len(expected_outputs),
     )
+    verification.backend_results = [other.finish(verification.checker.passed, len(expected_outputs))
+                                    for other in others]
     return verification
 
 
@@ -400,18 +428,22 @@ def output_dtype(value: Any) -> str:
 def judge_outputs(verification: Verification, actual: Sequence[Any], expected: Sequence[Any],
                   truth: Sequence[Any] | None, names: Sequence[str], *, table: ToleranceTable, device: str,
                   atol: float | None, rtol: float | None, allowed_mismatch: float, rounding_steps: int = 1,
-                  quantized: Sequence[Any] = ()) -> None:
+                  precision: str | None = None, quantized: Sequence[Any] = ()) -> None:
     """Fill `verification.outputs` (each output against torch's, under its row) and
     `verification.output_verdicts`; the rule's floor for an output is `floor_ulps` times
-    u(dtype) * sqrt(rounding_steps), the ops that rounded on the way to it. `quantized[i]`, when
-    given, holds the quantization parameters of output i, a dequantized value: it is judged by
-    the rule alone (the float32 row's cap does not apply to a value on a grid of steps), its
-    distance from torch in steps named in the verdict."""
+    u(dtype) * sqrt(rounding_steps), the ops that rounded on the way to it. `precision`: the
+    lowest precision the backend ran a node at; a floating output declared above it is judged
+    by its rule and row (a backend running convolutions in bfloat16 makes bfloat16 outputs).
+    `quantized[i]`, when given, holds the quantization parameters of output i, a dequantized
+    value: it is judged by the rule alone (the float32 row's cap does not apply to a value on a
+    grid of steps), its distance from torch in steps named in the verdict."""
     rule = load_rule(load_noise_model())
     given = atol is not None or rtol is not None
     comparisons, verdicts = [], []
     for index, (backend_value, torch_value, name) in enumerate(zip(actual, expected, names)):
         dtype = output_dtype(torch_value)
+        if precision and unit_roundoff(dtype) and is_lower(precision, dtype):
+            dtype = precision
         row = table.lookup(OUTPUT, device, dtype)
         if given:
             row = Tolerance(OUTPUT, device, row.atol if atol is None else atol, row.rtol if rtol is None else rtol,
@@ -473,6 +505,14 @@ def _verdict(against_torch: Comparison, backend_side: Comparison | None, torch_s
                     cap_factor=1.0, unit=output_unit(dtype, rounding_steps))
 
 
+def _backend_ort_config(backend: Any, ort_config: Any) -> Any:
+    """The onnxruntime configuration a backend's sessions run with (its level included); None
+    for a backend that is not onnxruntime."""
+    if backend is None:
+        return ort_config
+    return backend.ort_config(ort_config) if hasattr(backend, "ort_config") else None
+
+
 def quantized_outputs(program: torch.export.ExportedProgram | None, values: Mapping[str, Any]) -> list[Any]:
     """Per user output, the quantization parameters (analysis.quant_rows.QParams) of the
     dequantize that writes it, else None."""
@@ -520,19 +560,27 @@ def new_verification(model: onnx.ModelProto, spec: runtime.DeviceSpec, *, model_
 
 def run_production(verification: Verification, model: onnx.ModelProto, spec: runtime.DeviceSpec,
                    feeds: dict[str, np.ndarray], *, tf32: bool, shared: runtime.SharedWeights | None = None,
-                   ort_config: runtime.OrtConfig | None = None) -> list[np.ndarray] | None:
-    """The production run (runtime.run_production), its findings put on `verification`."""
-    production = runtime.run_production(model, spec, feeds, tf32=tf32, shared=shared, ort_config=ort_config)
+                   ort_config: runtime.OrtConfig | None = None, backend: Any = None) -> runtime.ProductionRun:
+    """The production run (runtime.run_production) on `backend` (onnxruntime's CPU or CUDA
+    session when None), its findings put on `verification`."""
+    production = runtime.run_production(model, spec, feeds, tf32=tf32, shared=shared, ort_config=ort_config,
+                                        backend=backend)
     if production.providers:
         verification.environment["providers"] = production.providers
+    if backend is not None:
+        verification.backend_settings = {**backend.settings(), **({"runtime": production.hints} if production.hints
+                                                                  else {})}
     verification.cpu_placed_nodes = production.cpu_placed_nodes
     verification.notes.extend(production.notes)
-    return production.outputs
+    return production
 
 
 def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, production, strict,
-            ort_config=None) -> None:
-    run = runtime.model_runner(spec, tf32, shared, ort_config)
+            ort_config=None, backend=None, others=()) -> None:
+    """The per-op rows of the first backend into `verification`, and of every further backend
+    that ran (`others`, BackendRuns) into theirs; then who is wrong where they disagree."""
+    runs = [(backend, production, verification.environment)] + [
+        (other.backend, other.production, {}) for other in others if other.production is not None]
     source = exported.model  # a roundtrip skeleton's stubs are restored from `shared` where needed
     loaded = shared.stubbed(source) if shared is not None else source
     initializer = shared.stub if shared is not None else (lambda t: t)
@@ -549,22 +597,38 @@ def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, pr
     if groups is not None:
         from harness.analysis import fx_rows
 
-        analysis = fx_rows.FxAnalysis(
+        analyses = [fx_rows.FxAnalysis(
             onnx_model=loaded, source_model=source, program=exported.program, groups=groups,
-            values=values, feeds=feeds, device=spec.kind, table=table, run=run,
-            initializer=initializer, production=production, environment=verification.environment,
-            strict=strict, weights=shared, fallback=reference_fallback(spec, shared), ort_config=ort_config,
-        )
-        verification.add_analysis(fx_rows.analyse(analysis))
-        return
-    from harness.analysis.onnx_rows import analyse_nodes
+            values=values, feeds=feeds, device=spec.kind, table=table,
+            run=runtime.model_runner(spec, tf32, shared, ort_config, run_backend),
+            initializer=initializer, production=run_production_outputs.outputs, environment=environment,
+            strict=strict, weights=shared, fallback=reference_fallback(spec, shared),
+            backend=str(run_backend.spec) if run_backend is not None else DEFAULT_BACKEND,
+            runtime_precisions=run_production_outputs.runtime_precisions,
+            declared_only=run_backend is None or run_backend.RUNS_DECLARED,
+            ort_config=_backend_ort_config(run_backend, ort_config),
+        ) for run_backend, run_production_outputs, environment in runs]
+        results = fx_rows.analyse_backends(analyses)
+    else:
+        from harness.analysis.onnx_rows import analyse_nodes
 
-    if shared is not None:
-        source = shared.restore(source)  # onnx's ReferenceEvaluator needs the weights inline
-    verification.add_analysis(analyse_nodes(
-        loaded, source, feeds, spec.kind, table, run, initializer, production=production,
-        environment=verification.environment, strict=strict,
-    ))
+        restored = shared.restore(source) if shared is not None else source  # the evaluator needs the weights
+        results = []
+        for run_backend, run_production_outputs, environment in runs:
+            result = analyse_nodes(
+                loaded, restored, feeds, spec.kind, table, runtime.model_runner(spec, tf32, shared, ort_config,
+                                                                                 run_backend),
+                initializer, production=run_production_outputs.outputs, environment=environment, strict=strict,
+            )
+            for row in result.ops:
+                row.backend = str(run_backend.spec) if run_backend is not None else DEFAULT_BACKEND
+            results.append(result)
+    verification.add_analysis(results[0])
+    for other, result in zip([o for o in others if o.production is not None], results[1:]):
+        other.add_analysis(result)
+    from harness.analysis.blame import assign_blame
+
+    assign_blame([verification.ops, *[o.ops for o in others if o.production is not None]])
 
 
 def reference_fallback(spec: runtime.DeviceSpec, shared: runtime.SharedWeights | None) -> runtime.ModelRunner | None:

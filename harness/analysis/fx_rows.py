@@ -23,7 +23,9 @@ from harness.analysis import draws, quant_rows
 from harness.analysis.accumulated import run_instrumented
 from harness.analysis.fx_mapping import NodeGroup, output_at, value_sources
 from harness.analysis.isolated import isolate
-from harness.analysis.rows import OpAnalysis, OpArtifacts, OpRecord, judge, worst_comparison as _worst
+from harness.analysis.rows import (
+    BLAME_RUNTIME_PRECISION, OpAnalysis, OpArtifacts, OpRecord, judge, worst_comparison as _worst,
+)
 from harness.analysis.strictness import harness_error
 from harness.analysis.truth import OpCallFailed, Replayer, no_truth_reason, reduction_length, replay_region
 from harness.metrics.arrays import as_array, largest_finite
@@ -31,9 +33,10 @@ from harness.metrics.comparison import Comparison, compare, dtype_name
 from harness.metrics.noise import NoiseModel, attribute, dtype_key, load_noise_model
 from harness.metrics.tolerances import Tolerance, ToleranceTable
 from harness.metrics.verdict import VerdictRule, load_rule
-from harness.analysis.judging import TruthPair, decide, overflow_note
+from harness.analysis.judging import TruthPair, decide, overflow_note, verdicts_for
 from harness.onnxgraph.isolation import Subgraph
 from harness.runtime.memory import release_freed_memory
+from harness.runtime.backends.precision import DECLARED, RuntimePrecision, is_lower
 from harness.runtime.runner import ModelRunner
 
 logger = logging.getLogger(__name__)
@@ -60,12 +63,50 @@ class FxAnalysis:
     strict: bool | None = None  # raise the harness's own errors (None: ROUNDTRIP_STRICT decides)
     weights: Any = None  # runtime.SharedWeights holding the arrays of source_model's in-memory stubs
     fallback: ModelRunner | None = None  # runs a subgraph the backend has no kernel for (onnx.reference)
-    ort_config: Any = None  # runtime.OrtConfig of the sessions (which fusions onnxruntime makes)
+    backend: str = "onnxruntime"  # the backend `run` runs on, as its spec reads
+    runtime_precisions: Mapping[str, RuntimePrecision] = field(default_factory=dict)  # ONNX node -> as it ran
+    declared_only: bool = True  # the backend runs every node as declared: a row's precision is its dtype
+    ort_config: Any = None  # onnxruntime: the sessions' runtime.OrtConfig (which fusions it makes)
 
 
 def analyse(analysis: FxAnalysis) -> OpAnalysis:
     """One row per FX node: accumulated, isolated, fp64 truth and attribution (and the CUDA
     noise floor), with the instrumented run's comparison with production and its notes."""
+    return analyse_backends([analysis])[0]
+
+
+def analyse_backends(analyses: Sequence[FxAnalysis]) -> list[OpAnalysis]:
+    """`analyse` for the same program and torch values on several backends (one FxAnalysis
+    each, differing in `run`, `production`, `backend` and `runtime_precisions`): each gets its
+    own accumulated and isolated rows, and every op's fp64 truth is computed once and judges
+    them all. Returns one OpAnalysis per backend, in order."""
+    measured = [_measure(analysis) for analysis in analyses]
+    started = time.perf_counter()
+    release_freed_memory()
+    truths = _truth([(records, analysis, isolated) for analysis, (records, _, isolated) in zip(analyses, measured)])
+    truth_s = time.perf_counter() - started
+    results = []
+    for index, (analysis, (records, result, isolated)) in enumerate(zip(analyses, measured)):
+        result.timings["truth_s"] = truth_s if index == 0 else 0.0  # computed once, for the first
+        rule = analysis.rule or load_rule(analysis.noise_model)
+        for fx, record in records.items():
+            _judge(record, isolated.get(fx, {}), truths[index].get(fx, {}), rule, analysis)
+        started = time.perf_counter()
+        result.notes.extend(quant_rows.annotate(records, analysis, analysis.ort_config))
+        if any(record.quant_steps is not None for record in records.values()):
+            result.timings["quant_steps_s"] = time.perf_counter() - started
+        if analysis.device == "cuda":
+            started = time.perf_counter()
+            _noise_floor(records, analysis)
+            result.timings["noise_floor_s"] = time.perf_counter() - started
+        result.environment["noise_model"] = analysis.noise_model.to_dict()
+        result.environment["verdict_rule"] = rule.to_dict()
+        results.append(result)
+    return results
+
+
+def _measure(analysis: FxAnalysis) -> tuple[dict[str, OpRecord], OpAnalysis, dict[str, dict[str, Comparison]]]:
+    """The rows of one backend with their accumulated and isolated errors (not yet judged)."""
     records = {fx: _record(group, analysis) for fx, group in analysis.groups.items()}
     result = OpAnalysis(ops=list(records.values()), reference="torch")
     timings = result.timings
@@ -85,39 +126,67 @@ def analyse(analysis: FxAnalysis) -> OpAnalysis:
     started = time.perf_counter()
     isolated = _isolated(records, analysis)
     timings["isolated_s"] = time.perf_counter() - started
+    return records, result, isolated
 
-    started = time.perf_counter()
-    release_freed_memory()
-    truths = _truth(records, analysis, isolated)
-    timings["truth_s"] = time.perf_counter() - started
-    rule = analysis.rule or load_rule(analysis.noise_model)
-    for fx, record in records.items():
-        decide(record, isolated.get(fx, {}), truths.get(fx, {}), rule, analysis.table.lookup(
-            "*", analysis.device, record.dtype or None))
 
-    started = time.perf_counter()
-    result.notes.extend(quant_rows.annotate(records, analysis, analysis.ort_config))
-    if any(record.quant_steps is not None for record in records.values()):
-        timings["quant_steps_s"] = time.perf_counter() - started
+def _judge(record: OpRecord, isolated: Mapping[str, Comparison], truths: Mapping[str, TruthPair],
+           rule: VerdictRule, analysis: FxAnalysis) -> None:
+    """Decide one row; a row the backend ran below its declared precision is judged at the
+    precision it ran at, and named when only that lower precision lets it pass."""
+    lower = _lower_precision(record)
+    if not lower:
+        decide(record, isolated, truths, rule, analysis.table.lookup("*", analysis.device, record.dtype or None))
+        return
+    decide(record, isolated, truths, rule, analysis.table.lookup("*", analysis.device, lower), precision=lower)
+    if record.verdict is None:
+        return
+    record.notes.append(f"{record.runtime_precision.describe()}: judged by the {lower} rule, below the declared "
+                        f"{record.dtype}")
+    declared = verdicts_for(record, isolated, truths, rule,
+                            analysis.table.lookup("*", analysis.device, record.dtype or None))
+    if record.passed and not all(v.passed for v in declared):
+        record.blame = BLAME_RUNTIME_PRECISION
+        record.notes.append(f"its error passes only at {lower}: the {record.dtype} rule it declares would fail it "
+                            "(the backend's precision, not the export)")
 
-    if analysis.device == "cuda":
-        started = time.perf_counter()
-        _noise_floor(records, analysis)
-        timings["noise_floor_s"] = time.perf_counter() - started
-    result.environment["noise_model"] = analysis.noise_model.to_dict()
-    result.environment["verdict_rule"] = rule.to_dict()
-    return result
+
+def _lower_precision(record: OpRecord) -> str:
+    """The precision the backend ran the row at when lower than its declared dtype, else ''."""
+    if record.runtime_precision is None or not record.dtype:
+        return ""
+    return record.runtime_precision.precision if is_lower(record.runtime_precision.precision, record.dtype) else ""
 
 
 def _record(group: NodeGroup, analysis: FxAnalysis) -> OpRecord:
     dtype = _op_dtype(analysis.values.get(group.fx_node))
-    tolerance = analysis.table.lookup(group.aten, analysis.device, dtype or None)
+    precision = row_precision([n.name for n in group.nodes], analysis.runtime_precisions)
+    if precision is None and analysis.declared_only and dtype:
+        precision = RuntimePrecision(dtype, DECLARED)
+    judged = precision.precision if precision is not None and dtype and is_lower(precision.precision, dtype) else dtype
+    tolerance = analysis.table.lookup(group.aten, analysis.device, judged or None)
     return OpRecord(
         fx_node=group.fx_node, aten=group.aten,
         onnx_nodes=[n.name for n in group.nodes], onnx_ops=[n.op_type for n in group.nodes],
         scope=group.scope, source=group.source, tolerance=tolerance.to_dict(), region=list(group.region),
-        dtype=dtype,
+        dtype=dtype, backend=analysis.backend, runtime_precision=precision,
+        computed_by=analysis.backend.split(":", 1)[0],
     )
+
+
+def row_precision(onnx_nodes: Sequence[str], precisions: Mapping[str, RuntimePrecision]) -> RuntimePrecision | None:
+    """The precision a row ran at: the lowest floating precision among its ONNX nodes' (a
+    row is as precise as its least precise node), else its last node's; None when unknown."""
+    known = [precisions[name] for name in onnx_nodes if name in precisions]
+    if not known:
+        return None
+    floating = [p for p in known if p.precision in ("float64", "float32", "float16", "bfloat16")]
+    if not floating:
+        return known[-1]
+    lowest = floating[-1]
+    for candidate in floating:
+        if is_lower(candidate.precision, lowest.precision):
+            lowest = candidate
+    return lowest
 
 
 def _op_dtype(value: Any) -> str:
@@ -250,21 +319,24 @@ def _initializer_array(analysis: FxAnalysis, name: str) -> np.ndarray | None:
 # --- fp64 truth and attribution --------------------------------------------------------------
 
 
-def _truth(records: dict[str, OpRecord], analysis: FxAnalysis,
-           isolated: Mapping[str, Mapping[str, Comparison]]) -> dict[str, dict[str, TruthPair]]:
-    """Fill every row's truth and attribution; return each op's comparisons with the truth, by
-    FX node and value name."""
-    found: dict[str, dict[str, TruthPair]] = {}
+def _truth(measured: Sequence[tuple[dict[str, OpRecord], FxAnalysis, Mapping[str, Mapping[str, Comparison]]]]
+           ) -> list[dict[str, dict[str, TruthPair]]]:
+    """Fill every row's truth and attribution, each op's fp64 truth computed once for every
+    backend's rows (`measured`: each backend's rows, analysis and isolated comparisons, on the
+    same program and torch values); return each backend's comparisons with the truth, by FX
+    node and value name."""
+    found: list[dict[str, dict[str, TruthPair]]] = [{} for _ in measured]
+    records, analysis, _ = measured[0]
     nodes = [n for n in analysis.program.graph.nodes if n.name in records]
     replay = Replayer(nodes, analysis.values, device="cpu", dtype=torch.float64)
     for node in nodes:
-        record = records[node.name]
         group = analysis.groups[node.name]
         members = _region_members(group, analysis.program)
         reason = no_truth_reason(node) or next((no_truth_reason(m) for m in members if no_truth_reason(m)), "")
         if reason or not group.outputs:
             if reason:
-                record.notes.append(f"no fp64 truth: {reason}")
+                for rows, _, _ in measured:
+                    rows[node.name].notes.append(f"no fp64 truth: {reason}")
             replay.skip(node)
             continue
         try:
@@ -275,12 +347,16 @@ def _truth(records: dict[str, OpRecord], analysis: FxAnalysis,
             else:
                 truth, args = replay(node)
                 length = None
-            found[node.name] = _fill_truth(record, group, node, truth, args, analysis, isolated.get(node.name, {}),
-                                           length=length)
+            for index, (rows, backend_analysis, isolated) in enumerate(measured):
+                found[index][node.name] = _fill_truth(rows[node.name], group, node, truth, args, backend_analysis,
+                                                      isolated.get(node.name, {}), length=length)
         except OpCallFailed as failed:  # an overload without a float64 kernel, say
-            record.notes.append(f"no fp64 truth: the float64 call failed: {failed}"[:300])
+            for rows, _, _ in measured:
+                rows[node.name].notes.append(f"no fp64 truth: the float64 call failed: {failed}"[:300])
         except Exception as error:  # the replay's or the comparison's own code: a harness bug
-            record.notes.append(harness_error(error, f"computing the fp64 truth of {node.name}", analysis.strict))
+            note = harness_error(error, f"computing the fp64 truth of {node.name}", analysis.strict)
+            for rows, _, _ in measured:
+                rows[node.name].notes.append(note)
     return found
 
 

@@ -438,7 +438,7 @@ def _regions(records: Mapping[str, OpRecord], quantizers: list[torch.fx.Node], a
     except Exception as error:  # the runtime refused the cut model: the rows keep their isolated verdicts
         return [f"quantized regions not run: {type(error).__name__}: {str(error)[:200]}"]
     kernels: dict[str, str] = {}
-    if analysis.device == "cpu":
+    if analysis.device == "cpu" and ort_config is not None:  # onnxruntime's optimised graph says which fused
         try:
             kernels = region_kernels(cut, ort_config, list(renamed.values()))
         except Exception as error:

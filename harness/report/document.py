@@ -256,7 +256,8 @@ def case_from_verification(verification: Any, *, name: str, other: Any = None, s
                            family: str | None = None, sizes: Sequence[str] | None = None,
                            origin: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A verified case: its verdict over the traced size and (when `other` is given) the other
-    size, the compact verification, and links to reproducers.
+    size, and on every further backend that ran (a skipped one does not count), the compact
+    verification, and links to reproducers.
 
     `verification`/`other`: Verification records or their `to_dict()`. `reproducer`: one folder
     (the worst op's) or {fx_node: folder}. `sizes`: labels of the two input sizes, e.g.
@@ -264,7 +265,8 @@ def case_from_verification(verification: Any, *, name: str, other: Any = None, s
     """
     record = compact_verification(_as_record(verification))
     other_entry = _other_size(other) if other is not None else None
-    passed = record["passed"] and (other_entry is None or other_entry["passed"])
+    backends_pass = all(result["passed"] is not False for result in record["backend_results"])  # skipped: None
+    passed = record["passed"] and (other_entry is None or other_entry["passed"]) and backends_pass
     if isinstance(reproducer, str):
         reproducers = {record["worst_op"] or "model": reproducer}
     else:

@@ -49,6 +49,7 @@ class OpenVinoBackend(Backend):
     """OpenVINO runtime, CPU plugin, with its precision and execution-mode hints."""
 
     name = "openvino"
+    RUNS_DECLARED = False  # the CPU plugin's precision hint may lower it
     OPTIONS = {
         "precision": BackendOption("precision", "INFERENCE_PRECISION_HINT: f32, bf16 or f16", PRECISIONS, None),
         "mode": BackendOption("mode", "EXECUTION_MODE_HINT: accuracy or performance",
@@ -109,11 +110,12 @@ class OpenVinoModel(PreparedModel):
     _layers: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     def run(self, inputs: Any) -> list[np.ndarray]:
-        feeds = self._feeds(inputs)
+        types = {port.get_any_name(): port.get_element_type() for port in self.compiled.inputs}
+        feeds = {name: _to_tensor(array, types.get(name)) for name, array in self._feeds(inputs).items()}
         try:
             request = self.compiled.create_infer_request()
             request.infer(feeds)
-            return [np.array(request.get_output_tensor(i).data, copy=True) for i in range(len(self.compiled.outputs))]
+            return [_from_tensor(request.get_output_tensor(i)) for i in range(len(self.compiled.outputs))]
         except RuntimeError as error:
             raise BackendRunError(f"OpenVINO failed to run the model: {str(error).strip()[:800]}") from error
 
@@ -171,6 +173,39 @@ class OpenVinoModel(PreparedModel):
         """The runtime layers that stand for more than one ONNX node."""
         return [RuntimeFusion(layer["layer"], layer["type"], tuple(layer["onnx_nodes"]), layer["precision"])
                 for layer in self.layers() if len(layer["onnx_nodes"]) > 1]
+
+
+def _is_bfloat16(dtype: np.dtype) -> bool:
+    return dtype.name == "bfloat16"  # ml_dtypes' bfloat16, as the harness passes bfloat16 values
+
+
+def _to_tensor(array: np.ndarray, element_type: Any) -> Any:
+    """An input for OpenVINO in the input's own element type (the harness may hand a float32
+    array to a bfloat16 input when bfloat16 holds its values exactly); a bfloat16 one as an
+    OpenVINO bf16 tensor holding the bits (OpenVINO's numpy bridge has no bfloat16 type and
+    would read the array by value as another type)."""
+    if element_type is None or not element_type.is_static():
+        return array
+    if element_type.get_type_name() != "bf16":
+        return np.ascontiguousarray(array.astype(element_type.to_dtype(), copy=False))
+    import ml_dtypes
+    import openvino
+
+    if not _is_bfloat16(array.dtype):
+        array = array.astype(ml_dtypes.bfloat16)
+    tensor = openvino.Tensor(openvino.Type.bf16, list(array.shape))
+    tensor.data.view(np.uint16)[...] = np.ascontiguousarray(array).view(np.uint16)
+    return tensor
+
+
+def _from_tensor(tensor: Any) -> np.ndarray:
+    """An output as a numpy array (a copy); bf16 as ml_dtypes' bfloat16 (OpenVINO hands out the
+    bits under another 16-bit dtype)."""
+    if tensor.get_element_type().get_type_name() == "bf16":
+        import ml_dtypes
+
+        return np.array(tensor.data.view(np.uint16).view(ml_dtypes.bfloat16), copy=True)
+    return np.array(tensor.data, copy=True)
 
 
 def _onnx_names(model: onnx.ModelProto) -> Any:
