@@ -446,8 +446,8 @@ def _quantized_table(expected: Sequence[dict[str, str]], results: dict[str, Any]
         "at onnxruntime's `disabled` and `all` levels. Steps are the quantize rows' regions against",
         "their fp64 truth (docs/ARCHITECTURE.md \"Quantized ops\"): the largest distance, elements off",
         "by a step or more, how many of those at a rounding tie, and how many regions onnxruntime",
-        "requantized (an integer kernel, or a bias quantized to int32). torch.onnx's graph carries",
-        "its own provenance key, so its rows are joined by value name.", "",
+        "requantized (an integer kernel, or a bias quantized to int32). torch.onnx's nodes are joined",
+        "to the FX graph through its own provenance key (`pkg.torch.onnx.fx_node`).", "",
         "| Model | exporter | level | verified | max steps | off (at ties) | requantized regions | max output error "
         "| export s | Notes |",
         "|---|---|---|---|---|---|---|---|---|---|",
