@@ -72,6 +72,8 @@ def _check_run_options(options: argparse.Namespace) -> dict[str, Any] | None:
     """Refuse what cannot work before anything runs; returns the baseline document, if any."""
     if options.jobs is not None and options.jobs < 1:
         raise UsageError(f"-j {options.jobs}: need at least 1")
+    if options.shapes is not None and options.shapes < 1:
+        raise UsageError(f"--shapes {options.shapes}: need at least 1 (the traced size)")
     if options.device == "cuda":
         from harness.runtime import cuda_unavailable_reason
 
@@ -192,7 +194,7 @@ def _run_locked(tasks: list[Task], options: argparse.Namespace, command: str, ou
         "device": options.device, "exporter": options.exporter, "seed": options.seed, "per_op": not options.no_per_op,
         "optimize": not options.no_optimize,
         "tolerances": os.path.abspath(options.tolerances) if options.tolerances else None, "opset": options.opset,
-        "dtype": options.dtype,
+        "dtype": options.dtype, "shapes": options.shapes,
         "ort_config": options.session_record, "backends": options.backend_specs,
         "model_explorer": options.model_explorer,
         "threads": max(1, (os.cpu_count() or 1) // min(jobs, max(len(tasks), 1))),

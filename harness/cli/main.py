@@ -63,6 +63,10 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                              "default: onnxruntime's own")
     parser.add_argument("--graph-optimization-level", choices=OPTIMIZATION_LEVELS, default=None,
                         help="onnxruntime's graph optimisation level (overrides --ort-config's; default all)")
+    parser.add_argument("--shapes", type=int, default=None, metavar="N",
+                        help="verify each ONNX model at N sizes of its dynamic axes (the traced size first, then the "
+                             "most informative: primes, non-square, the ranges' bounds, both sides of each guard), "
+                             "instead of the one other size; zoo cases also make their image sides dynamic")
     parser.add_argument("--backend", action="append", default=None, metavar="SPEC", dest="backends",
                         help="a backend to verify on, repeatable: onnxruntime[:provider=cpu|cuda|tensorrt|openvino,"
                              "level=disabled|basic|extended|all], openvino[:precision=f32|bf16|f16,"

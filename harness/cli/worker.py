@@ -47,9 +47,16 @@ def _export(built: Built, options: dict[str, Any]) -> Any:
 
     return export_for_verification(
         options["exporter"], built.module, built.args, opset_version=options.get("opset"),
-        dynamic_axes=built.options.get("dynamic_axes"), input_names=built.options.get("input_names"),
+        dynamic_axes=_dynamic_axes(built, options), input_names=built.options.get("input_names"),
         optimize=options.get("optimize", True),
     )
+
+
+def _dynamic_axes(built: Built, options: dict[str, Any]) -> Any:
+    """The axes exported dynamic: with a shape sweep, the case's swept axes (image sides too)."""
+    if options.get("shapes") and built.sweep_axes is not None:
+        return built.sweep_axes
+    return built.options.get("dynamic_axes")
 
 
 def _verify(built: Built, exported: Any, options: dict[str, Any], name: str) -> tuple[Any, Any]:
@@ -62,6 +69,12 @@ def _verify(built: Built, exported: Any, options: dict[str, Any], name: str) -> 
     backends = options.get("backends") or ["onnxruntime"]
     verification = verify_exported(exported, built.args, module=built.module, per_op=options["per_op"],
                                    model_name=name, backends=backends, **common)
+    if options.get("shapes"):  # the sweep replaces the one other size
+        from harness.verification import sweep_shapes
+
+        sweep_shapes(verification, exported, built.module, built.args, options["shapes"],
+                     dynamic_axes=_dynamic_axes(built, options), axis_ranges=built.axis_ranges, **common)
+        return verification, None
     other = None
     fixed = _static_axes_hit(verification.onnx_model, built.other_args)
     if fixed:  # the export fixed an axis the other size changes: not a failure of the model
@@ -182,7 +195,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     case_dir = os.path.join(job["report_dir"], "reproducers", safe_filename(name, "case"))
     reproducers = _reproducers(verification, case_dir, job["report_dir"])
     case = case_from_verification(verification, name=name, other=other, seconds=time.perf_counter() - started,
-                                  reproducer=reproducers, family=task.get("family"), sizes=built.sizes,
+                                  reproducer=reproducers, family=task.get("family"),
+                                  sizes=built.sizes[:1] if verification.shape_sweep is not None else built.sizes,
                                   origin=task["origin"])
     if options.get("model_explorer"):
         _model_explorer(case, verification, program, job["report_dir"])
