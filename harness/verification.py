@@ -51,7 +51,7 @@ from harness.metrics.verdict import (
     OVERRIDE, TOLERANCE, Verdict, VerdictRule, by_row, by_truth, load_rule, output_unit,
 )
 from harness.records import CheckerResult, Verification
-from harness.analysis.backend_runs import DEFAULT_BACKEND, BackendRun, resolve_backends
+from harness.analysis.backend_runs import DEFAULT_BACKEND, BackendRun, annotate_node_rows, resolve_backends
 from harness.runtime.backends import is_lower
 from harness.runtime.shared_weights import copy_model
 
@@ -573,8 +573,9 @@ def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, pr
                                                                                  run_backend),
                 initializer, production=run_production_outputs.outputs, environment=environment, strict=strict,
             )
-            for row in result.ops:
-                row.backend = str(run_backend.spec) if run_backend is not None else DEFAULT_BACKEND
+            annotate_node_rows(result.ops, str(run_backend.spec) if run_backend is not None else DEFAULT_BACKEND,
+                               run_production_outputs.runtime_precisions,
+                               run_backend is None or run_backend.RUNS_DECLARED)
             results.append(result)
     verification.add_analysis(results[0])
     for other, result in zip([o for o in others if o.production is not None], results[1:]):

@@ -164,3 +164,16 @@ def test_the_first_backend_must_run():
     model, x = net_and_input()
     with pytest.raises(harness.runtime.BackendUnavailableError, match="TensorrtExecutionProvider"):
         harness.verify(model, (x,), backends=("onnxruntime:provider=tensorrt",))
+
+
+def test_verify_onnx_on_a_backend_names_the_precision_of_each_node():
+    from test_backends import INPUT, MODEL
+
+    verification = harness.verify_onnx(MODEL, [INPUT], backend=available("openvino:precision=bf16"))
+    assert verification.backend == "openvino:precision=bf16"
+    rows = {row.fx_node: row for row in verification.ops}
+    assert rows["conv1"].backend == "openvino:precision=bf16"
+    assert rows["conv1"].runtime_precision.precision == "bfloat16"
+    assert "runtime precision bfloat16 (runtime model), below the declared float32" in rows["conv1"].notes
+    plain = harness.verify_onnx(MODEL, [INPUT])
+    assert {row.runtime_precision.source for row in plain.ops} == {"declared"} and plain.passed
