@@ -262,10 +262,13 @@ def case_from_verification(verification: Any, *, name: str, other: Any = None, s
     (the worst op's) or {fx_node: folder}. `sizes`: labels of the two input sizes, e.g.
     ["batch 2", "batch 3"]. `origin`: where the case came from (zoo, ONNX file, factory).
     """
-    record = compact_verification(_as_record(verification))
+    full = _as_record(verification)
+    record = compact_verification(full)
     other_entry = _other_size(other) if other is not None else None
+    sweep = compact_sweep(full.get("shape_sweep"))
     backends_pass = all(result["passed"] is not False for result in record["backend_results"])  # skipped: None
-    passed = record["passed"] and (other_entry is None or other_entry["passed"]) and backends_pass
+    passed = (record["passed"] and (other_entry is None or other_entry["passed"]) and backends_pass
+              and (sweep is None or sweep["passed"]))
     if isinstance(reproducer, str):
         reproducers = {record["worst_op"] or "model": reproducer}
     else:
@@ -274,8 +277,17 @@ def case_from_verification(verification: Any, *, name: str, other: Any = None, s
         "name": name, "status": "pass" if passed else "fail", "test": test,
         "seconds": number(seconds) if seconds is not None else None, "family": family,
         "sizes": list(sizes) if sizes else ["traced", "other"], "origin": dict(origin) if origin else None,
-        "verification": record, "other": other_entry, "reproducers": reproducers,
+        "verification": record, "other": other_entry, "reproducers": reproducers, "shape_sweep": sweep,
     }
+
+
+def compact_sweep(sweep: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A ShapeSweep's `to_dict()` as a report keeps it: its numbers at four significant digits."""
+    if not sweep:
+        return None
+    sizes = [{**size, **{key: number(size.get(key)) for key in ("max_abs", "worst_ratio", "seconds")}}
+             for size in sweep.get("sizes", [])]
+    return {**sweep, "sizes": sizes, "timings": {k: number(v) for k, v in sweep.get("timings", {}).items()}}
 
 
 def crashed_case(name: str, *, reason: str, exit_code: int | None = None, signal: str | None = None,
