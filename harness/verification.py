@@ -53,7 +53,7 @@ from harness.metrics.verdict import (
     OVERRIDE, TOLERANCE, Verdict, VerdictRule, by_row, by_truth, load_rule, output_unit,
 )
 from harness.records import CheckerResult, Verification
-from harness.analysis.backend_runs import DEFAULT_BACKEND, BackendRun, resolve_backends
+from harness.analysis.backend_runs import DEFAULT_BACKEND, BackendRun, annotate_node_rows, resolve_backends
 from harness.runtime.backends import is_lower
 from harness.runtime.shared_weights import copy_model
 
@@ -327,7 +327,9 @@ def verify_exported(
                         atol=output_atol, rtol=output_rtol, truth=truth))
             else:
                 given = output_atol is not None or output_rtol is not None  # the given tolerances decide alone
-                truth = None if given else _output_truth(verification, exported, module, torch_args, torch_kwargs,
+                lowered = production.lowest_precision() or any(  # a backend below the declared precision
+                    other.production is not None and other.production.lowest_precision() for other in others)
+                truth = None if given and not lowered else _output_truth(verification, exported, module, torch_args, torch_kwargs,
                                                          values, timings, strict)
                 steps = _rounding_steps(exported, values)
                 quantized = quantized_outputs(exported.program, values)
@@ -442,10 +444,11 @@ def judge_outputs(verification: Verification, actual: Sequence[Any], expected: S
     comparisons, verdicts = [], []
     for index, (backend_value, torch_value, name) in enumerate(zip(actual, expected, names)):
         dtype = output_dtype(torch_value)
-        if precision and unit_roundoff(dtype) and is_lower(precision, dtype):
+        lowered = bool(precision and unit_roundoff(dtype) and is_lower(precision, dtype))
+        if lowered:  # tolerances given for the declared dtype do not hold the lower precision
             dtype = precision
         row = table.lookup(OUTPUT, device, dtype)
-        if given:
+        if given and not lowered:
             row = Tolerance(OUTPUT, device, row.atol if atol is None else atol, row.rtol if rtol is None else rtol,
                             GIVEN, dtype)
         torch_array = as_array(torch_value)
@@ -465,7 +468,12 @@ def judge_outputs(verification: Verification, actual: Sequence[Any], expected: S
             verdicts.append(quantized_output_verdict(backend_value, torch_array, backend_side, torch_side, against_torch,
                                                      qparams, dtype, row, rule, rounding_steps))
             continue
-        verdicts.append(_verdict(against_torch, backend_side, torch_side, dtype, row, rule, given, rounding_steps))
+        verdict = _verdict(against_torch, backend_side, torch_side, dtype, row, rule, given and not lowered,
+                           rounding_steps)
+        if lowered:
+            verdict = replace(verdict, reason=f"the backend ran below the declared {output_dtype(torch_value)}: "
+                                              f"judged as {precision}; " + verdict.reason)
+        verdicts.append(verdict)
     verification.outputs = comparisons
     verification.output_verdicts = verdicts
 
@@ -620,8 +628,9 @@ def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, pr
                                                                                  run_backend),
                 initializer, production=run_production_outputs.outputs, environment=environment, strict=strict,
             )
-            for row in result.ops:
-                row.backend = str(run_backend.spec) if run_backend is not None else DEFAULT_BACKEND
+            annotate_node_rows(result.ops, str(run_backend.spec) if run_backend is not None else DEFAULT_BACKEND,
+                               run_production_outputs.runtime_precisions,
+                               run_backend is None or run_backend.RUNS_DECLARED)
             results.append(result)
     verification.add_analysis(results[0])
     for other, result in zip([o for o in others if o.production is not None], results[1:]):
