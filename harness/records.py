@@ -9,11 +9,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.analysis.rows import OpAnalysis, OpArtifacts, OpRecord
+from harness.analysis.rows import BackendResult, OpAnalysis, OpArtifacts, OpRecord
 from harness.metrics.comparison import Comparison
 from harness.metrics.verdict import overflow_limit
 
-__all__ = ["CheckerResult", "OpArtifacts", "OpRecord", "Verification"]
+__all__ = ["BackendResult", "CheckerResult", "OpArtifacts", "OpRecord", "Verification"]
 
 
 @dataclass
@@ -43,7 +43,11 @@ class Verification:
     notes: list[str] = field(default_factory=list)
     op_reference: str = ""  # what per-op errors are measured against: "torch" | "onnx.reference"
     output_verdicts: list[Any] = field(default_factory=list)  # metrics.verdict.Verdict per output
+    backend: str = "onnxruntime"  # the backend `outputs` and `ops` come from, as its spec reads
+    backend_settings: dict[str, Any] = field(default_factory=dict)  # what that backend ran with
+    backend_results: list[BackendResult] = field(default_factory=list)  # every further backend asked for
     onnx_model: Any = field(default=None, repr=False, compare=False)  # the model verified; not serialised
+    shape_sweep: Any = None  # harness.shapes.ShapeSweep when verified over a sweep of sizes (shapes=)
 
     def add_analysis(self, analysis: OpAnalysis) -> None:
         """Take a per-op analysis's rows, notes, timings and environment entries."""
@@ -122,4 +126,7 @@ class Verification:
             "timings": self.timings, "notes": self.notes, "op_reference": self.op_reference,
             "output_verdicts": [v.to_dict() for v in self.output_verdicts],
             "first_nonfinite": self.first_nonfinite, "overflows": self.overflows,
+            "backend": self.backend, "backend_settings": self.backend_settings,
+            "backend_results": [result.to_dict() for result in self.backend_results],
+            "shape_sweep": self.shape_sweep.to_dict() if self.shape_sweep is not None else None,
         }

@@ -53,6 +53,8 @@ from harness.metrics.verdict import (
     OVERRIDE, TOLERANCE, Verdict, VerdictRule, by_row, by_truth, load_rule, output_unit,
 )
 from harness.records import CheckerResult, Verification
+from harness.analysis.backend_runs import DEFAULT_BACKEND, BackendRun, annotate_node_rows, resolve_backends
+from harness.runtime.backends import is_lower
 from harness.runtime.memory import release_freed_memory
 from harness.runtime.shared_weights import copy_model
 
@@ -141,10 +143,20 @@ def verify(
     dtype: str | torch.dtype | None = None,
     optimize: bool = True,
     session_options: Any = None,
+    backends: Sequence[Any] = (DEFAULT_BACKEND,),
+    shapes: int | Sequence[Mapping[str, int]] | None = None,
+    axis_ranges: Mapping[str, tuple[int, int]] | None = None,
 ) -> Verification:
     """Export `model` on `args` and `kwargs` (or take `onnx_model`, made by `exporter`) and
     verify it on `device` ("cpu", "cuda[:n]" or "reference"). `optimize=False` verifies
     roundtrip's one-node-per-op graph instead of the optimised one.
+
+    `shapes` verifies the same ONNX model over a sweep of sizes of its dynamic axes
+    (harness.shapes): a count N (the traced size and the N - 1 most informative others: moved to
+    primes, non-square, the range's bounds, both sides of each guard torch.export recorded) or a
+    list of {axis name: size}. `axis_ranges` ({axis name: (lowest, highest)}) bounds the axes
+    (default: the ranges the captured program allows). The verdict covers every size; the sweep
+    is in `Verification.shape_sweep`, which names the first failing size and its first failing op.
 
     `dtype` ("float16", torch.bfloat16, ...) verifies a copy of the module with its floating
     parameters, buffers and inputs cast to it (harness.runtime.dtypes); `model` is left as it is.
@@ -160,7 +172,13 @@ def verify(
     errors instead of recording them as notes (see harness.analysis.strictness).
     `session_options`: the onnxruntime configuration to verify (an onnxruntime.SessionOptions,
     a mapping or a JSON file; runtime.OrtConfig), default onnxruntime's own.
+    `backends`: the backends to verify on ("onnxruntime", "openvino:precision=f32", BackendSpecs
+    or Backends; harness.runtime.backends). The first one's outputs and rows are the record's
+    own (`outputs`, `ops`, `passed`); each further one gets a BackendResult in
+    `backend_results`, judged against the same torch values and fp64 truth (one that cannot run
+    here is a named skip), and failing rows say who is wrong (harness.analysis.blame).
     """
+    chosen = resolve_backends(backends, device)
     if exporter not in EXPORTERS:
         raise ValueError(f"exporter={exporter!r}; choose one of {EXPORTERS}")
     args = args if isinstance(args, tuple) else (args,)
@@ -182,9 +200,39 @@ def verify(
         exported, args, kwargs=kwargs, module=model, device=device, tolerances=tolerances, per_op=per_op,
         output_atol=output_atol, output_rtol=output_rtol, allowed_mismatch=allowed_mismatch,
         tf32=tf32, model_name=model_name or type(model).__name__, strict=strict, session_options=session_options,
+        backends=chosen,
     )
     verification.timings = {"export_s": export_s, **verification.timings}
+    if shapes is not None:
+        sweep_shapes(verification, exported, model, args, shapes, kwargs=kwargs, dynamic_axes=dynamic_axes,
+                     axis_ranges=axis_ranges, device=device, tolerances=tolerances, output_atol=output_atol,
+                     output_rtol=output_rtol, allowed_mismatch=allowed_mismatch, tf32=tf32, strict=strict,
+                     session_options=session_options)
     return verification
+
+
+def sweep_shapes(verification: Verification, exported: ExportedForVerification, module: torch.nn.Module,
+                 args: tuple[Any, ...], shapes: int | Sequence[Mapping[str, int]], *,
+                 kwargs: Mapping[str, Any] | None = None, dynamic_axes: Any = None,
+                 axis_ranges: Mapping[str, tuple[int, int]] | None = None, make_inputs: Any = None,
+                 locate: bool = True, **settings: Any) -> None:
+    """Run a shape sweep (harness.shapes) of `exported` around the traced `verification`, put it
+    on `verification.shape_sweep` and fold its verdict into `verification.passed`."""
+    from exporter.trace import normalize_dynamic_axes
+    from harness.shapes.sweep import SweepSettings, run_sweep
+
+    if isinstance(shapes, bool) or (isinstance(shapes, int) and shapes < 1):
+        raise ValueError(f"shapes={shapes!r}: give a count of sizes (at least 1) or a list of {{axis: size}}")
+    sweep = run_sweep(exported, module, args, verification, shapes, kwargs=kwargs,
+                      dynamic_axes=normalize_dynamic_axes(dynamic_axes), axis_ranges=axis_ranges,
+                      make_inputs=make_inputs, settings=SweepSettings(model_name=verification.model_name,
+                                                                      locate=locate, **settings))
+    verification.shape_sweep = sweep
+    verification.notes.extend(sweep.axes.fixed + sweep.axes.notes)
+    if sweep.diagnosis:
+        verification.notes.append(f"shape sweep: {sweep.diagnosis}")
+    verification.timings["sweep_s"] = sum(sweep.timings.values())
+    verification.passed = verification.passed and sweep.passed
 
 
 def training_mode_note(model: torch.nn.Module) -> str:
@@ -216,6 +264,7 @@ def verify_exported(
     model_name: str = "model",
     strict: bool | None = None,
     session_options: Any = None,
+    backends: Sequence[Any] = (DEFAULT_BACKEND,),
 ) -> Verification:
     """Verify an already exported model (`verify` without the export; benchmarks time this).
 
@@ -226,10 +275,12 @@ def verify_exported(
     """
     table = tolerance_table(tolerances)
     spec = runtime.DeviceSpec.parse(device)
+    chosen = resolve_backends(backends, device)
     ort_config = runtime.OrtConfig.of(session_options)
     onnx_proto = exported.model
     verification = new_verification(onnx_proto, spec, model_name=model_name, exporter=exported.exporter,
                                     notes=exported.notes)
+    verification.backend = str(chosen[0].spec)
     timings = verification.timings
     if exported.program is None and module is None:
         raise ValueError("an export without an FX program needs the module to compute torch's outputs")
@@ -258,9 +309,12 @@ def verify_exported(
         shared = runtime.SharedWeights.of(onnx_proto, exported.weights)
         leaves = flat_user_inputs(exported.program, args, kwargs) if exported.program is not None else (args, kwargs)
         feeds = dict(zip(runtime.real_inputs(onnx_proto), _numpy_args(leaves)))
-        actual_outputs = run_production(verification, onnx_proto, spec, feeds, tf32=tf32, shared=shared,
-                                        ort_config=ort_config)
+        production = run_production(verification, onnx_proto, spec, feeds, tf32=tf32, shared=shared,
+                                    ort_config=ort_config, backend=chosen[0])
+        actual_outputs = production.outputs
         timings["backend_s"] = time.perf_counter() - started
+        others = [BackendRun.start(backend, onnx_proto, spec, feeds, tf32=tf32, shared=shared, ort_config=ort_config)
+                  for backend in chosen[1:]]
 
         output_names = [o.name for o in onnx_proto.graph.output]
         if actual_outputs is not None:
@@ -269,21 +323,33 @@ def verify_exported(
                                       strict, module_first=True)
                 judge_detections(verification, actual_outputs, expected_outputs, layout, output_names, table=table,
                                  device=spec.kind, atol=output_atol, rtol=output_rtol, truth=truth)
+                for other in others:
+                    other.judge(lambda record, outputs, precision: judge_detections(
+                        record, outputs, expected_outputs, layout, output_names, table=table, device=spec.kind,
+                        atol=output_atol, rtol=output_rtol, truth=truth))
             else:
                 given = output_atol is not None or output_rtol is not None  # the given tolerances decide alone
-                truth = None if given else _output_truth(verification, exported, module, torch_args, torch_kwargs,
+                lowered = production.lowest_precision() or any(  # a backend below the declared precision
+                    other.production is not None and other.production.lowest_precision() for other in others)
+                truth = None if given and not lowered else _output_truth(verification, exported, module, torch_args, torch_kwargs,
                                                          values, timings, strict)
+                steps = _rounding_steps(exported, values)
                 judge_outputs(verification, actual_outputs, expected_outputs, truth, output_names, table=table,
                               device=spec.kind, atol=output_atol, rtol=output_rtol, allowed_mismatch=allowed_mismatch,
-                              rounding_steps=_rounding_steps(exported, values))
+                              rounding_steps=steps, precision=production.lowest_precision())
+                for other in others:
+                    other.judge(lambda record, outputs, precision: judge_outputs(
+                        record, outputs, expected_outputs, truth, output_names, table=table, device=spec.kind,
+                        atol=output_atol, rtol=output_rtol, allowed_mismatch=allowed_mismatch, rounding_steps=steps,
+                        precision=precision))
             if len(actual_outputs) != len(expected_outputs):
                 verification.notes.append(
                     f"the ONNX model has {len(actual_outputs)} outputs, torch {len(expected_outputs)}"
                 )
         if per_op:
             started = time.perf_counter()
-            _per_op(verification, exported, values, feeds, spec, table, tf32, shared, actual_outputs, strict,
-                    ort_config)
+            _per_op(verification, exported, values, feeds, spec, table, tf32, shared, production, strict,
+                    ort_config, chosen[0], others)
             if layout is not None:
                 verification.notes.extend(mark_matched_rows(verification.ops, verification.outputs))
             timings["per_op_s"] = time.perf_counter() - started
@@ -303,6 +369,8 @@ def verify_exported(
         backend_ran=actual_outputs is not None,
         output_counts_match=actual_outputs is not None and len(actual_outputs) == len(expected_outputs),
     )
+    verification.backend_results = [other.finish(verification.checker.passed, len(expected_outputs))
+                                    for other in others]
     return verification
 
 
@@ -364,17 +432,23 @@ def output_dtype(value: Any) -> str:
 
 def judge_outputs(verification: Verification, actual: Sequence[Any], expected: Sequence[Any],
                   truth: Sequence[Any] | None, names: Sequence[str], *, table: ToleranceTable, device: str,
-                  atol: float | None, rtol: float | None, allowed_mismatch: float, rounding_steps: int = 1) -> None:
+                  atol: float | None, rtol: float | None, allowed_mismatch: float, rounding_steps: int = 1,
+                  precision: str | None = None) -> None:
     """Fill `verification.outputs` (each output against torch's, under its row) and
     `verification.output_verdicts`; the rule's floor for an output is `floor_ulps` times
-    u(dtype) * sqrt(rounding_steps), the ops that rounded on the way to it."""
+    u(dtype) * sqrt(rounding_steps), the ops that rounded on the way to it. `precision`: the
+    lowest precision the backend ran a node at; a floating output declared above it is judged
+    by its rule and row (a backend running convolutions in bfloat16 makes bfloat16 outputs)."""
     rule = load_rule(load_noise_model())
     given = atol is not None or rtol is not None
     comparisons, verdicts = [], []
     for index, (backend_value, torch_value, name) in enumerate(zip(actual, expected, names)):
         dtype = output_dtype(torch_value)
+        lowered = bool(precision and unit_roundoff(dtype) and is_lower(precision, dtype))
+        if lowered:  # tolerances given for the declared dtype do not hold the lower precision
+            dtype = precision
         row = table.lookup(OUTPUT, device, dtype)
-        if given:
+        if given and not lowered:
             row = Tolerance(OUTPUT, device, row.atol if atol is None else atol, row.rtol if rtol is None else rtol,
                             GIVEN, dtype)
         torch_array = as_array(torch_value)
@@ -389,7 +463,12 @@ def judge_outputs(verification: Verification, actual: Sequence[Any], expected: S
                                    check_dtype=False, allowed_mismatch=allowed_mismatch)
             torch_side = compare(torch_array, reference_array, atol=row.atol, rtol=row.rtol, name=name,
                                  check_dtype=False)
-        verdicts.append(_verdict(against_torch, backend_side, torch_side, dtype, row, rule, given, rounding_steps))
+        verdict = _verdict(against_torch, backend_side, torch_side, dtype, row, rule, given and not lowered,
+                           rounding_steps)
+        if lowered:
+            verdict = replace(verdict, reason=f"the backend ran below the declared {output_dtype(torch_value)}: "
+                                              f"judged as {precision}; " + verdict.reason)
+        verdicts.append(verdict)
     verification.outputs = comparisons
     verification.output_verdicts = verdicts
 
@@ -449,19 +528,27 @@ def new_verification(model: onnx.ModelProto, spec: runtime.DeviceSpec, *, model_
 
 def run_production(verification: Verification, model: onnx.ModelProto, spec: runtime.DeviceSpec,
                    feeds: dict[str, np.ndarray], *, tf32: bool, shared: runtime.SharedWeights | None = None,
-                   ort_config: runtime.OrtConfig | None = None) -> list[np.ndarray] | None:
-    """The production run (runtime.run_production), its findings put on `verification`."""
-    production = runtime.run_production(model, spec, feeds, tf32=tf32, shared=shared, ort_config=ort_config)
+                   ort_config: runtime.OrtConfig | None = None, backend: Any = None) -> runtime.ProductionRun:
+    """The production run (runtime.run_production) on `backend` (onnxruntime's CPU or CUDA
+    session when None), its findings put on `verification`."""
+    production = runtime.run_production(model, spec, feeds, tf32=tf32, shared=shared, ort_config=ort_config,
+                                        backend=backend)
     if production.providers:
         verification.environment["providers"] = production.providers
+    if backend is not None:
+        verification.backend_settings = {**backend.settings(), **({"runtime": production.hints} if production.hints
+                                                                  else {})}
     verification.cpu_placed_nodes = production.cpu_placed_nodes
     verification.notes.extend(production.notes)
-    return production.outputs
+    return production
 
 
 def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, production, strict,
-            ort_config=None) -> None:
-    run = runtime.model_runner(spec, tf32, shared, ort_config)
+            ort_config=None, backend=None, others=()) -> None:
+    """The per-op rows of the first backend into `verification`, and of every further backend
+    that ran (`others`, BackendRuns) into theirs; then who is wrong where they disagree."""
+    runs = [(backend, production, verification.environment)] + [
+        (other.backend, other.production, {}) for other in others if other.production is not None]
     source = exported.model  # a roundtrip skeleton's stubs are restored from `shared` where needed
     loaded = shared.stubbed(source) if shared is not None else source
     initializer = shared.stub if shared is not None else (lambda t: t)
@@ -478,22 +565,38 @@ def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, pr
     if groups is not None:
         from harness.analysis import fx_rows
 
-        analysis = fx_rows.FxAnalysis(
+        analyses = [fx_rows.FxAnalysis(
             onnx_model=loaded, source_model=source, program=exported.program, groups=groups,
-            values=values, feeds=feeds, device=spec.kind, table=table, run=run,
-            initializer=initializer, production=production, environment=verification.environment,
+            values=values, feeds=feeds, device=spec.kind, table=table,
+            run=runtime.model_runner(spec, tf32, shared, ort_config, run_backend),
+            initializer=initializer, production=run_production_outputs.outputs, environment=environment,
             strict=strict, weights=shared, fallback=reference_fallback(spec, shared),
-        )
-        verification.add_analysis(fx_rows.analyse(analysis))
-        return
-    from harness.analysis.onnx_rows import analyse_nodes
+            backend=str(run_backend.spec) if run_backend is not None else DEFAULT_BACKEND,
+            runtime_precisions=run_production_outputs.runtime_precisions,
+            declared_only=run_backend is None or run_backend.RUNS_DECLARED,
+        ) for run_backend, run_production_outputs, environment in runs]
+        results = fx_rows.analyse_backends(analyses)
+    else:
+        from harness.analysis.onnx_rows import analyse_nodes
 
-    if shared is not None:
-        source = shared.restore(source)  # onnx's ReferenceEvaluator needs the weights inline
-    verification.add_analysis(analyse_nodes(
-        loaded, source, feeds, spec.kind, table, run, initializer, production=production,
-        environment=verification.environment, strict=strict,
-    ))
+        restored = shared.restore(source) if shared is not None else source  # the evaluator needs the weights
+        results = []
+        for run_backend, run_production_outputs, environment in runs:
+            result = analyse_nodes(
+                loaded, restored, feeds, spec.kind, table, runtime.model_runner(spec, tf32, shared, ort_config,
+                                                                                 run_backend),
+                initializer, production=run_production_outputs.outputs, environment=environment, strict=strict,
+            )
+            annotate_node_rows(result.ops, str(run_backend.spec) if run_backend is not None else DEFAULT_BACKEND,
+                               run_production_outputs.runtime_precisions,
+                               run_backend is None or run_backend.RUNS_DECLARED)
+            results.append(result)
+    verification.add_analysis(results[0])
+    for other, result in zip([o for o in others if o.production is not None], results[1:]):
+        other.add_analysis(result)
+    from harness.analysis.blame import assign_blame
+
+    assign_blame([verification.ops, *[o.ops for o in others if o.production is not None]])
 
 
 def reference_fallback(spec: runtime.DeviceSpec, shared: runtime.SharedWeights | None) -> runtime.ModelRunner | None:

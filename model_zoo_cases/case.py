@@ -100,6 +100,12 @@ class ModelCase:
     # Outputs hold one entry per input (a detector's list of per-image mappings), so the batch
     # is no dynamic axis: traced_batch == other_batch, and other_inputs() varies the other axes.
     fixed_batch: bool = False
+    # The range of each dynamic axis, {axis name: (lowest, highest)}: the sizes the case promises
+    # to work at, which a shape sweep (harness.shapes, `roundtrip run --shapes N`) stays inside.
+    axis_ranges: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    # Axes declared dynamic only when the case is swept (image sides): the two-size checks and the
+    # committed baseline keep verifying the export of `dynamic_axes` alone.
+    sweep_axes: dict[str, dict[int, str]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -122,6 +128,15 @@ class ModelCase:
         unknown = set(self.dynamic_axes) - set(self.input_names) - set(self.output_names)
         if unknown:
             raise ValueError(f"{self.name}: dynamic_axes names {sorted(unknown)} are not inputs or outputs")
+        if set(self.sweep_axes) - set(self.input_names):
+            raise ValueError(f"{self.name}: sweep_axes names {sorted(set(self.sweep_axes) - set(self.input_names))}, "
+                             "which are not inputs")
+        axes = {axis for table in (self.dynamic_axes, self.sweep_axes) for dims in table.values() for axis in dims.values()}
+        for axis, (lowest, highest) in self.axis_ranges.items():
+            if axis not in axes:
+                raise ValueError(f"{self.name}: axis_ranges names {axis!r}, which is no dynamic axis ({sorted(axes)})")
+            if not 0 <= lowest <= highest:
+                raise ValueError(f"{self.name}: the range of {axis!r}, [{lowest}, {highest}], is empty or negative")
 
     def __hash__(self) -> int:
         # dynamic_axes is a dict, so the generated hash would fail; names are unique.
@@ -196,6 +211,11 @@ class ModelCase:
             args.append(arg.contiguous())
         return tuple(args)
 
+    def swept_axes(self) -> dict[str, dict[int, str]]:
+        """The dynamic axes of the inputs when the case is swept: `dynamic_axes` and `sweep_axes`."""
+        return {name: {**self.dynamic_axes.get(name, {}), **self.sweep_axes.get(name, {})}
+                for name in self.input_names if name in self.dynamic_axes or name in self.sweep_axes}
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data for reports (no callables)."""
         return {
@@ -220,6 +240,8 @@ class ModelCase:
             "calibration_steps": self.calibration_steps,
             "measured": None if self.measured is None else self.measured.to_dict(),
             "fixed_batch": self.fixed_batch,
+            "axis_ranges": {axis: list(bounds) for axis, bounds in self.axis_ranges.items()},
+            "sweep_axes": {k: {str(d): v for d, v in axes.items()} for k, axes in self.sweep_axes.items()},
         }
 
 

@@ -38,6 +38,21 @@ def _batch_axes(*names: str) -> dict[str, dict[int, str]]:
     return {name: {0: "batch"} for name in names}
 
 
+# The sizes the cases promise (ModelCase.axis_ranges), which shape sweeps stay inside: batches of 1
+# to 8; image sides of 32 to 512 (a program that needs more, e.g. Inception's 75, narrows it and
+# the sweep says so); sequences of 1 to 64 tokens; detector images of 96 to 320 px a side.
+BATCH_RANGE = (1, 8)
+IMAGE_SIDE_RANGE = (32, 512)
+SEQUENCE_RANGE = (1, 64)
+DETECTOR_SIDE_RANGE = (96, 320)
+_IMAGE_SIDES = {"height": IMAGE_SIDE_RANGE, "width": IMAGE_SIDE_RANGE}
+
+
+def _image_sweep(name: str) -> dict[str, Any]:
+    """A case's sweep over its image input's sides (and batch)."""
+    return {"sweep_axes": {name: {2: "height", 3: "width"}}, "axis_ranges": {"batch": BATCH_RANGE, **_IMAGE_SIDES}}
+
+
 def _judgement(name: str) -> dict[str, Any]:
     """atol, rtol and activation bound for `name`, derived from its measurements."""
     measured = measurements.MEASUREMENTS[name]
@@ -73,6 +88,7 @@ def _torchvision_case(
         rescale_weights=rescale_weights,
         torch_onnx_issue=torch_onnx_issue,
         calibration_batch=calibration_batch,
+        **_image_sweep("image"),
         description=(
             f"torchvision.models.{name}(weights=None"
             + "".join(f", {key}={value!r}" for key, value in builder_kwargs.items())
@@ -146,6 +162,7 @@ def _word_lm_case(
         input_names=input_names,
         output_names=output_names,
         dynamic_axes=dynamic_axes,
+        axis_ranges={"batch": BATCH_RANGE, "sequence": SEQUENCE_RANGE},
         calibrate=False,
         # Untied: scale the decoder so logits have unit std. Tied: the decoder
         # is the N(0, 1) embedding, which already gives logits of a few units.
@@ -232,6 +249,7 @@ def _detection_case(detector: detection.Detector) -> ModelCase:
         name=detector.name, family="detection", build_fn=detector.build, input_fn=detector.images,
         tier="detection", input_names=("images",), output_names=(),
         dynamic_axes={"images": {2: "height", 3: "width"}}, calibrate=True, fixed_batch=True,
+        axis_ranges={"height": DETECTOR_SIDE_RANGE, "width": DETECTOR_SIDE_RANGE},
         traced_batch=1, other_batch=1, calibration_batch=2, calibration_steps=2,
         atol=DETECTION_ATOL, rtol=DETECTION_RTOL, activation_bound=DETECTION_ACTIVATION_BOUND,
         description=(f"{detector.name}: one {detector.image_size}x{detector.image_size} image in [0, 1] -> "
@@ -276,6 +294,7 @@ def _build_cases() -> list[ModelCase]:
             input_names=("latent",),
             output_names=("image",),
             dynamic_axes=_batch_axes("latent", "image"),
+            axis_ranges={"batch": BATCH_RANGE},
             calibrate=True,
             description="DCGAN generator: N(0,1) latent (N,100,1,1) -> (N,3,64,64) image",
             **_judgement("dcgan_generator"),
@@ -289,6 +308,7 @@ def _build_cases() -> list[ModelCase]:
             input_names=("image",),
             output_names=("probability",),
             dynamic_axes=_batch_axes("image", "probability"),
+            axis_ranges={"batch": BATCH_RANGE},
             calibrate=True,
             description="DCGAN discriminator: (N,3,64,64) image in [-1,1] -> (N,) probability",
             **_judgement("dcgan_discriminator"),
@@ -302,6 +322,7 @@ def _build_cases() -> list[ModelCase]:
             input_names=("luminance",),
             output_names=("upscaled",),
             dynamic_axes=_batch_axes("luminance", "upscaled"),
+            **_image_sweep("luminance"),
             calibrate=False,
             description="ESPCN x3 super-resolution on (N,1,224,224) luminance in [0,1]",
             **_judgement("superresolution"),

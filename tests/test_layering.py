@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("exporter", ("exporter",)),
     ("analysis", ("harness.analysis",)),
     ("api", ("harness", "harness.backend", "harness.exporters", "harness.records", "harness.reproducer",
-             "harness.verification", "harness.onnx_verification")),
+             "harness.verification", "harness.onnx_verification", "harness.shapes")),
     # harness.testing fails a test with harness.report.failure's per-op table
     ("report", ("harness.report", "harness.testing")),
     ("front end", ("harness.cli", "harness.pytest_plugin")),

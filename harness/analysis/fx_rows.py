@@ -23,7 +23,9 @@ from harness.analysis import draws
 from harness.analysis.accumulated import SegmentedRun, run_instrumented
 from harness.analysis.fx_mapping import NodeGroup, output_at, value_sources
 from harness.analysis.isolated import isolate
-from harness.analysis.rows import OpAnalysis, OpArtifacts, OpRecord, judge, worst_comparison as _worst
+from harness.analysis.rows import (
+    BLAME_RUNTIME_PRECISION, OpAnalysis, OpArtifacts, OpRecord, judge, worst_comparison as _worst,
+)
 from harness.analysis.strictness import harness_error
 from harness.analysis.torch_values import TorchValues, describe_value
 from harness.analysis.truth import OpCallFailed, Replayer, no_truth_reason, reduction_length, replay_region
@@ -32,9 +34,10 @@ from harness.metrics.comparison import Comparison, compare, dtype_name
 from harness.metrics.noise import NoiseModel, attribute, dtype_key, load_noise_model
 from harness.metrics.tolerances import Tolerance, ToleranceTable
 from harness.metrics.verdict import VerdictRule, load_rule
-from harness.analysis.judging import TruthPair, decide, overflow_note
+from harness.analysis.judging import TruthPair, decide, overflow_note, verdicts_for
 from harness.onnxgraph.isolation import Subgraph
 from harness.runtime.memory import release_freed_memory
+from harness.runtime.backends.precision import DECLARED, RuntimePrecision, is_lower
 from harness.runtime.runner import ModelRunner
 
 logger = logging.getLogger(__name__)
@@ -67,14 +70,73 @@ class FxAnalysis:
     strict: bool | None = None  # raise the harness's own errors (None: ROUNDTRIP_STRICT decides)
     weights: Any = None  # runtime.SharedWeights holding the arrays of source_model's in-memory stubs
     fallback: ModelRunner | None = None  # runs a subgraph the backend has no kernel for (onnx.reference)
-    chunk_bytes: int = field(default_factory=lambda: CHUNK_BYTES)  # backend values held at once (see analyse)
+    backend: str = "onnxruntime"  # the backend `run` runs on, as its spec reads
+    runtime_precisions: Mapping[str, RuntimePrecision] = field(default_factory=dict)  # ONNX node -> as it ran
+    declared_only: bool = True  # the backend runs every node as declared: a row's precision is its dtype
+    chunk_bytes: int = field(default_factory=lambda: CHUNK_BYTES)  # backend values held at once (_analyse_streamed)
 
 
 def analyse(analysis: FxAnalysis) -> OpAnalysis:
     """One row per FX node: accumulated, isolated, fp64 truth and attribution (and the CUDA
-    noise floor), with the instrumented run's comparison with production and its notes.
+    noise floor), with the instrumented run's comparison with production and its notes."""
+    return analyse_backends([analysis])[0]
 
-    The rows are measured in chunks, in graph order, so that the backend's values are held
+
+def analyse_backends(analyses: Sequence[FxAnalysis]) -> list[OpAnalysis]:
+    """`analyse` for the same program and torch values on several backends (one FxAnalysis
+    each, differing in `run`, `production`, `backend` and `runtime_precisions`): each gets its
+    own accumulated and isolated rows, and every op's fp64 truth is computed once and judges
+    them all. Returns one OpAnalysis per backend, in order. One backend is analysed streamed
+    (`_analyse_streamed`)."""
+    if len(analyses) == 1:
+        return [_analyse_streamed(analyses[0])]
+    measured = [_measure(analysis) for analysis in analyses]
+    started = time.perf_counter()
+    release_freed_memory()
+    truths = _truth([(records, analysis, isolated) for analysis, (records, _, isolated) in zip(analyses, measured)])
+    truth_s = time.perf_counter() - started
+    results = []
+    for index, (analysis, (records, result, isolated)) in enumerate(zip(analyses, measured)):
+        result.timings["truth_s"] = truth_s if index == 0 else 0.0  # computed once, for the first
+        rule = analysis.rule or load_rule(analysis.noise_model)
+        for fx, record in records.items():
+            _judge(record, isolated.get(fx, {}), truths[index].get(fx, {}), rule, analysis)
+        if analysis.device == "cuda":
+            started = time.perf_counter()
+            _noise_floor(records, analysis)
+            result.timings["noise_floor_s"] = time.perf_counter() - started
+        result.environment["noise_model"] = analysis.noise_model.to_dict()
+        result.environment["verdict_rule"] = rule.to_dict()
+        results.append(result)
+    return results
+
+
+def _measure(analysis: FxAnalysis) -> tuple[dict[str, OpRecord], OpAnalysis, dict[str, dict[str, Comparison]]]:
+    """The rows of one backend with their accumulated and isolated errors (not yet judged)."""
+    records = {fx: _record(group, analysis) for fx, group in analysis.groups.items()}
+    result = OpAnalysis(ops=list(records.values()), reference="torch")
+    timings = result.timings
+
+    started = time.perf_counter()
+    exposed = [name for group in analysis.groups.values() for name in group.outputs.values()]
+    instrumented = run_instrumented(analysis.onnx_model, exposed, analysis.feeds, analysis.run, analysis.production,
+                                    analysis.strict)
+    result.instrumented_vs_production = instrumented.final_vs_production
+    result.notes.extend(instrumented.notes())
+    for fx, group in analysis.groups.items():
+        records[fx].accumulated = _worst(_compare_outputs(group, instrumented.values, analysis, records[fx]))
+    del instrumented  # every op's value, compared: freed before the isolation session loads
+    release_freed_memory()
+    timings["accumulated_s"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    isolated = _isolated(records, analysis)
+    timings["isolated_s"] = time.perf_counter() - started
+    return records, result, isolated
+
+
+def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
+    """`analyse` of one backend, streamed: the rows are measured in chunks, in graph order, so that the backend's values are held
     one chunk at a time: when the exposed values exceed `analysis.chunk_bytes`, the
     instrumented model runs in segments (accumulated.SegmentedRun) and, after each, the rows
     whose values it produced are compared, isolated (one batched isolation model per chunk),
@@ -219,8 +281,7 @@ def _measure_chunk(records: dict[str, OpRecord], analysis: FxAnalysis, sources: 
     started = time.perf_counter()
     truths = truth.measure(records, isolated)
     for fx, record in records.items():
-        decide(record, isolated.get(fx, {}), truths.get(fx, {}), rule, analysis.table.lookup(
-            "*", analysis.device, record.dtype or None))
+        _judge(record, isolated.get(fx, {}), truths.get(fx, {}), rule, analysis)
         if record.artifacts is not None and record.passed is not False:
             record.artifacts.isolated_outputs = {}
     del isolated, truths
@@ -228,15 +289,64 @@ def _measure_chunk(records: dict[str, OpRecord], analysis: FxAnalysis, sources: 
     timings["truth_s"] += time.perf_counter() - started
 
 
+def _judge(record: OpRecord, isolated: Mapping[str, Comparison], truths: Mapping[str, TruthPair],
+           rule: VerdictRule, analysis: FxAnalysis) -> None:
+    """Decide one row; a row the backend ran below its declared precision is judged at the
+    precision it ran at, and named when only that lower precision lets it pass."""
+    lower = _lower_precision(record)
+    if not lower:
+        decide(record, isolated, truths, rule, analysis.table.lookup("*", analysis.device, record.dtype or None))
+        return
+    decide(record, isolated, truths, rule, analysis.table.lookup("*", analysis.device, lower), precision=lower)
+    if record.verdict is None:
+        return
+    record.notes.append(f"{record.runtime_precision.describe()}: judged by the {lower} rule, below the declared "
+                        f"{record.dtype}")
+    declared = verdicts_for(record, isolated, truths, rule,
+                            analysis.table.lookup("*", analysis.device, record.dtype or None))
+    if record.passed and not all(v.passed for v in declared):
+        record.blame = BLAME_RUNTIME_PRECISION
+        record.notes.append(f"its error passes only at {lower}: the {record.dtype} rule it declares would fail it "
+                            "(the backend's precision, not the export)")
+
+
+def _lower_precision(record: OpRecord) -> str:
+    """The precision the backend ran the row at when lower than its declared dtype, else ''."""
+    if record.runtime_precision is None or not record.dtype:
+        return ""
+    return record.runtime_precision.precision if is_lower(record.runtime_precision.precision, record.dtype) else ""
+
+
 def _record(group: NodeGroup, analysis: FxAnalysis) -> OpRecord:
     dtype = _op_dtype(describe_value(analysis.values, group.fx_node))
-    tolerance = analysis.table.lookup(group.aten, analysis.device, dtype or None)
+    precision = row_precision([n.name for n in group.nodes], analysis.runtime_precisions)
+    if precision is None and analysis.declared_only and dtype:
+        precision = RuntimePrecision(dtype, DECLARED)
+    judged = precision.precision if precision is not None and dtype and is_lower(precision.precision, dtype) else dtype
+    tolerance = analysis.table.lookup(group.aten, analysis.device, judged or None)
     return OpRecord(
         fx_node=group.fx_node, aten=group.aten,
         onnx_nodes=[n.name for n in group.nodes], onnx_ops=[n.op_type for n in group.nodes],
         scope=group.scope, source=group.source, tolerance=tolerance.to_dict(), region=list(group.region),
-        dtype=dtype,
+        dtype=dtype, backend=analysis.backend, runtime_precision=precision,
+        computed_by=analysis.backend.split(":", 1)[0],
     )
+
+
+def row_precision(onnx_nodes: Sequence[str], precisions: Mapping[str, RuntimePrecision]) -> RuntimePrecision | None:
+    """The precision a row ran at: the lowest floating precision among its ONNX nodes' (a
+    row is as precise as its least precise node), else its last node's; None when unknown."""
+    known = [precisions[name] for name in onnx_nodes if name in precisions]
+    if not known:
+        return None
+    floating = [p for p in known if p.precision in ("float64", "float32", "float16", "bfloat16")]
+    if not floating:
+        return known[-1]
+    lowest = floating[-1]
+    for candidate in floating:
+        if is_lower(candidate.precision, lowest.precision):
+            lowest = candidate
+    return lowest
 
 
 def _op_dtype(value: Any) -> str:
@@ -307,8 +417,8 @@ def torch_lookup(analysis: FxAnalysis, sources: Mapping[str, tuple[str, int]] | 
 
 def _isolated(records: dict[str, OpRecord], analysis: FxAnalysis,
               sources: Mapping[str, tuple[str, int]] | None = None) -> dict[str, dict[str, Comparison]]:
-    """Fill the isolated rows of `records` (all subgraphs in one batch); return every isolated
-    comparison by FX node and value name."""
+    """Fill the isolated rows of `records` (all their subgraphs in one batch); return every
+    isolated comparison by FX node and value name."""
     groups = {fx: analysis.groups[fx] for fx in records}
     subgraphs = [
         Subgraph(fx, group.nodes, [name for _, name in sorted(group.outputs.items())])
@@ -415,6 +525,47 @@ class _TruthPass:
             except Exception as error:  # the replay's or the comparison's own code: a harness bug
                 record.notes.append(harness_error(error, f"computing the fp64 truth of {node.name}", analysis.strict))
         return found
+
+
+def _truth(measured: Sequence[tuple[dict[str, OpRecord], FxAnalysis, Mapping[str, Mapping[str, Comparison]]]]
+           ) -> list[dict[str, dict[str, TruthPair]]]:
+    """Fill every row's truth and attribution, each op's fp64 truth computed once for every
+    backend's rows (`measured`: each backend's rows, analysis and isolated comparisons, on the
+    same program and torch values); return each backend's comparisons with the truth, by FX
+    node and value name."""
+    found: list[dict[str, dict[str, TruthPair]]] = [{} for _ in measured]
+    records, analysis, _ = measured[0]
+    nodes = [n for n in analysis.program.graph.nodes if n.name in records]
+    replay = Replayer(nodes, analysis.values, device="cpu", dtype=torch.float64)
+    for node in nodes:
+        group = analysis.groups[node.name]
+        members = _region_members(group, analysis.program)
+        reason = no_truth_reason(node) or next((no_truth_reason(m) for m in members if no_truth_reason(m)), "")
+        if reason or not group.outputs:
+            if reason:
+                for rows, _, _ in measured:
+                    rows[node.name].notes.append(f"no fp64 truth: {reason}")
+            replay.skip(node)
+            continue
+        try:
+            if members:  # an optimised region: its members replayed in sequence
+                replay.skip(node)
+                truth, length = replay_region(members, analysis.values)
+                args = None
+            else:
+                truth, args = replay(node)
+                length = None
+            for index, (rows, backend_analysis, isolated) in enumerate(measured):
+                found[index][node.name] = _fill_truth(rows[node.name], group, node, truth, args, backend_analysis,
+                                                      isolated.get(node.name, {}), length=length)
+        except OpCallFailed as failed:  # an overload without a float64 kernel, say
+            for rows, _, _ in measured:
+                rows[node.name].notes.append(f"no fp64 truth: the float64 call failed: {failed}"[:300])
+        except Exception as error:  # the replay's or the comparison's own code: a harness bug
+            note = harness_error(error, f"computing the fp64 truth of {node.name}", analysis.strict)
+            for rows, _, _ in measured:
+                rows[node.name].notes.append(note)
+    return found
 
 
 def _region_members(group: NodeGroup, program: torch.export.ExportedProgram) -> list[torch.fx.Node]:

@@ -51,6 +51,8 @@ class Built:
     onnx_path: str | None = None
     inputs: Any = None
     expected: Any = None
+    sweep_axes: dict[str, Any] | None = None  # the dynamic axes exported for a shape sweep (default: options')
+    axis_ranges: dict[str, Any] = field(default_factory=dict)  # {axis: (lowest, highest)} a sweep stays inside
 
 
 def zoo_tasks(*, tier: str, pattern: str | None) -> list[Task]:
@@ -149,6 +151,7 @@ def _zoo(origin: Mapping[str, Any], seed: int) -> Built:
         options=dict(dynamic_axes={k: v for k, v in case.dynamic_axes.items() if k in case.input_names},
                      input_names=case.input_names, output_atol=case.atol, output_rtol=case.rtol,
                      allowed_mismatch=case.allowed_mismatch_fraction),
+        sweep_axes=case.swept_axes(), axis_ranges=dict(case.axis_ranges),
     )
 
 
@@ -180,18 +183,20 @@ _FACTORY_OPTIONS = {"dynamic_axes": "dynamic_axes", "input_names": "input_names"
 def _factory(origin: Mapping[str, Any]) -> Built:
     made = load_factory(origin["target"], origin.get("cwd"))()
     if isinstance(made, Mapping):
-        unknown = set(made) - {"module", "args", "other_args"} - set(_FACTORY_OPTIONS)
+        unknown = set(made) - {"module", "args", "other_args", "axis_ranges"} - set(_FACTORY_OPTIONS)
         if unknown or "module" not in made or "args" not in made:
             raise TypeError(f"{origin['target']} returned a mapping with keys {sorted(made)}; expected 'module', "
-                            f"'args' and optionally 'other_args', {', '.join(sorted(_FACTORY_OPTIONS))}")
+                            f"'args' and optionally 'other_args', 'axis_ranges', {', '.join(sorted(_FACTORY_OPTIONS))}")
         module, args, other = made["module"], made["args"], made.get("other_args")
         options = {_FACTORY_OPTIONS[k]: v for k, v in made.items() if k in _FACTORY_OPTIONS}
     elif isinstance(made, tuple) and len(made) == 2:
         (module, args), other, options = made, None, {}
     else:
         raise TypeError(f"{origin['target']} returned {type(made).__name__}; expected (module, args) or a mapping")
+    ranges = dict(made.get("axis_ranges") or {}) if isinstance(made, Mapping) else {}
     return Built(module=module, args=_as_tuple(args), other_args=None if other is None else _as_tuple(other),
-                 sizes=["given args", "other args"] if other is not None else ["given args"], options=options)
+                 sizes=["given args", "other args"] if other is not None else ["given args"], options=options,
+                 axis_ranges=ranges)
 
 
 def _as_tuple(args: Any) -> tuple[Any, ...]:

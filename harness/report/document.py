@@ -1,4 +1,4 @@
-"""Build parity.json documents (plain dicts, `schema_version` 2) from verifications.
+"""Build parity.json documents (plain dicts, `schema_version` 3) from verifications.
 
 A document records how the run was made (versions, device, providers, TF32, seed, command line,
 host, start and end) and one entry per case. A verified case holds its `verification`: the
@@ -19,7 +19,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (2, 3)
+"""Versions a reader takes: 3 added the backend axis (row fields `backend`, `runtime_precision`,
+`quant_steps`, `blame`; a verification's `backend_results`), all optional, so a version 2
+document is a valid version 3 one without them."""
 SOURCES = ("roundtrip run", "pytest", "roundtrip verify", "merge")
 STATUSES = ("running", "complete", "interrupted")
 CASE_STATUSES = ("pass", "fail", "crashed", "error")
@@ -171,6 +175,11 @@ def compact_op(row: Mapping[str, Any], cpu_placed: Sequence[str] = ()) -> dict[s
     }
     if row.get("region"):  # an optimised node standing for several FX nodes
         out["region"] = [dict(member) for member in row["region"]]
+    out["backend"] = row.get("backend", "onnxruntime")
+    out["runtime_precision"] = dict(row["runtime_precision"]) if row.get("runtime_precision") else None
+    steps = row.get("quant_steps")
+    out["quant_steps"] = {key: number(value) for key, value in steps.items()} if steps else None
+    out["blame"] = row.get("blame", "")
     for key in _OP_COMPARISONS:
         out[key] = compact_comparison(row.get(key), against_fp64=key in ("truth", "torch_truth", "noise_floor"))
     out["headroom"] = headroom(out)
@@ -212,6 +221,20 @@ def compact_verification(record: Mapping[str, Any]) -> dict[str, Any]:
         "verdict_rule": record.get("environment", {}).get("verdict_rule"),
         "output_verdicts": [compact_verdict(v) for v in record.get("output_verdicts", [])],
         "first_nonfinite": record.get("first_nonfinite"), "overflows": list(record.get("overflows", [])),
+        "backend": record.get("backend", "onnxruntime"), "backend_settings": dict(record.get("backend_settings", {})),
+        "backend_results": [compact_backend_result(result, cpu_placed) for result in record.get("backend_results", [])],
+    }
+
+
+def compact_backend_result(result: Mapping[str, Any], cpu_placed: Sequence[str] = ()) -> dict[str, Any]:
+    """A further backend's BackendResult `to_dict()` as a report keeps it."""
+    return {
+        "backend": result["backend"], "passed": result.get("passed"), "skipped": result.get("skipped", ""),
+        "outputs": [compact_comparison(o, output=True) for o in result.get("outputs", [])],
+        "output_verdicts": [compact_verdict(v) for v in result.get("output_verdicts", [])],
+        "worst_op": result.get("worst_op"), "ops": [compact_op(op, cpu_placed) for op in result.get("ops", [])],
+        "settings": dict(result.get("settings", {})), "notes": list(result.get("notes", [])),
+        "timings": {k: number(v) for k, v in result.get("timings", {}).items()},
     }
 
 
@@ -232,15 +255,20 @@ def case_from_verification(verification: Any, *, name: str, other: Any = None, s
                            family: str | None = None, sizes: Sequence[str] | None = None,
                            origin: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A verified case: its verdict over the traced size and (when `other` is given) the other
-    size, the compact verification, and links to reproducers.
+    size, and on every further backend that ran (a skipped one does not count), the compact
+    verification, and links to reproducers.
 
     `verification`/`other`: Verification records or their `to_dict()`. `reproducer`: one folder
     (the worst op's) or {fx_node: folder}. `sizes`: labels of the two input sizes, e.g.
     ["batch 2", "batch 3"]. `origin`: where the case came from (zoo, ONNX file, factory).
     """
-    record = compact_verification(_as_record(verification))
+    full = _as_record(verification)
+    record = compact_verification(full)
     other_entry = _other_size(other) if other is not None else None
-    passed = record["passed"] and (other_entry is None or other_entry["passed"])
+    sweep = compact_sweep(full.get("shape_sweep"))
+    backends_pass = all(result["passed"] is not False for result in record["backend_results"])  # skipped: None
+    passed = (record["passed"] and (other_entry is None or other_entry["passed"]) and backends_pass
+              and (sweep is None or sweep["passed"]))
     if isinstance(reproducer, str):
         reproducers = {record["worst_op"] or "model": reproducer}
     else:
@@ -249,8 +277,17 @@ def case_from_verification(verification: Any, *, name: str, other: Any = None, s
         "name": name, "status": "pass" if passed else "fail", "test": test,
         "seconds": number(seconds) if seconds is not None else None, "family": family,
         "sizes": list(sizes) if sizes else ["traced", "other"], "origin": dict(origin) if origin else None,
-        "verification": record, "other": other_entry, "reproducers": reproducers,
+        "verification": record, "other": other_entry, "reproducers": reproducers, "shape_sweep": sweep,
     }
+
+
+def compact_sweep(sweep: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A ShapeSweep's `to_dict()` as a report keeps it: its numbers at four significant digits."""
+    if not sweep:
+        return None
+    sizes = [{**size, **{key: number(size.get(key)) for key in ("max_abs", "worst_ratio", "seconds")}}
+             for size in sweep.get("sizes", [])]
+    return {**sweep, "sizes": sizes, "timings": {k: number(v) for k, v in sweep.get("timings", {}).items()}}
 
 
 def crashed_case(name: str, *, reason: str, exit_code: int | None = None, signal: str | None = None,

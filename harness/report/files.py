@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness.report.document import SCHEMA_VERSION
+from harness.report.document import READABLE_VERSIONS, SCHEMA_VERSION
 
 PARITY_JSON = "parity.json"
 PARITY_MD = "parity.md"
@@ -77,9 +77,9 @@ def load_report(path: str | os.PathLike) -> dict[str, Any]:
                           "or a parity.json file)") from None
     except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ReportError(f"{file}: cannot read the report: {error}") from None
-    if not isinstance(document, dict) or document.get("schema_version") != SCHEMA_VERSION:
+    if not isinstance(document, dict) or document.get("schema_version") not in READABLE_VERSIONS:
         version = document.get("schema_version") if isinstance(document, dict) else None
-        raise ReportError(f"{file}: schema_version {version!r}, expected {SCHEMA_VERSION}; "
+        raise ReportError(f"{file}: schema_version {version!r}, expected one of {READABLE_VERSIONS}; "
                           "re-run `roundtrip run` to make a current report")
     import jsonschema
 
