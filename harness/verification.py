@@ -42,7 +42,9 @@ from exporter.provenance import describe_check, dropped_checks
 from harness import runtime
 from harness.runtime.dtypes import cast_for_dtype, run_dtype, value_dtypes
 from harness.analysis.quant_rows import DEQUANTIZE_OPS, qparams_of
-from harness.analysis.torch_values import flat_user_inputs, output_values, record_values
+from harness.analysis.torch_values import (
+    VALUES_BUDGET, describe_value, flat_user_inputs, output_values, record_values,
+)
 from harness.exporters import EXPORTERS, ExportedForVerification, export_for_verification
 from harness.metrics.arrays import as_array, flatten_outputs
 from harness.metrics.comparison import Comparison, compare, dtype_name
@@ -55,6 +57,7 @@ from harness.metrics.verdict import (
 from harness.records import CheckerResult, Verification
 from harness.analysis.backend_runs import DEFAULT_BACKEND, BackendRun, annotate_node_rows, resolve_backends
 from harness.runtime.backends import is_lower
+from harness.runtime.memory import release_freed_memory
 from harness.runtime.shared_weights import copy_model
 
 logger = logging.getLogger(__name__)
@@ -292,9 +295,10 @@ def verify_exported(
         started = time.perf_counter()
         torch_args, torch_kwargs = pytree.tree_map_only(
             torch.Tensor, lambda t: t.to(spec.torch_device), (tuple(args), dict(kwargs or {})))
-        values: dict[str, Any] = {}
+        values: Mapping[str, Any] = {}
         if exported.program is not None:
-            values = record_values(exported.program, torch_args, kwargs=torch_kwargs, device=spec.torch_device)
+            values = record_values(exported.program, torch_args, kwargs=torch_kwargs, device=spec.torch_device,
+                                   budget=VALUES_BUDGET)
             expected_outputs = flatten_outputs(output_values(exported.program, values))
             layout = detection_layout(_output_tree(exported.program, expected_outputs))
             verification.notes.extend(_mutation_notes(exported.program))
@@ -379,7 +383,8 @@ def _rounding_steps(exported: ExportedForVerification, values: Mapping[str, Any]
     if exported.program is None:
         return len(exported.model.graph.node)
     return sum(1 for node in exported.program.graph.nodes if node.op == "call_function"
-               and isinstance(values.get(node.name), torch.Tensor) and values[node.name].is_floating_point())
+               and isinstance(described := describe_value(values, node.name), torch.Tensor)
+               and described.is_floating_point())
 
 
 def _output_truth(verification: Verification, exported: ExportedForVerification, module: torch.nn.Module | None,
@@ -411,6 +416,7 @@ def _output_truth(verification: Verification, exported: ExportedForVerification,
         verification.notes.append(harness_error(error, "computing the fp64 truth of the outputs", strict))
         return None
     finally:
+        release_freed_memory()  # the float64 copies of the weights and values, freed
         timings["output_truth_s"] = time.perf_counter() - started
 
 

@@ -351,18 +351,36 @@ def isolated_quantize_verdict(record: OpRecord, actual: np.ndarray, torch_input:
 
 def annotate(records: Mapping[str, OpRecord], analysis: Any, ort_config: Any = None) -> list[str]:
     """Fill `quant_steps` and the verdict of every quantize and dequantize row of `records`
-    (an fx_rows analysis of a model holding quantized_decomposed ops); returns notes for the
-    verification. Rows of other ops are left as they are."""
-    program = analysis.program
-    nodes = {n.name: n for n in program.graph.nodes if n.op == "call_function"}
-    quantizers = [n for n in nodes.values() if str(n.target) in QUANTIZE_OPS and n.name in records]
-    dequantizers = [n for n in nodes.values() if str(n.target) in DEQUANTIZE_OPS and n.name in records]
-    if not quantizers and not dequantizers:
+    (an fx_rows analysis of a model holding quantized_decomposed ops, its rows judged); returns
+    notes for the verification. Rows of other ops are left as they are."""
+    annotate_rows(records, analysis)
+    return annotate_regions(records, analysis, ort_config)
+
+
+def annotate_rows(records: Mapping[str, OpRecord], analysis: Any) -> None:
+    """The rows' own checks, from their isolated outputs: dequantize rows in steps, quantize
+    rows alone (exact except at ties). A streamed analysis calls it chunk by chunk, while the
+    isolated outputs are still held."""
+    for node in analysis.program.graph.nodes:
+        record = records.get(node.name)
+        if record is None or node.op != "call_function":
+            continue
+        if str(node.target) in DEQUANTIZE_OPS:
+            _dequantize_row(record, node, analysis)
+        elif str(node.target) in QUANTIZE_OPS:
+            _quantize_row(record, node, analysis)
+
+
+def annotate_regions(records: Mapping[str, OpRecord], analysis: Any, ort_config: Any = None) -> list[str]:
+    """Every quantize row's region, run once for all of them (after annotate_rows, so that a
+    region reading a failing dequantize names it); returns notes."""
+    quantizers = [n for n in analysis.program.graph.nodes
+                  if n.op == "call_function" and str(n.target) in QUANTIZE_OPS and n.name in records]
+    if not quantizers:
         return []
-    for node in dequantizers:  # first: a region that reads a failing dequantize names it
-        _dequantize_row(records[node.name], node, analysis)
-    for node in quantizers:
-        _quantize_row(records[node.name], node, analysis)
+    if getattr(analysis.values, "streaming", False):
+        return ["quantized regions not measured: torch's values were streamed (released once their ops were "
+                "measured); the quantize and dequantize rows are judged alone"]
     return _regions(records, quantizers, analysis, ort_config)
 
 
