@@ -40,7 +40,9 @@ from exporter.contract.skeleton import EXTERNAL_MIN_BYTES, PROTOBUF_LIMIT, is_in
 from exporter.contract.metadata import describe_check, dropped_checks
 from harness import runtime
 from harness.runtime.dtypes import cast_for_dtype, run_dtype, value_dtypes
-from harness.analysis.torch_values import flat_user_inputs, output_values, record_values
+from harness.analysis.torch_values import (
+    VALUES_BUDGET, describe_value, flat_user_inputs, output_values, record_values,
+)
 from harness.exporters import EXPORTERS, ExportedForVerification, export_for_verification
 from harness.metrics.arrays import as_array, flatten_outputs
 from harness.metrics.comparison import Comparison, compare, dtype_name
@@ -51,8 +53,9 @@ from harness.metrics.verdict import (
     OVERRIDE, TOLERANCE, Verdict, VerdictRule, by_row, by_truth, load_rule, output_unit,
 )
 from harness.records import CheckerResult, Verification
-from harness.analysis.backend_runs import DEFAULT_BACKEND, BackendRun, resolve_backends
+from harness.analysis.backend_runs import DEFAULT_BACKEND, BackendRun, annotate_node_rows, resolve_backends
 from harness.runtime.backends import is_lower
+from harness.runtime.memory import release_freed_memory
 from harness.runtime.shared_weights import copy_model
 
 logger = logging.getLogger(__name__)
@@ -290,9 +293,10 @@ def verify_exported(
         started = time.perf_counter()
         torch_args, torch_kwargs = pytree.tree_map_only(
             torch.Tensor, lambda t: t.to(spec.torch_device), (tuple(args), dict(kwargs or {})))
-        values: dict[str, Any] = {}
+        values: Mapping[str, Any] = {}
         if exported.program is not None:
-            values = record_values(exported.program, torch_args, kwargs=torch_kwargs, device=spec.torch_device)
+            values = record_values(exported.program, torch_args, kwargs=torch_kwargs, device=spec.torch_device,
+                                   budget=VALUES_BUDGET)
             expected_outputs = flatten_outputs(output_values(exported.program, values))
             layout = detection_layout(_output_tree(exported.program, expected_outputs))
             verification.notes.extend(_mutation_notes(exported.program))
@@ -325,7 +329,9 @@ def verify_exported(
                         atol=output_atol, rtol=output_rtol, truth=truth))
             else:
                 given = output_atol is not None or output_rtol is not None  # the given tolerances decide alone
-                truth = None if given else _output_truth(verification, exported, module, torch_args, torch_kwargs,
+                lowered = production.lowest_precision() or any(  # a backend below the declared precision
+                    other.production is not None and other.production.lowest_precision() for other in others)
+                truth = None if given and not lowered else _output_truth(verification, exported, module, torch_args, torch_kwargs,
                                                          values, timings, strict)
                 steps = _rounding_steps(exported, values)
                 judge_outputs(verification, actual_outputs, expected_outputs, truth, output_names, table=table,
@@ -374,7 +380,8 @@ def _rounding_steps(exported: ExportedForVerification, values: Mapping[str, Any]
     if exported.program is None:
         return len(exported.model.graph.node)
     return sum(1 for node in exported.program.graph.nodes if node.op == "call_function"
-               and isinstance(values.get(node.name), torch.Tensor) and values[node.name].is_floating_point())
+               and isinstance(described := describe_value(values, node.name), torch.Tensor)
+               and described.is_floating_point())
 
 
 def _output_truth(verification: Verification, exported: ExportedForVerification, module: torch.nn.Module | None,
@@ -406,6 +413,7 @@ def _output_truth(verification: Verification, exported: ExportedForVerification,
         verification.notes.append(harness_error(error, "computing the fp64 truth of the outputs", strict))
         return None
     finally:
+        release_freed_memory()  # the float64 copies of the weights and values, freed
         timings["output_truth_s"] = time.perf_counter() - started
 
 
@@ -436,10 +444,11 @@ def judge_outputs(verification: Verification, actual: Sequence[Any], expected: S
     comparisons, verdicts = [], []
     for index, (backend_value, torch_value, name) in enumerate(zip(actual, expected, names)):
         dtype = output_dtype(torch_value)
-        if precision and unit_roundoff(dtype) and is_lower(precision, dtype):
+        lowered = bool(precision and unit_roundoff(dtype) and is_lower(precision, dtype))
+        if lowered:  # tolerances given for the declared dtype do not hold the lower precision
             dtype = precision
         row = table.lookup(OUTPUT, device, dtype)
-        if given:
+        if given and not lowered:
             row = Tolerance(OUTPUT, device, row.atol if atol is None else atol, row.rtol if rtol is None else rtol,
                             GIVEN, dtype)
         torch_array = as_array(torch_value)
@@ -454,7 +463,12 @@ def judge_outputs(verification: Verification, actual: Sequence[Any], expected: S
                                    check_dtype=False, allowed_mismatch=allowed_mismatch)
             torch_side = compare(torch_array, reference_array, atol=row.atol, rtol=row.rtol, name=name,
                                  check_dtype=False)
-        verdicts.append(_verdict(against_torch, backend_side, torch_side, dtype, row, rule, given, rounding_steps))
+        verdict = _verdict(against_torch, backend_side, torch_side, dtype, row, rule, given and not lowered,
+                           rounding_steps)
+        if lowered:
+            verdict = replace(verdict, reason=f"the backend ran below the declared {output_dtype(torch_value)}: "
+                                              f"judged as {precision}; " + verdict.reason)
+        verdicts.append(verdict)
     verification.outputs = comparisons
     verification.output_verdicts = verdicts
 
@@ -573,8 +587,9 @@ def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, pr
                                                                                  run_backend),
                 initializer, production=run_production_outputs.outputs, environment=environment, strict=strict,
             )
-            for row in result.ops:
-                row.backend = str(run_backend.spec) if run_backend is not None else DEFAULT_BACKEND
+            annotate_node_rows(result.ops, str(run_backend.spec) if run_backend is not None else DEFAULT_BACKEND,
+                               run_production_outputs.runtime_precisions,
+                               run_backend is None or run_backend.RUNS_DECLARED)
             results.append(result)
     verification.add_analysis(results[0])
     for other, result in zip([o for o in others if o.production is not None], results[1:]):

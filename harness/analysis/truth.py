@@ -352,8 +352,8 @@ def program_truth(program: torch.export.ExportedProgram, values: dict[str, Any])
     nodes = [node for node in program.graph.nodes if node.op == "call_function"]
     kept = {a.name for a in user_outputs(program) if isinstance(a, torch.fx.Node)}
     reads_left = Counter(source.name for node in nodes for source in node.all_input_nodes)
-    chained = {name: value for name, value in values.items()
-               if name not in {node.name for node in nodes}}  # inputs, parameters, buffers as recorded
+    chained = {node.name: values.get(node.name) for node in program.graph.nodes
+               if node.op != "call_function"}  # inputs, parameters, buffers as recorded
     replay = Replayer(nodes, chained, device="cpu", dtype=torch.float64)
     for node in nodes:
         chained[node.name], _ = replay(node)
