@@ -37,8 +37,8 @@ import onnx
 import torch
 import torch.utils._pytree as pytree
 
-from exporter.external_data import EXTERNAL_MIN_BYTES, PROTOBUF_LIMIT, is_in_memory, stub
-from exporter.provenance import describe_check, dropped_checks
+from exporter.contract.skeleton import EXTERNAL_MIN_BYTES, PROTOBUF_LIMIT, is_in_memory, stub
+from exporter.contract.metadata import describe_check, dropped_checks
 from harness import runtime
 from harness.runtime.dtypes import cast_for_dtype, run_dtype, value_dtypes
 from harness.analysis.quant_rows import DEQUANTIZE_OPS, qparams_of
@@ -220,7 +220,7 @@ def sweep_shapes(verification: Verification, exported: ExportedForVerification, 
                  locate: bool = True, **settings: Any) -> None:
     """Run a shape sweep (harness.shapes) of `exported` around the traced `verification`, put it
     on `verification.shape_sweep` and fold its verdict into `verification.passed`."""
-    from exporter.trace import normalize_dynamic_axes
+    from exporter.capturing.signature import normalize_dynamic_axes
     from harness.shapes.sweep import SweepSettings, run_sweep
 
     if isinstance(shapes, bool) or (isinstance(shapes, int) and shapes < 1):
@@ -661,7 +661,7 @@ def _output_tree(program: torch.export.ExportedProgram, flat: list[Any]) -> Any:
 
 
 def _mutation_notes(program: torch.export.ExportedProgram) -> list[str]:
-    from exporter.trace import describe_mutations, mutated_state
+    from exporter.capturing.trace import describe_mutations, mutated_state
 
     mutations = mutated_state(program)
     if not mutations:
@@ -674,7 +674,7 @@ def _mutation_notes(program: torch.export.ExportedProgram) -> list[str]:
 
 def _run_eager(module: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any], device: str) -> Any:
     """`module(*args, **kwargs)` in eval mode on `device`, leaving the module as it was found."""
-    from exporter.trace import eval_mode
+    from exporter.capturing.trace import eval_mode
 
     parameter = next(module.parameters(), None)
     original = parameter.device if parameter is not None else None
