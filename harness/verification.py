@@ -532,7 +532,7 @@ def quantized_outputs(program: torch.export.ExportedProgram | None, values: Mapp
     dequantize that writes it, else None."""
     if program is None:
         return []
-    from exporter.trace import user_outputs
+    from exporter.capturing.signature import user_outputs
 
     return [qparams_of(item, values) if isinstance(item, torch.fx.Node) and str(item.target) in DEQUANTIZE_OPS
             else None for item in user_outputs(program)]
