@@ -189,6 +189,11 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
             verification, other = _verify(built, exported, options, name)
             program = exported.program
             verification.timings = {"export_s": export_s, **verification.timings}
+            if built.float_module is not None:
+                phase = "measure the quantization cost"
+                from harness.analysis.quant_cost import quantization_cost
+
+                verification.quantization = quantization_cost(built.float_module, built.module, built.args).to_dict()
     except Exception as error:
         logger.error("%s failed:\n%s", phase, traceback.format_exc())
         refused = phase in ("build", "export") or isinstance(error, (ExportError, BackendUnavailableError)) or (
