@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from exporter.fileio import safe_filename
+from exporter.contract.fileio import safe_filename
 from harness.onnxgraph.isolation import Subgraph, build
 from harness.records import OpRecord, Verification
 

@@ -36,8 +36,8 @@ import onnx
 import torch
 import torch.utils._pytree as pytree
 
-from exporter.external_data import EXTERNAL_MIN_BYTES, PROTOBUF_LIMIT, is_in_memory, stub
-from exporter.provenance import describe_check, dropped_checks
+from exporter.contract.skeleton import EXTERNAL_MIN_BYTES, PROTOBUF_LIMIT, is_in_memory, stub
+from exporter.contract.metadata import describe_check, dropped_checks
 from harness import runtime
 from harness.runtime.dtypes import cast_for_dtype, run_dtype, value_dtypes
 from harness.analysis.torch_values import flat_user_inputs, output_values, record_values
@@ -138,10 +138,19 @@ def verify(
     dtype: str | torch.dtype | None = None,
     optimize: bool = True,
     session_options: Any = None,
+    shapes: int | Sequence[Mapping[str, int]] | None = None,
+    axis_ranges: Mapping[str, tuple[int, int]] | None = None,
 ) -> Verification:
     """Export `model` on `args` and `kwargs` (or take `onnx_model`, made by `exporter`) and
     verify it on `device` ("cpu", "cuda[:n]" or "reference"). `optimize=False` verifies
     roundtrip's one-node-per-op graph instead of the optimised one.
+
+    `shapes` verifies the same ONNX model over a sweep of sizes of its dynamic axes
+    (harness.shapes): a count N (the traced size and the N - 1 most informative others: moved to
+    primes, non-square, the range's bounds, both sides of each guard torch.export recorded) or a
+    list of {axis name: size}. `axis_ranges` ({axis name: (lowest, highest)}) bounds the axes
+    (default: the ranges the captured program allows). The verdict covers every size; the sweep
+    is in `Verification.shape_sweep`, which names the first failing size and its first failing op.
 
     `dtype` ("float16", torch.bfloat16, ...) verifies a copy of the module with its floating
     parameters, buffers and inputs cast to it (harness.runtime.dtypes); `model` is left as it is.
@@ -181,7 +190,36 @@ def verify(
         tf32=tf32, model_name=model_name or type(model).__name__, strict=strict, session_options=session_options,
     )
     verification.timings = {"export_s": export_s, **verification.timings}
+    if shapes is not None:
+        sweep_shapes(verification, exported, model, args, shapes, kwargs=kwargs, dynamic_axes=dynamic_axes,
+                     axis_ranges=axis_ranges, device=device, tolerances=tolerances, output_atol=output_atol,
+                     output_rtol=output_rtol, allowed_mismatch=allowed_mismatch, tf32=tf32, strict=strict,
+                     session_options=session_options)
     return verification
+
+
+def sweep_shapes(verification: Verification, exported: ExportedForVerification, module: torch.nn.Module,
+                 args: tuple[Any, ...], shapes: int | Sequence[Mapping[str, int]], *,
+                 kwargs: Mapping[str, Any] | None = None, dynamic_axes: Any = None,
+                 axis_ranges: Mapping[str, tuple[int, int]] | None = None, make_inputs: Any = None,
+                 locate: bool = True, **settings: Any) -> None:
+    """Run a shape sweep (harness.shapes) of `exported` around the traced `verification`, put it
+    on `verification.shape_sweep` and fold its verdict into `verification.passed`."""
+    from exporter.capturing.signature import normalize_dynamic_axes
+    from harness.shapes.sweep import SweepSettings, run_sweep
+
+    if isinstance(shapes, bool) or (isinstance(shapes, int) and shapes < 1):
+        raise ValueError(f"shapes={shapes!r}: give a count of sizes (at least 1) or a list of {{axis: size}}")
+    sweep = run_sweep(exported, module, args, verification, shapes, kwargs=kwargs,
+                      dynamic_axes=normalize_dynamic_axes(dynamic_axes), axis_ranges=axis_ranges,
+                      make_inputs=make_inputs, settings=SweepSettings(model_name=verification.model_name,
+                                                                      locate=locate, **settings))
+    verification.shape_sweep = sweep
+    verification.notes.extend(sweep.axes.fixed + sweep.axes.notes)
+    if sweep.diagnosis:
+        verification.notes.append(f"shape sweep: {sweep.diagnosis}")
+    verification.timings["sweep_s"] = sum(sweep.timings.values())
+    verification.passed = verification.passed and sweep.passed
 
 
 def training_mode_note(model: torch.nn.Module) -> str:
@@ -505,7 +543,7 @@ def _output_tree(program: torch.export.ExportedProgram, flat: list[Any]) -> Any:
 
 
 def _mutation_notes(program: torch.export.ExportedProgram) -> list[str]:
-    from exporter.trace import describe_mutations, mutated_state
+    from exporter.capturing.trace import describe_mutations, mutated_state
 
     mutations = mutated_state(program)
     if not mutations:
@@ -518,7 +556,7 @@ def _mutation_notes(program: torch.export.ExportedProgram) -> list[str]:
 
 def _run_eager(module: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any], device: str) -> Any:
     """`module(*args, **kwargs)` in eval mode on `device`, leaving the module as it was found."""
-    from exporter.trace import eval_mode
+    from exporter.capturing.trace import eval_mode
 
     parameter = next(module.parameters(), None)
     original = parameter.device if parameter is not None else None

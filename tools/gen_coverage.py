@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from exporter.fileio import write_text_atomic  # noqa: E402
+from exporter.contract.fileio import write_text_atomic  # noqa: E402
 
 RESULTS = ROOT / "docs" / "coverage.json"
 OUTPUT = ROOT / "docs" / "COVERAGE.md"
@@ -369,7 +369,7 @@ def _detection_table(expected: Sequence[dict[str, str]], results: dict[str, Any]
         "sizes with the same ONNX model (outputs matched by label and IoU; an unmatched detection",
         "fails; a continuous field's atol covers twice torch's own float32 error against the module",
         "run in float64, docs/ARCHITECTURE.md \"Detections\"). roundtrip captures the data-dependent",
-        "post-processing through its capture rules (exporter/capture_rules/); what stops the others",
+        "post-processing through its capture rules (exporter/capturing/rules/); what stops the others",
         "is in the notes.", "",
         f"| Model | {header} | Notes |",
         "|---|" + "---|" * (4 * len(DETECTION_EXPORTERS)) + "---|",

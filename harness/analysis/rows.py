@@ -9,6 +9,16 @@ from typing import Any
 import numpy as np
 
 from harness.metrics.comparison import Comparison
+from harness.metrics.quant_steps import QuantSteps
+from harness.runtime.backends.precision import RuntimePrecision
+
+BLAME_EXPORT = "export"
+"""Every backend verified disagrees with torch at the op beyond its verdict: the export is wrong."""
+BLAME_RUNTIME = "runtime"
+"""This backend disagrees with the fp64 truth at the op while another backend agrees with it."""
+BLAME_RUNTIME_PRECISION = "runtime-precision"
+"""This backend ran the op below the precision the model declares (judged at that precision)."""
+BLAMES = ("", BLAME_EXPORT, BLAME_RUNTIME, BLAME_RUNTIME_PRECISION)
 
 
 @dataclass
@@ -64,6 +74,14 @@ class OpRecord:
     verdict:     how `passed` was decided (harness.metrics' verdict record: the rule, both errors
                  against the truth, their ratio); None before judging.
     computed_by: which backend computed the row's values: "onnxruntime" or "onnx.reference".
+    backend:     the backend verified, as its spec reads ("onnxruntime", "openvino:precision=f32");
+                 computed_by differs from it only where the reference evaluator stood in.
+    runtime_precision: the precision the backend really ran the op at, and how the harness
+                 knows (declared, the backend's hint, or its runtime model); None when unknown.
+    quant_steps: for an op that writes a quantized tensor, its error in quantization steps.
+    blame:       across backends: "export" (every backend disagrees with torch), "runtime" (this
+                 backend alone disagrees with the truth), "runtime-precision" (this backend ran the
+                 op below its declared precision); "" with one backend, or when all agree.
     check:       what the row compares: "values"; "distribution" for random ops (shape, dtype and
                  statistics); "matched" for data-dependent detections matched box to box.
     """
@@ -92,6 +110,10 @@ class OpRecord:
     verdict: Any = None  # a verdict record with to_dict(); None when not judged
     computed_by: str = "onnxruntime"
     check: str = "values"
+    backend: str = "onnxruntime"
+    runtime_precision: RuntimePrecision | None = None
+    quant_steps: QuantSteps | None = None
+    blame: str = ""
     artifacts: Any = field(default=None, repr=False, compare=False)  # reproducer inputs; not serialised
 
     @property
@@ -141,7 +163,10 @@ class OpRecord:
             "reduction_length": self.reduction_length, "truth_scale": self.truth_scale, "notes": list(self.notes),
             "region": [member.to_dict() for member in self.region], "dtype": self.dtype,
             "verdict": self.verdict.to_dict() if self.verdict is not None else None,
-            "computed_by": self.computed_by, "check": self.check,
+            "computed_by": self.computed_by, "check": self.check, "backend": self.backend,
+            "runtime_precision": self.runtime_precision.to_dict() if self.runtime_precision is not None else None,
+            "quant_steps": self.quant_steps.to_dict() if self.quant_steps is not None else None,
+            "blame": self.blame,
         }
         for key in ("accumulated", "isolated", "truth", "torch_truth", "noise_floor"):
             value = getattr(self, key)

@@ -11,8 +11,6 @@ import torch.utils._pytree as pytree
 from torch.export._tree_utils import reorder_kwargs
 from torch.export.graph_signature import InputKind
 
-from exporter.trace import user_outputs
-
 
 def flat_user_inputs(
     program: torch.export.ExportedProgram, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None
@@ -96,4 +94,6 @@ def record_values(
 def output_values(program: torch.export.ExportedProgram, values: dict[str, Any]) -> list[Any]:
     """The program's user outputs, picked out of recorded values (the new values of buffers and
     inputs the program updates in place are not outputs: the ONNX model has no state)."""
+    from exporter.capturing.signature import user_outputs
+
     return [values[a.name] if isinstance(a, torch.fx.Node) else a for a in user_outputs(program)]

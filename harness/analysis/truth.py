@@ -346,7 +346,7 @@ def program_truth(program: torch.export.ExportedProgram, values: dict[str, Any])
     inputs, parameters and buffers cast up exactly (a Replayer: large layers in slices, each fp64
     input released after its last use, each intermediate once nothing reads it any more).
     OpCallFailed when an op has no float64 kernel."""
-    from exporter.trace import user_outputs
+    from exporter.capturing.signature import user_outputs
     from harness.analysis.torch_values import output_values
 
     nodes = [node for node in program.graph.nodes if node.op == "call_function"]
@@ -373,7 +373,7 @@ def model_truth(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str
              for name, value in [*module.named_parameters(), *module.named_buffers()]}
     args64 = _convert(list(args), torch.device("cpu"), torch.float64)
     kwargs64 = {key: _convert(value, torch.device("cpu"), torch.float64) for key, value in (kwargs or {}).items()}
-    from exporter.trace import eval_mode
+    from exporter.capturing.trace import eval_mode
 
     try:
         with torch.no_grad(), eval_mode(module):

@@ -18,7 +18,7 @@ import time
 import traceback
 from typing import Any
 
-from exporter.fileio import safe_filename
+from exporter.contract.fileio import safe_filename
 from harness.cli.sources import Built, build
 from harness.report.document import case_from_verification, error_case
 from harness.report.files import fix_directory_mode, write_text
@@ -91,12 +91,12 @@ def in_dtype(built: Built, dtype: str | None) -> Built:
 
 
 def _static_axes_hit(onnx_model: Any, other_args: Any) -> list[str]:
-    """The declared dynamic axes the export made static that `other_args` resize (exporter.specialise)."""
+    """The declared dynamic axes the export made static that `other_args` resize (exporter.capturing.specialise)."""
     if other_args is None or onnx_model is None:
         return []
     import torch.utils._pytree as pytree
 
-    from exporter.specialise import static_axes_hit
+    from exporter.contract.static_axes import static_axes_hit
 
     return static_axes_hit(onnx_model, [leaf for leaf in pytree.tree_leaves(other_args) if hasattr(leaf, "shape")])
 

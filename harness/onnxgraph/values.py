@@ -9,6 +9,10 @@ from collections.abc import Iterable, Sequence
 
 import onnx
 
+from harness.runtime.exposure import expose_values
+
+__all__ = ["expose_values", "external_inputs", "producer_chain", "topological"]
+
 
 def external_inputs(nodes: Iterable[onnx.NodeProto]) -> list[str]:
     """Values the nodes read but do not produce (subgraph references to outer values included),
@@ -72,20 +76,3 @@ def topological(nodes: Sequence[onnx.NodeProto]) -> list[onnx.NodeProto]:
     for index in range(len(nodes)):
         visit(index)
     return [nodes[i] for i in order]
-
-
-def expose_values(model: onnx.ModelProto, names: Iterable[str]) -> onnx.ModelProto:
-    """A copy of `model` whose graph outputs also include every named value (one run shows all).
-
-    The extra outputs are untyped: the backend infers their types, so a value whose ONNX type
-    differs from torch's is still exposed (and the difference reported) instead of failing the
-    whole session.
-    """
-    exposed = onnx.ModelProto()
-    exposed.CopyFrom(model)
-    existing = {o.name for o in exposed.graph.output}
-    for name in names:
-        if name not in existing:
-            exposed.graph.output.append(onnx.ValueInfoProto(name=name))
-            existing.add(name)
-    return exposed

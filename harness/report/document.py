@@ -1,4 +1,4 @@
-"""Build parity.json documents (plain dicts, `schema_version` 2) from verifications.
+"""Build parity.json documents (plain dicts, `schema_version` 3) from verifications.
 
 A document records how the run was made (versions, device, providers, TF32, seed, command line,
 host, start and end) and one entry per case. A verified case holds its `verification`: the
@@ -19,7 +19,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (2, 3)
+"""Versions a reader takes: 3 added the backend axis (row fields `backend`, `runtime_precision`,
+`quant_steps`, `blame`; a verification's `backend_results`), all optional, so a version 2
+document is a valid version 3 one without them."""
 SOURCES = ("roundtrip run", "pytest", "roundtrip verify", "merge")
 STATUSES = ("running", "complete", "interrupted")
 CASE_STATUSES = ("pass", "fail", "crashed", "error")
@@ -171,6 +175,11 @@ def compact_op(row: Mapping[str, Any], cpu_placed: Sequence[str] = ()) -> dict[s
     }
     if row.get("region"):  # an optimised node standing for several FX nodes
         out["region"] = [dict(member) for member in row["region"]]
+    out["backend"] = row.get("backend", "onnxruntime")
+    out["runtime_precision"] = dict(row["runtime_precision"]) if row.get("runtime_precision") else None
+    steps = row.get("quant_steps")
+    out["quant_steps"] = {key: number(value) for key, value in steps.items()} if steps else None
+    out["blame"] = row.get("blame", "")
     for key in _OP_COMPARISONS:
         out[key] = compact_comparison(row.get(key), against_fp64=key in ("truth", "torch_truth", "noise_floor"))
     out["headroom"] = headroom(out)
@@ -212,6 +221,20 @@ def compact_verification(record: Mapping[str, Any]) -> dict[str, Any]:
         "verdict_rule": record.get("environment", {}).get("verdict_rule"),
         "output_verdicts": [compact_verdict(v) for v in record.get("output_verdicts", [])],
         "first_nonfinite": record.get("first_nonfinite"), "overflows": list(record.get("overflows", [])),
+        "backend": record.get("backend", "onnxruntime"), "backend_settings": dict(record.get("backend_settings", {})),
+        "backend_results": [compact_backend_result(result, cpu_placed) for result in record.get("backend_results", [])],
+    }
+
+
+def compact_backend_result(result: Mapping[str, Any], cpu_placed: Sequence[str] = ()) -> dict[str, Any]:
+    """A further backend's BackendResult `to_dict()` as a report keeps it."""
+    return {
+        "backend": result["backend"], "passed": result.get("passed"), "skipped": result.get("skipped", ""),
+        "outputs": [compact_comparison(o, output=True) for o in result.get("outputs", [])],
+        "output_verdicts": [compact_verdict(v) for v in result.get("output_verdicts", [])],
+        "worst_op": result.get("worst_op"), "ops": [compact_op(op, cpu_placed) for op in result.get("ops", [])],
+        "settings": dict(result.get("settings", {})), "notes": list(result.get("notes", [])),
+        "timings": {k: number(v) for k, v in result.get("timings", {}).items()},
     }
 
 

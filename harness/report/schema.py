@@ -12,7 +12,7 @@ SCHEMA_FILE = "schema.json"
 
 @functools.cache
 def schema() -> dict[str, Any]:
-    """The shipped schema of parity.json (schema_version 2)."""
+    """The shipped schema of parity.json (schema_version 3; version 2 documents validate too)."""
     return json.loads(resources.files("harness.report").joinpath(SCHEMA_FILE).read_text())
 
 

@@ -1,11 +1,17 @@
-"""Running ONNX models: onnxruntime sessions and devices, shared weights, provider placement.
+"""Running ONNX models: the backends (onnxruntime, OpenVINO, onnx.reference) behind one
+interface, onnxruntime sessions and devices, shared weights, provider placement.
 
 Imports harness.metrics only (for arrays); everything above it runs models through this layer.
 """
 
 from __future__ import annotations
 
-from harness.runtime.devices import DeviceSpec, cuda_unavailable_reason, device_context, require_cuda, versions
+from harness.runtime.backends import (
+    Backend, BackendSpec, BackendSpecError, PreparedModel, RuntimeFusion, RuntimePrecision, backend_names, get_backend,
+)
+from harness.runtime.devices import (
+    DeviceSpec, cuda_unavailable_reason, device_context, provider_unavailable_reason, require_cuda, versions,
+)
 from harness.runtime.errors import BACKEND_ERRORS, BackendRunError, BackendUnavailableError, ModelLoadError, first_line
 from harness.runtime.model_files import ModelFileError
 from harness.runtime.ort_config import OPTIMIZATION_LEVELS, OrtConfig, OrtConfigError
@@ -17,7 +23,8 @@ from harness.runtime.sessions import (
 from harness.runtime.shared_weights import SharedWeights
 
 __all__ = [
-    "BACKEND_ERRORS", "OPTIMIZATION_LEVELS", "BackendRep", "BackendRunError", "BackendUnavailableError",
+    "BACKEND_ERRORS", "OPTIMIZATION_LEVELS", "Backend", "BackendRep", "BackendSpec", "BackendSpecError",
+    "PreparedModel", "RuntimeFusion", "RuntimePrecision", "backend_names", "get_backend", "provider_unavailable_reason", "BackendRunError", "BackendUnavailableError",
     "DeviceSpec", "ModelFileError", "ModelLoadError", "ModelRunner", "OrtConfig", "OrtConfigError",
     "ProductionRun", "SharedWeights", "cpu_placed_nodes", "cuda_unavailable_reason", "device_context",
     "first_line", "harness_session_options", "model_runner", "node_placement", "parse_profile", "prepare",

@@ -56,6 +56,27 @@ def cuda_unavailable_reason() -> str | None:
     return None
 
 
+def provider_unavailable_reason(provider: str) -> str | None:
+    """Why onnxruntime's execution provider `provider` ("TensorrtExecutionProvider") cannot be
+    used here, or None when this build has it (CUDA's also needs a visible GPU)."""
+    if provider == "CUDAExecutionProvider":
+        return cuda_unavailable_reason()
+    import onnxruntime as ort
+
+    available = ort.get_available_providers()
+    if provider not in available:
+        return (f"onnxruntime {ort.__version__} has no {provider} (available: {', '.join(available)}); "
+                "install an onnxruntime build that has it")
+    return None
+
+
+def require_provider(provider: str) -> None:
+    """Raise BackendUnavailableError with the reason when `provider` cannot be used here."""
+    reason = provider_unavailable_reason(provider)
+    if reason:
+        raise BackendUnavailableError(f"{provider} was requested but cannot be used: {reason}")
+
+
 def require_cuda(what: str = "CUDA was requested") -> None:
     """Raise BackendUnavailableError with the reason when CUDA cannot be used here."""
     reason = cuda_unavailable_reason()

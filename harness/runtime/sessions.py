@@ -17,7 +17,9 @@ import numpy as np
 import onnx
 
 from harness.metrics.arrays import contiguous
-from harness.runtime.devices import DeviceSpec, require_cuda
+from harness.runtime.backends.base import PreparedModel
+from harness.runtime.backends.precision import RuntimeFusion
+from harness.runtime.devices import DeviceSpec, require_cuda, require_provider
 from harness.runtime.errors import (
     BackendRunError, BackendUnavailableError, ModelLoadError, load_failure, onnxruntime_errors,
 )
@@ -28,8 +30,10 @@ from harness.runtime.shared_weights import SharedWeights
 
 
 @dataclass
-class BackendRep:
-    """A prepared model: `run(inputs)` returns the outputs as numpy arrays."""
+class BackendRep(PreparedModel):
+    """A model prepared on onnxruntime (or onnx's ReferenceEvaluator): `run(inputs)` returns
+    the outputs as numpy arrays; `prepare_options` are what `prepare()` was given, so that
+    `variant()` prepares another model (an isolated or instrumented one) the same way."""
 
     model: onnx.ModelProto
     device: DeviceSpec
@@ -38,6 +42,21 @@ class BackendRep:
     output_names: list[str]
     providers: list[str] = field(default_factory=list)
     value_types: dict[str, str] = field(default_factory=dict)  # graph input/output -> "tensor(bfloat16)"
+    prepare_options: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def variant(self, model: onnx.ModelProto) -> BackendRep:
+        options = {k: v for k, v in self.prepare_options.items() if k not in ("serialized", "profile")}
+        return prepare(model, self.device.backend_device, **options)
+
+    def runtime_fusions(self) -> list[RuntimeFusion]:
+        """onnxruntime's own fusions: the graph its optimisers made (saved through
+        `optimized_model_filepath`), each node that stands for more than one ONNX node, or
+        replaced one by another operator, with the ONNX nodes it covers."""
+        if self.device.kind == "reference":
+            return []
+        from harness.runtime.backends.fusions import onnxruntime_fusions
+
+        return onnxruntime_fusions(self)
 
     def run(self, inputs: Any) -> list[np.ndarray]:
         """Run on one array, a tuple/list of arrays (in input order), or a {name: array} dict.
@@ -85,7 +104,11 @@ def prepare(model: onnx.ModelProto | str | os.PathLike, device: str = "CPU", **o
     `shared_weights` (a SharedWeights whose stubs `model` carries; onnxruntime only),
     `serialized` (`model` already serialised, to skip doing it again), `spinning`,
     `ort_config` (an OrtConfig: the user's session settings; default onnxruntime's),
-    `cuda_mem_limit` (bytes; caps the CUDA arena, default: `set_cuda_mem_limit`'s)."""
+    `cuda_mem_limit` (bytes; caps the CUDA arena, default: `set_cuda_mem_limit`'s),
+    `execution_provider` (an onnxruntime provider name that must run the model first, e.g.
+    "TensorrtExecutionProvider"; the CPU provider takes what it does not),
+    `optimized_model_path` (onnxruntime writes its optimised graph there)."""
+    given = dict(options)
     if not isinstance(model, onnx.ModelProto):
         model = load_model_file(model)  # ModelFileError naming the path for a bad file
     spec = DeviceSpec.parse(device)
@@ -102,8 +125,10 @@ def prepare(model: onnx.ModelProto | str | os.PathLike, device: str = "CPU", **o
             evaluator = ReferenceEvaluator(model)
         except Exception as error:
             raise ModelLoadError(f"onnx's ReferenceEvaluator could not load the model: {error}") from error
-        return BackendRep(model, spec, evaluator, inputs, outputs, ["reference"], declared_types(model))
-    return _prepare_onnxruntime(model, spec, inputs, outputs, **options)
+        return BackendRep(model, spec, evaluator, inputs, outputs, ["reference"], declared_types(model), given)
+    rep = _prepare_onnxruntime(model, spec, inputs, outputs, **options)
+    rep.prepare_options = given
+    return rep
 
 
 def declared_types(model: onnx.ModelProto) -> dict[str, str]:
@@ -122,7 +147,7 @@ def real_inputs(model: onnx.ModelProto) -> list[str]:
 
 def session_options(profile: bool = False, graph_optimization_level: Any = None,
                     intra_op_num_threads: int | None = None, spinning: bool = True, prepacking: bool = True,
-                    ort_config: OrtConfig | None = None):
+                    ort_config: OrtConfig | None = None, optimized_model_path: str | None = None):
     """onnxruntime SessionOptions: `ort_config`'s settings (onnxruntime's defaults without one),
     then the arguments. `spinning=False` makes idle intra-op and inter-op threads sleep instead
     of spin (no effect on results; it helps on a CPU shared with other work).
@@ -134,6 +159,8 @@ def session_options(profile: bool = False, graph_optimization_level: Any = None,
         options.add_session_config_entry("session.disable_prepacking", "1")
     if graph_optimization_level is not None:
         options.graph_optimization_level = graph_optimization_level
+    if optimized_model_path:
+        options.optimized_model_filepath = optimized_model_path
     if profile:
         options.enable_profiling = True
         options.profile_file_prefix = os.path.join(tempfile.mkdtemp(prefix="roundtrip-prof-"), "ort")
@@ -211,7 +238,8 @@ def in_place_safe(model: onnx.ModelProto, used: Mapping[str, Any]) -> list[str]:
 def _prepare_onnxruntime(model, spec: DeviceSpec, inputs, outputs, *, tf32: bool = False,
                          profile: bool = False, shared_weights: SharedWeights | None = None,
                          serialized: bytes | None = None, cuda_mem_limit: int | None = None,
-                         ort_config: OrtConfig | None = None, **options: Any) -> BackendRep:
+                         ort_config: OrtConfig | None = None, execution_provider: str | None = None,
+                         **options: Any) -> BackendRep:
     import onnxruntime as ort
 
     config = ort_config or OrtConfig()
@@ -235,6 +263,9 @@ def _prepare_onnxruntime(model, spec: DeviceSpec, inputs, outputs, *, tf32: bool
         ]
     else:
         providers = [("CPUExecutionProvider", config.provider_options_for("CPUExecutionProvider", {}))]
+    if execution_provider and execution_provider != providers[0][0]:
+        require_provider(execution_provider)
+        providers.insert(0, (execution_provider, config.provider_options_for(execution_provider, {})))
     try:
         session = ort.InferenceSession(source or model.SerializeToString(), sess_options, providers=providers)
     except onnxruntime_errors() as error:
@@ -245,6 +276,9 @@ def _prepare_onnxruntime(model, spec: DeviceSpec, inputs, outputs, *, tf32: bool
         if isinstance(source, str):
             os.unlink(source)  # onnxruntime has read it
     active = session.get_providers()
+    if execution_provider and (not active or active[0] != execution_provider):
+        raise BackendUnavailableError(f"{execution_provider} was requested but onnxruntime loaded only {active}: "
+                                      "the provider failed to initialise")
     if spec.kind == "cuda" and (not active or active[0] != "CUDAExecutionProvider"):
         raise BackendUnavailableError(
             f"CUDA was requested but onnxruntime loaded only {active}: the CUDA provider failed to "

@@ -1,0 +1,195 @@
+"""OpenVINO's runtime (the `openvino` package, CPU plugin) as a backend.
+
+    openvino                                  the plugin's defaults for this CPU
+    openvino:precision=f32                    INFERENCE_PRECISION_HINT f32 (also bf16, f16)
+    openvino:precision=bf16,mode=accuracy     ... EXECUTION_MODE_HINT ACCURACY (or performance)
+
+The CPU plugin may run a node below the precision the model declares: where the CPU has
+bfloat16 instructions its default precision hint can be bf16, so convolutions and matrix
+products run in bfloat16. `runtime_precisions()` reads what really ran from the compiled
+model's runtime graph (`get_runtime_model()`: each layer's rt_info `runtimePrecision` and
+`originalLayersNames`), mapped back to the ONNX nodes the layers came from; `settings()`
+records the hints the compiled model reports.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+
+from harness.metrics.arrays import contiguous
+from harness.runtime.backends.base import Backend, PreparedModel, declared_precisions
+from harness.runtime.backends.precision import (
+    DECLARED, RUNTIME_MODEL, RuntimeFusion, RuntimePrecision, canonical_precision, is_lower,
+)
+from harness.runtime.backends.registry import register_backend
+from harness.runtime.backends.spec import BackendOption
+from harness.runtime.errors import BackendRunError, ModelLoadError
+
+PRECISIONS = {"f32": "f32", "fp32": "f32", "float32": "f32", "bf16": "bf16", "bfloat16": "bf16",
+              "f16": "f16", "fp16": "f16", "float16": "f16"}
+MODES = {"accuracy": "ACCURACY", "performance": "PERFORMANCE"}
+_NOT_COMPUTING = frozenset({"Input", "Output", "Const", "Reorder"})  # layers that compute no ONNX node
+
+
+@functools.cache
+def _core() -> Any:
+    import openvino
+
+    return openvino.Core()
+
+
+@register_backend
+class OpenVinoBackend(Backend):
+    """OpenVINO runtime, CPU plugin, with its precision and execution-mode hints."""
+
+    name = "openvino"
+    OPTIONS = {
+        "precision": BackendOption("precision", "INFERENCE_PRECISION_HINT: f32, bf16 or f16", PRECISIONS, None),
+        "mode": BackendOption("mode", "EXECUTION_MODE_HINT: accuracy or performance",
+                              {key: key for key in MODES}, None),
+    }
+
+    def unavailable_reason(self, device: str = "CPU") -> str | None:
+        try:
+            import openvino  # noqa: F401
+        except ImportError:
+            return "the openvino package is not installed (pip install 'roundtrip[openvino]')"
+        if device.strip().lower() != "cpu":
+            return f"the harness runs OpenVINO on its CPU plugin only, not {device}"
+        if "CPU" not in _core().available_devices:
+            return f"OpenVINO has no CPU device here (devices: {_core().available_devices})"
+        return None
+
+    def config(self) -> dict[str, str]:
+        """The compile configuration this spec sets (the plugin's defaults for the rest)."""
+        config = {}
+        if self.option("precision"):
+            config["INFERENCE_PRECISION_HINT"] = self.option("precision")
+        if self.option("mode"):
+            config["EXECUTION_MODE_HINT"] = MODES[self.option("mode")]
+        return config
+
+    def prepare(self, model: onnx.ModelProto, device: str = "CPU", **options: Any) -> OpenVinoModel:
+        self.require(device)
+        shared = options.get("shared_weights")
+        if shared is not None:
+            model = shared.restore(model)  # OpenVINO reads the weights from the model's bytes
+        serialized = options.get("serialized") if shared is None else None
+        try:
+            read = _core().read_model(serialized or model.SerializeToString(), b"")
+            compiled = _core().compile_model(read, "CPU", self.config())
+        except RuntimeError as error:
+            raise ModelLoadError(f"OpenVINO could not load the model: {str(error).strip()[:800]}") from error
+        return OpenVinoModel(model, self, compiled,
+                             [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}],
+                             [o.name for o in model.graph.output])
+
+    def settings(self) -> dict[str, Any]:
+        import openvino
+
+        return {**super().settings(), "version": openvino.__version__, "config": self.config(),
+                "device": "CPU", "cpu": _core().get_property("CPU", "FULL_DEVICE_NAME")}
+
+
+@dataclass
+class OpenVinoModel(PreparedModel):
+    """A model compiled by OpenVINO's CPU plugin."""
+
+    model: onnx.ModelProto
+    backend: OpenVinoBackend
+    compiled: Any
+    input_names: list[str]
+    output_names: list[str]
+    _layers: list[dict[str, Any]] | None = field(default=None, repr=False)
+
+    def run(self, inputs: Any) -> list[np.ndarray]:
+        feeds = self._feeds(inputs)
+        try:
+            request = self.compiled.create_infer_request()
+            request.infer(feeds)
+            return [np.array(request.get_output_tensor(i).data, copy=True) for i in range(len(self.compiled.outputs))]
+        except RuntimeError as error:
+            raise BackendRunError(f"OpenVINO failed to run the model: {str(error).strip()[:800]}") from error
+
+    def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
+        if isinstance(inputs, Mapping):
+            return {k: contiguous(v) for k, v in inputs.items() if k in self.input_names}
+        if not isinstance(inputs, (tuple, list)):
+            inputs = (inputs,)
+        if len(inputs) != len(self.input_names):
+            raise ValueError(f"the model takes {len(self.input_names)} input(s) {self.input_names}, got {len(inputs)}")
+        return {name: contiguous(v) for name, v in zip(self.input_names, inputs)}
+
+    def variant(self, model: onnx.ModelProto) -> OpenVinoModel:
+        return self.backend.prepare(model, "CPU")
+
+    def hints(self) -> dict[str, str]:
+        """The precision and execution-mode hints the compiled model reports (its defaults
+        filled in by the plugin for this CPU)."""
+        precision = self.compiled.get_property("INFERENCE_PRECISION_HINT")
+        mode = self.compiled.get_property("EXECUTION_MODE_HINT")
+        return {"precision": canonical_precision(precision), "mode": str(mode).rsplit(".", 1)[-1].lower()}
+
+    def layers(self) -> list[dict[str, Any]]:
+        """The runtime graph's computing layers: name, type, precision, and the ONNX nodes
+        (by name) each one came from."""
+        if self._layers is None:
+            resolve = _onnx_names(self.model)
+            layers = []
+            for op in self.compiled.get_runtime_model().get_ordered_ops():
+                info = op.get_rt_info()
+                kind = info["layerType"].astype(str)
+                if kind in _NOT_COMPUTING:
+                    continue
+                originals = [n for n in info["originalLayersNames"].astype(str).split(",") if n]
+                nodes = list(dict.fromkeys(filter(None, (resolve(name) for name in originals))))
+                layers.append({"layer": op.get_friendly_name(), "type": kind, "onnx_nodes": nodes,
+                               "precision": canonical_precision(info["runtimePrecision"].astype(str))})
+            self._layers = layers
+        return self._layers
+
+    def runtime_precisions(self) -> dict[str, RuntimePrecision]:
+        """Each ONNX node at the lowest precision of the runtime layers it went into; a node no
+        layer names (folded, or only moved data) at its declared precision."""
+        declared = declared_precisions(self.model)
+        found = {node: RuntimePrecision(dtype, DECLARED) for node, dtype in declared.items()}
+        for layer in self.layers():
+            for node in layer["onnx_nodes"]:
+                current = found.get(node)
+                if current is None or current.source != RUNTIME_MODEL or is_lower(layer["precision"], current.precision):
+                    if layer["precision"] in ("float32", "float16", "bfloat16", "float64") or current is None:
+                        found[node] = RuntimePrecision(layer["precision"], RUNTIME_MODEL)
+        return found
+
+    def runtime_fusions(self) -> list[RuntimeFusion]:
+        """The runtime layers that stand for more than one ONNX node."""
+        return [RuntimeFusion(layer["layer"], layer["type"], tuple(layer["onnx_nodes"]), layer["precision"])
+                for layer in self.layers() if len(layer["onnx_nodes"]) > 1]
+
+
+def _onnx_names(model: onnx.ModelProto) -> Any:
+    """A function from an OpenVINO layer name to the ONNX node it came from (None: none).
+    OpenVINO's ONNX front end names an operation after the node's output (or the node), and
+    the parts it splits a node into as `<name>/<part>` (`linear/WithoutBiases`) or
+    `<name>::<part>`."""
+    by_name: dict[str, str] = {}
+    for node in model.graph.node:
+        key = node.name or node.output[0]
+        by_name.setdefault(key, key)
+        for output in node.output:
+            if output:
+                by_name.setdefault(output, key)
+
+    def resolve(name: str) -> str | None:
+        for candidate in (name, name.split("/", 1)[0], name.split("::", 1)[0]):
+            if candidate in by_name:
+                return by_name[candidate]
+        return None
+
+    return resolve

@@ -1,0 +1,56 @@
+"""The backends by name. Adapters register themselves with `@register_backend` where they are
+defined; the built-in ones (onnxruntime, openvino, onnx.reference) are imported on first lookup,
+and none imports its runtime package until it is used."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, TypeVar
+
+from harness.runtime.backends.spec import BackendSpec, BackendSpecError
+
+_BUILTIN_MODULES = (
+    "harness.runtime.backends.onnxruntime_backend",
+    "harness.runtime.backends.openvino_backend",
+    "harness.runtime.backends.reference_backend",
+)
+_REGISTRY: dict[str, type] = {}
+B = TypeVar("B", bound=type)
+
+
+def register_backend(cls: B) -> B:
+    """Class decorator: make a Backend subclass available under its `name`."""
+    name = getattr(cls, "name", "")
+    if not name:
+        raise ValueError(f"{cls.__name__} has no backend name")
+    if name in _REGISTRY and _REGISTRY[name] is not cls:
+        raise ValueError(f"backend {name!r} is registered twice ({_REGISTRY[name].__name__}, {cls.__name__})")
+    _REGISTRY[name] = cls
+    return cls
+
+
+def _load_builtins() -> None:
+    for module in _BUILTIN_MODULES:
+        importlib.import_module(module)
+
+
+def backend_names() -> list[str]:
+    """The registered backends' names, sorted."""
+    _load_builtins()
+    return sorted(_REGISTRY)
+
+
+def backend_class(name: str) -> type:
+    """The Backend class registered as `name`; BackendSpecError listing the names otherwise."""
+    _load_builtins()
+    if name not in _REGISTRY:
+        raise BackendSpecError(f"unknown backend {name!r}; choose one of {', '.join(sorted(_REGISTRY))}")
+    return _REGISTRY[name]
+
+
+def get_backend(spec: BackendSpec | str | Any) -> Any:
+    """The Backend for `spec` ("openvino:precision=f32", a BackendSpec, or a Backend itself)."""
+    if hasattr(spec, "prepare") and hasattr(spec, "unavailable_reason"):
+        return spec
+    parsed = BackendSpec.parse(spec)
+    return backend_class(parsed.name)(parsed)

@@ -1,0 +1,326 @@
+"""Verify one ONNX model at many sizes: `run_sweep`.
+
+The traced size is the verification already made (per op when asked). Every other size of the
+selection (harness.shapes.selection) runs the SAME ONNX model on the example inputs resized
+(harness.shapes.resize, or the caller's `make_inputs`) in ONE onnxruntime session, created once
+and reused, and its outputs are judged against the module run eagerly at that size, by the
+traced verification's rules (the case's tolerances, else the fp64 truth). A size torch itself
+cannot run is 'invalid' (the range promised too much), never a failure of the export.
+
+At the first failing size (in selection order), the per-op analysis runs again
+(verification.verify_exported), and the first op in graph order that fails there is named: the
+op whose output diverges from torch's, or that the backend cannot run, at that size.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+from harness import runtime
+from harness.analysis.torch_values import flat_user_inputs
+from harness.metrics.arrays import as_array, flatten_outputs
+from harness.metrics.detections import detection_layout
+from harness.records import Verification
+from harness.shapes.axes import AxisRanges, SweepAxes, read_axes
+from harness.shapes.resize import resized_leaves
+from harness.shapes.selection import SizePoint, explicit_sizes, select_sizes
+
+logger = logging.getLogger(__name__)
+
+PASS, FAIL, INVALID = "pass", "fail", "invalid"
+MAX_FAILING_OPS = 10  # failing rows a sweep record keeps at its first failing size
+
+Shapes = int | Sequence[Mapping[str, int]]
+
+
+@dataclass
+class SizeResult:
+    """One size of a sweep and its verdict: "pass", "fail", or "invalid" (torch itself could not
+    run the module at this size); `error`: the backend's or torch's error, if any."""
+
+    point: SizePoint
+    status: str
+    max_abs: float | None = None
+    worst_ratio: float | None = None  # largest output error relative to what its verdict allowed
+    failing_outputs: list[str] = field(default_factory=list)
+    error: str = ""
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.point.to_dict(), "label": self.point.label(), "status": self.status,
+                "max_abs": self.max_abs, "worst_ratio": self.worst_ratio,
+                "failing_outputs": list(self.failing_outputs), "error": self.error, "seconds": self.seconds}
+
+
+@dataclass
+class ShapeSweep:
+    """A sweep's sizes with their verdicts, and the first failing size's per-op diagnosis.
+
+    `first_failing_op`: the first op (graph order) that fails at the first failing size, as
+    {fx_node, aten, onnx_nodes, onnx_ops, scope, source, failure}; None when every size passes
+    or no single op fails there (`diagnosis` says which). `at_failure`: that size's Verification.
+    """
+
+    axes: SweepAxes
+    sizes: list[SizeResult]
+    first_failing_op: dict[str, Any] | None = None
+    diagnosis: str = ""
+    at_failure: Verification | None = field(default=None, repr=False)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return all(size.status != FAIL for size in self.sizes)
+
+    @property
+    def first_failing(self) -> SizeResult | None:
+        return next((size for size in self.sizes if size.status == FAIL), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        failing = self.first_failing
+        rows = [] if self.at_failure is None else [op.to_dict() for op in self.at_failure.ops if op.passed is False]
+        return {
+            **self.axes.to_dict(), "passed": self.passed,
+            "sizes": [size.to_dict() for size in self.sizes],
+            "first_failing": None if failing is None else {
+                "label": failing.point.label(), "sizes": dict(failing.point.sizes), "op": self.first_failing_op,
+                "diagnosis": self.diagnosis,
+                "failing_ops": [{k: row[k] for k in ("fx_node", "aten", "onnx_nodes", "onnx_ops", "scope", "source")}
+                                for row in rows[:MAX_FAILING_OPS]],
+            },
+            "timings": dict(self.timings),
+        }
+
+
+@dataclass
+class SweepSettings:
+    """How the sizes are judged: the traced verification's settings, carried to every size."""
+
+    device: str = "cpu"
+    tolerances: Any = None
+    output_atol: float | None = None
+    output_rtol: float | None = None
+    allowed_mismatch: float = 0.0
+    tf32: bool = False
+    strict: bool | None = None
+    session_options: Any = None
+    model_name: str = "model"
+    locate: bool = True  # run the per-op analysis at the first failing size
+
+
+def run_sweep(exported: Any, module: torch.nn.Module, args: tuple[Any, ...], traced: Verification, shapes: Shapes, *,
+              kwargs: Mapping[str, Any] | None = None, dynamic_axes: Mapping[str, Mapping[int, str]] | None = None,
+              axis_ranges: AxisRanges | None = None, settings: SweepSettings | None = None,
+              make_inputs: Callable[[Mapping[str, int], SweepAxes], tuple[Any, ...]] | None = None) -> ShapeSweep:
+    """Verify `exported` (harness.exporters.ExportedForVerification) at the sizes `shapes` asks
+    for: a count N (the traced size and N - 1 more, harness.shapes.selection's order) or a list
+    of {axis name: size} points (the traced size first, then these). `traced` is the
+    verification at the example inputs `args`/`kwargs`; `dynamic_axes` names the declared axes,
+    `axis_ranges` bounds them ({axis name: (lowest, highest)}). `make_inputs(sizes, axes)`
+    returns the args at a point (default: the example's tensors cut or tiled)."""
+    settings = settings or SweepSettings()
+    started = time.perf_counter()
+    leaves = (flat_user_inputs(exported.program, args, kwargs) if exported.program is not None
+              else pytree.tree_leaves((tuple(args), dict(kwargs or {}))))
+    tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+    input_names = runtime.real_inputs(exported.model)
+    axes = read_axes(exported.program, exported.model, tensors, input_names=input_names, declared=dynamic_axes,
+                     ranges=axis_ranges)
+    points = (select_sizes(axes.axes, shapes) if isinstance(shapes, int)
+              else explicit_sizes(axes.axes, shapes))
+    sweep = ShapeSweep(axes, [SizeResult(points[0], PASS if traced.passed else FAIL,
+                                         *_summary(traced), error="" if traced.passed else _why(traced))])
+    others = points[1:]
+    if others:
+        with _Session(exported, settings) as session:
+            for point in others:
+                point_args, point_kwargs = _inputs_at(point, axes, args, kwargs, tensors, make_inputs)
+                sweep.sizes.append(_judge_size(point, exported, module, point_args, point_kwargs, session, settings))
+    sweep.timings["sizes_s"] = time.perf_counter() - started
+    failing = sweep.first_failing
+    if failing is not None and settings.locate:
+        _locate(sweep, failing, exported, module, args, kwargs, tensors, axes, make_inputs, settings)
+    return sweep
+
+
+def _summary(verification: Verification) -> tuple[float | None, float | None, list[str]]:
+    outputs = verification.outputs
+    ratios = [v.score for v in verification.output_verdicts if getattr(v, "score", None) is not None]
+    ratios = ratios or [c.tolerance_ratio for c in outputs]
+    failing = ([c.name for c, v in zip(outputs, verification.output_verdicts) if not v.passed]
+               if len(verification.output_verdicts) == len(outputs) else [c.name for c in outputs if not c.passed])
+    return (max((c.max_abs for c in outputs), default=None), max(ratios, default=None), failing)
+
+
+def _why(verification: Verification) -> str:
+    if not verification.checker.passed:
+        return f"checker: {verification.checker.message}"[:300]
+    if not verification.outputs:
+        return next((n for n in verification.notes if "backend" in n), "the backend produced no output")[:300]
+    return ""
+
+
+def _inputs_at(point: SizePoint, axes: SweepAxes, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None,
+               tensors: list[torch.Tensor], make_inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if make_inputs is not None:
+        return tuple(make_inputs(point.sizes, axes)), dict(kwargs or {})
+    shapes = iter([axes.shape_at(index, point.sizes) for index in range(len(axes.shapes))])
+    flat, spec = pytree.tree_flatten((tuple(args), dict(kwargs or {})))
+    new_tensors = iter(resized_leaves(tensors, [next(shapes, None) for _ in tensors]))
+    flat = [next(new_tensors) if isinstance(leaf, torch.Tensor) else leaf for leaf in flat]
+    new_args, new_kwargs = pytree.tree_unflatten(flat, spec)
+    return tuple(new_args), dict(new_kwargs)
+
+
+class _Session:
+    """One onnxruntime session for every size of the sweep (released at the end)."""
+
+    def __init__(self, exported: Any, settings: SweepSettings) -> None:
+        self.exported, self.settings = exported, settings
+        self.rep: Any = None
+        self.refused = ""
+
+    def __enter__(self) -> _Session:
+        spec = runtime.DeviceSpec.parse(self.settings.device)
+        shared = runtime.SharedWeights.of(self.exported.model, self.exported.weights)
+        options = {} if spec.kind == "reference" else runtime.harness_session_options(
+            runtime.OrtConfig.of(self.settings.session_options))
+        try:
+            self.rep = runtime.prepare(shared.stubbed(self.exported.model), spec.backend_device, tf32=self.settings.tf32,
+                                       shared_weights=shared, **options)
+        except runtime.ModelLoadError as error:
+            self.refused = f"the backend refused the model: {runtime.first_line(error)}"
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.rep = None
+
+    def run(self, feeds: dict[str, Any]) -> tuple[list[Any] | None, str]:
+        if self.rep is None:
+            return None, self.refused
+        from harness.runtime.ortvalues import widened
+
+        try:
+            return [widened(output) for output in self.rep.run(feeds)], ""
+        except runtime.BackendRunError as error:
+            return None, f"the backend failed to run the model: {runtime.first_line(error)}"
+
+
+def _judge_size(point: SizePoint, exported: Any, module: torch.nn.Module, args: tuple[Any, ...],
+                kwargs: dict[str, Any], session: _Session, settings: SweepSettings) -> SizeResult:
+    from harness.verification import _run_eager, judge_detections, judge_outputs, tolerance_table
+
+    started = time.perf_counter()
+    spec = runtime.DeviceSpec.parse(settings.device)
+    torch_args, torch_kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.to(spec.torch_device), (args, kwargs))
+    try:
+        eager = _run_eager(module, torch_args, torch_kwargs, spec.torch_device)
+    except Exception as error:  # the module itself refuses the size: the range promised too much
+        return SizeResult(point, INVALID, error=f"torch could not run the module: {type(error).__name__}: "
+                                                f"{str(error).splitlines()[0] if str(error) else ''}"[:300],
+                          seconds=time.perf_counter() - started)
+    expected = flatten_outputs(eager)
+    leaves = (flat_user_inputs(exported.program, args, kwargs) if exported.program is not None
+              else pytree.tree_leaves((tuple(args), kwargs)))
+    feeds = dict(zip(runtime.real_inputs(exported.model),
+                     [as_array(leaf) for leaf in leaves if isinstance(leaf, torch.Tensor)]))
+    actual, error = session.run(feeds)
+    if actual is None:
+        return SizeResult(point, FAIL, error=error, seconds=time.perf_counter() - started)
+    record = Verification(settings.model_name, exported.exporter, settings.device, False, traced_checker(), [])
+    names = [o.name for o in exported.model.graph.output]
+    table = tolerance_table(settings.tolerances)
+    layout = detection_layout(eager)
+    given = settings.output_atol is not None or settings.output_rtol is not None
+    if layout is not None and len(actual) == len(expected):
+        judge_detections(record, actual, expected, layout, names, table=table, device=spec.kind,
+                         atol=settings.output_atol, rtol=settings.output_rtol, truth=None)
+    else:
+        truth = None if given else _truth(module, torch_args, torch_kwargs)
+        judge_outputs(record, actual, expected, truth, names, table=table, device=spec.kind,
+                      atol=settings.output_atol, rtol=settings.output_rtol,
+                      allowed_mismatch=settings.allowed_mismatch, rounding_steps=_rounding_steps(exported))
+    passed = record.verdict(backend_ran=True, output_counts_match=len(actual) == len(expected))
+    max_abs, ratio, failing = _summary(record)
+    note = "" if len(actual) == len(expected) else f"the ONNX model has {len(actual)} outputs, torch {len(expected)}"
+    if not passed and not note:
+        note = "; ".join(c.note for c in record.outputs if not c.passed and c.note)[:300]
+    return SizeResult(point, PASS if passed else FAIL, max_abs, ratio, failing, note,
+                      seconds=time.perf_counter() - started)
+
+
+def traced_checker() -> Any:
+    """The checker's record for a size: the checker ran once, on the model, at the trace."""
+    from harness.records import CheckerResult
+
+    return CheckerResult(True, "checked once for the sweep (the same model at every size)")
+
+
+def _truth(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any] | None:
+    from harness.analysis.truth import OpCallFailed, model_truth
+
+    try:
+        return flatten_outputs(model_truth(module, args, kwargs))
+    except OpCallFailed:
+        return None
+
+
+def _rounding_steps(exported: Any) -> int:
+    """The ops that round a floating result on the way to the outputs (verification's count,
+    read from the program's recorded dtypes instead of its values)."""
+    if exported.program is None:
+        return len(exported.model.graph.node)
+    return sum(1 for node in exported.program.graph.nodes if node.op == "call_function"
+               and isinstance(node.meta.get("val"), torch.Tensor) and node.meta["val"].is_floating_point())
+
+
+def _locate(sweep: ShapeSweep, failing: SizeResult, exported: Any, module: torch.nn.Module, args: tuple[Any, ...],
+            kwargs: Mapping[str, Any] | None, tensors: list[torch.Tensor], axes: SweepAxes, make_inputs: Any,
+            settings: SweepSettings) -> None:
+    """Per-op rows at the first failing size; the first failing op in graph order is named."""
+    from harness.verification import verify_exported
+
+    started = time.perf_counter()
+    point_args, point_kwargs = _inputs_at(failing.point, axes, args, kwargs, tensors, make_inputs)
+    try:
+        at_failure = verify_exported(
+            exported, point_args, kwargs=point_kwargs, module=module, device=settings.device,
+            tolerances=settings.tolerances, per_op=True, output_atol=settings.output_atol,
+            output_rtol=settings.output_rtol, allowed_mismatch=settings.allowed_mismatch, tf32=settings.tf32,
+            model_name=settings.model_name, strict=settings.strict, session_options=settings.session_options)
+    except Exception as error:  # the per-op analysis could not run at this size: say so, keep the verdicts
+        if settings.strict:
+            raise
+        sweep.diagnosis = f"the per-op analysis failed at {failing.point.label()}: {type(error).__name__}: {error}"[:400]
+        return
+    finally:
+        sweep.timings["locate_s"] = time.perf_counter() - started
+    sweep.at_failure = at_failure
+    op = first_failing_op(at_failure)
+    if op is not None:
+        sweep.first_failing_op = {"fx_node": op.fx_node, "aten": op.aten, "onnx_nodes": list(op.onnx_nodes),
+                                  "onnx_ops": list(op.onnx_ops), "scope": op.scope, "source": op.source,
+                                  "failure": op.failure}
+        sweep.diagnosis = (f"first failing op at {failing.point.label()}: {op.fx_node} ({op.aten}; ONNX "
+                           f"{', '.join(op.onnx_ops) or 'no node'}) fails ({op.failure})")
+    elif at_failure.passed:
+        sweep.diagnosis = (f"at {failing.point.label()} the ONNX model agrees with the captured program, which "
+                           "differs from the module run eagerly: the capture fixed something at the traced size")
+    else:
+        sweep.diagnosis = f"at {failing.point.label()} no single op fails; the outputs diverge (see the rows)"
+
+
+def first_failing_op(verification: Verification) -> Any:
+    """The first op in graph order whose row fails (isolated, or a subgraph the backend cannot
+    run); else the first whose accumulated value is outside its tolerance; None when neither."""
+    failed = next((op for op in verification.ops if op.passed is False), None)
+    if failed is not None:
+        return failed
+    return next((op for op in verification.ops if op.accumulated is not None and not op.accumulated.passed), None)
