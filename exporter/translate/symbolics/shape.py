@@ -7,6 +7,7 @@ them); `int64_vector` turns a mixed size list into one 1-D int64 Value.
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from collections.abc import Callable
@@ -275,8 +276,11 @@ def arange(g: Graph, start, end, step=1, **options) -> Value:
 
     A constant when the bounds are static. Otherwise torch's own arithmetic: integer bounds of
     an integer result count in int64 (a Range); any other form counts `ceil((end - start) /
-    step)` elements and computes `start + i * step` in float64, then casts, as torch's kernel
-    does. A Range in float32 would count in float32 and could return one element more.
+    step)` elements in float64 (the size torch.export records; a float32 Range could count one
+    more or one fewer). A floating result is `start + i * step` in float64, then cast. An
+    integer result is `trunc(start) + i * trunc(step)` in int64, then cast: torch's kernel
+    converts the bounds to the result's integer type before it steps, so
+    arange(2, 8.5, 1.5, dtype=int64) is [2, 3, 4, 5, 6], not the casts of 2, 3.5, 5, 6.5, 8.
     """
     dtype = g.ctx.output_dtype
     bounds = (start, end, step)
@@ -284,10 +288,22 @@ def arange(g: Graph, start, end, step=1, **options) -> Value:
         return g.constant(torch.arange(start, end, step, dtype=dtype))
     if not dtype.is_floating_point and all(_is_integral(v) for v in bounds):
         return cast_to(g, g.op("Range", *(scalar_of(g, v, torch.int64) for v in bounds)), dtype)
-    start, end, step = (scalar_of(g, v, torch.float64) for v in bounds)
-    count = g.op("Ceil", g.op("Div", g.op("Sub", end, start), step))
-    index = g.op("Range", g.constant(0.0, torch.float64), count, g.constant(1.0, torch.float64))
-    return cast_to(g, g.op("Add", start, g.op("Mul", index, step)), dtype)
+    first, last, stride = (scalar_of(g, v, torch.float64) for v in bounds)
+    count = g.op("Ceil", g.op("Div", g.op("Sub", last, first), stride))
+    if dtype.is_floating_point:
+        index = g.op("Range", g.constant(0.0, torch.float64), count, g.constant(1.0, torch.float64))
+        return cast_to(g, g.op("Add", first, g.op("Mul", index, stride)), dtype)
+    index = g.op("Range", g.constant(0, torch.int64), cast_to(g, count, torch.int64), g.constant(1, torch.int64))
+    first, stride = _truncated(g, start), _truncated(g, step)
+    return cast_to(g, g.op("Add", first, g.op("Mul", index, stride)), dtype)
+
+
+def _truncated(g: Graph, value) -> Value:
+    """A bound as torch's integer arange takes it: truncated toward zero, a 0-d int64
+    (ONNX's Cast of a float to an integer truncates toward zero too)."""
+    if isinstance(value, Value):
+        return scalar_of(g, value, torch.int64)
+    return g.constant(math.trunc(value), torch.int64)
 
 
 def _is_integral(value) -> bool:
