@@ -213,7 +213,8 @@ def capture(
     parameter_names = [p.name for p in trace.forward_parameters(model) if p.kind in trace.POSITIONAL]
     dynamic_shapes = trace.dynamic_shapes_for(args, names, dynamic_axes, output_names or (), kwargs, parameter_names)
     keep = Dispatcher(DEFAULT_OPSET, custom_symbolics).known_targets()  # any opset: known_targets spans all
-    program = trace.capture_program(model, args, kwargs, dynamic_shapes, keep, strict_dynamic)
+    small = trace.has_small_dynamic_example(args, kwargs, names, dynamic_axes)
+    program = trace.capture_program(model, args, kwargs, dynamic_shapes, keep, strict_dynamic, size_oblivious=small)
     static_axes = specialise.specialised_axes(program, names + list(kwargs), normalize_dynamic_axes(dynamic_axes))
     specialise.warn_specialised(static_axes, type(model).__name__)
     trace.check_outputs(program, output_names, dynamic_axes)

@@ -39,5 +39,8 @@ CAPTURE_KEY = "roundtrip.capture"
 RELAXED_GUARDS_KEY = "roundtrip.relaxed_guards"
 # graph_module.meta: what the Dim.AUTO retry recorded (exporter.capturing.specialise).
 SPECIALISED_META = "roundtrip.specialised"
+# graph_module.meta: True when the program was captured with sizes oblivious to 0 and 1 (a
+# dynamic axis whose example was 0 or 1).
+SIZE_OBLIVIOUS_KEY = "roundtrip.size_oblivious"
 # ir.Graph.meta during optimisation: what a pass said it merged.
 MERGED_VALUES_META = "roundtrip.merged_values"
