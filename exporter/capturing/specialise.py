@@ -28,7 +28,7 @@ import torch
 
 from exporter.capturing.frames import is_user_file, short_path
 from exporter.capturing.signature import user_input_nodes
-from exporter.contract.keys import SPECIALISED_META
+from exporter.contract.keys import SIZE_OBLIVIOUS_KEY, SPECIALISED_META
 from exporter.contract.static_axes import SpecialisedAxis
 from exporter.errors import ExportWarning
 
@@ -103,6 +103,7 @@ def specialised_axes(program: torch.export.ExportedProgram, names: Sequence[str]
     from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
     recorded: Specialisations | None = program.graph_module.meta.get(SPECIALISED_META)
+    oblivious = program.graph_module.meta.get(SIZE_OBLIVIOUS_KEY)  # True, or why it was refused
     out = []
     for name, node in zip(names, user_input_nodes(program)):
         val = node.meta.get("val")
@@ -112,24 +113,30 @@ def specialised_axes(program: torch.export.ExportedProgram, names: Sequence[str]
             size = val.shape[axis]
             if is_concrete_int(size):  # an int, or a SymInt torch replaced by a constant
                 size = int(size)
-                reason, lines = _why(recorded, name, axis % val.dim(), size)
+                reason, lines = _why(recorded, name, axis % val.dim(), size, oblivious)
                 out.append(SpecialisedAxis(name, axis, dim_name, size, reason, lines))
     return out
 
 
-def _why(recorded: Specialisations | None, name: str, axis: int, size: int) -> tuple[str, list[str]]:
-    """The reason an axis became `size`, and the user's lines that made it so."""
-    if size in (0, 1):
+def _why(recorded: Specialisations | None, name: str, axis: int, size: int,
+         oblivious: Any = None) -> tuple[str, list[str]]:
+    """The reason an axis became `size`, and the user's lines that made it so. An example of
+    size 0 or 1 is the reason only where no size-oblivious capture was tried (which keeps such
+    an axis dynamic unless the model's code fixes it; its refusal then says where)."""
+    if size in (0, 1) and hasattr(oblivious, "reason"):
+        return f"the model's code requires size {size} (torch: {oblivious.reason})", list(oblivious.lines)
+    if size in (0, 1) and not oblivious:
         return (f"torch.export specialises sizes 0 and 1, and the example's size is {size}; export with an "
                 "example of size 2 or more to keep the axis dynamic"), []
-    refusal = _first_line(recorded.refusal) if recorded else "torch.export fixed it"
+    refusal = first_line(recorded.refusal) if recorded else "torch.export fixed it"
     candidates = [(source, lines) for source, constant, lines in (recorded.constants if recorded else [])
                   if constant == size and source.endswith(f".size()[{axis}]")]
     named = [c for c in candidates if f"['{name}']" in c[0]] or candidates
     return f"the model's code requires size {size} (torch: {refusal})", (named[0][1] if named else [])
 
 
-def _first_line(text: str) -> str:
+def first_line(text: str) -> str:
+    """torch's refusal in one line: its first "- " item (the violated guard), else its first line."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip().startswith("- ")]
     line = lines[0][2:] if lines else text.strip().splitlines()[0] if text.strip() else ""
     return line.split(". If you", 1)[0][:300]

@@ -270,15 +270,18 @@ def capture_program(
     if isinstance(dynamic_shapes, tuple) and _takes_only_var_positional(model):
         dynamic_shapes = (dynamic_shapes,)  # forward(*args): torch.export nests them under `args`
     with CAPTURE_LOCK, eval_mode(model), _capture_hooks(model, keep_set), capture_rules.applied():
-        program = _size_oblivious_capture(model, args, kwargs, dynamic_shapes, strict_dynamic) if size_oblivious else None
-        if program is None:
+        program = _size_oblivious_capture(model, args, kwargs, dynamic_shapes) if size_oblivious else None
+        if not isinstance(program, torch.export.ExportedProgram):
+            refused = program
             try:
                 program = _export_specialising(model, args, kwargs, dynamic_shapes, strict_dynamic)
             except ExportError:
                 raise  # a capture hook's refusal, which already says what to do
             except Exception as error:  # torch raises many types; all mean "could not capture"
                 raise ExportError(capture_failure_message(type(model).__name__, error)) from error
-        with _oblivious_sizes(program.graph_module.meta.get(SIZE_OBLIVIOUS_KEY, False)):
+            if refused is not None:  # the model's code, not the example's size, fixed the axis
+                program.graph_module.meta[SIZE_OBLIVIOUS_KEY] = refused
+        with _oblivious_sizes(program.graph_module.meta.get(SIZE_OBLIVIOUS_KEY) is True):
             return _decomposed(model, program, keep_set)
 
 
@@ -309,6 +312,14 @@ def _decomposed(model: torch.nn.Module, program: torch.export.ExportedProgram,
         ) from error
 
 
+@dataclass(frozen=True)
+class ObliviousRefusal:
+    """Why the size-oblivious capture failed: torch's first line and the user's lines."""
+
+    reason: str
+    lines: list[str]
+
+
 @contextmanager
 def _oblivious_sizes(enabled: bool) -> Iterator[None]:
     """torch's sizes oblivious to 0 and 1 (`backed_size_oblivious`, what torch.onnx captures
@@ -325,22 +336,22 @@ def _size_oblivious_capture(
     args: tuple[Any, ...],
     kwargs: dict[str, Any] | None,
     dynamic_shapes: tuple[Any, ...] | dict[str, Any] | None,
-    strict_dynamic: bool,
-) -> torch.export.ExportedProgram | None:
+) -> torch.export.ExportedProgram | ObliviousRefusal:
     """The capture of a model whose dynamic axis has an example of size 0 or 1, with sizes
     oblivious to 0 and 1: torch then reasons about the axis as about any size instead of
     fixing it to the example's (the ops whose result depends on a size being 1, squeeze and
-    numel, are then decided at run time by their symbolics). None where torch refuses it
-    (a model that does fix the axis), for the usual capture to run."""
+    numel, are then decided at run time by their symbolics). Why not, where torch refuses it
+    (a model that does fix the axis, or whose guards torch cannot prove for every size), for
+    the usual capture to run: it then fixes the axis or drops the guards, and says so."""
     try:
-        with _oblivious_sizes(True):
-            program = _export_specialising(model, args, kwargs, dynamic_shapes, strict_dynamic)
+        with _oblivious_sizes(True), _torch_diagnostics_held():
+            program = _torch_export(model, args, kwargs, dynamic_shapes)
     except ExportError:
         raise
     except Exception as error:  # torch raises many types; the usual capture says why
         logger.info("the size-oblivious capture failed (%s); capturing as torch.export specialises",
                     _first_lines(str(error), 3))
-        return None
+        return ObliviousRefusal(specialise.first_line(str(error)), user_frames(error))
     program.graph_module.meta[SIZE_OBLIVIOUS_KEY] = True
     return program
 
