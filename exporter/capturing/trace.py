@@ -35,8 +35,10 @@ from exporter.capturing import rules as capture_rules
 from exporter.capturing.frames import is_user_file, short_path
 from exporter.capturing.hooks import CAPTURE_HOOKS
 from exporter.capturing.signature import DynamicAxes, check_output_names, normalize_dynamic_axes, user_outputs
-from exporter.contract.keys import CAPTURE_KEY, RELAXED_GUARDS_KEY, SPECIALISED_META, SIZE_OBLIVIOUS_KEY
-from exporter.contract.static_axes import SpecialisedAxis
+from exporter.contract.keys import (
+    CAPTURE_KEY, FIXED_SIZES_META, RELAXED_GUARDS_KEY, SIZE_OBLIVIOUS_KEY, SPECIALISED_META,
+)
+from exporter.contract.static_axes import FixedSize, SpecialisedAxis
 from exporter.errors import ExportError, ExportWarning
 
 
@@ -164,6 +166,7 @@ class CaptureRecord:
     custom_symbolics: Mapping[Any, Callable[..., Any]] | None
     input_keys: tuple[str, ...] = ()  # the keyword inputs' names, which name their dynamic axes
     static_axes: tuple[SpecialisedAxis, ...] = ()  # declared dynamic, exported static
+    fixed_sizes: tuple[FixedSize, ...] = ()  # sizes computed from dynamic ones, exported constant
 
 
 def capture_record(program: torch.export.ExportedProgram) -> CaptureRecord | None:
@@ -301,7 +304,7 @@ def _decomposed(model: torch.nn.Module, program: torch.export.ExportedProgram,
     try:
         with _torch_diagnostics_held():
             decomposed = program.run_decompositions(table)
-        for key in (RELAXED_GUARDS_KEY, SIZE_OBLIVIOUS_KEY, SPECIALISED_META):
+        for key in (RELAXED_GUARDS_KEY, SIZE_OBLIVIOUS_KEY, SPECIALISED_META, FIXED_SIZES_META):
             if key in program.graph_module.meta:
                 decomposed.graph_module.meta[key] = program.graph_module.meta[key]
         return decomposed
@@ -361,8 +364,10 @@ def _torch_export(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[st
     """One torch.export trace (non-strict); the module's attributes are restored afterwards,
     whether it succeeds or not (exporter.capturing.module_state), so a module that caches in
     forward neither keeps this trace's FakeTensors nor hands them to the next attempt."""
-    with module_state_kept(model):
-        return torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+    with module_state_kept(model), specialise.recording_fixed_sizes() as fixed:
+        program = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+    program.graph_module.meta[FIXED_SIZES_META] = fixed
+    return program
 
 
 def _export_specialising(
