@@ -79,6 +79,15 @@ def _float_scaled_slices(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return x[: math.floor(n * 0.5)] + 1, x[: math.ceil(n / 3)] * 2
 
 
+def _checked_prefix(x: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+    """x[:k] for a k read from a tensor, with the checks a model states on it."""
+    k = count.item()
+    torch._check(k < 9)
+    torch._check(k > 0)
+    torch._check(k != 5)
+    return x[:k] * 2
+
+
 SIZE_ARITHMETIC = [
     op("pad_to_multiple_mod", _pad_to_multiple, lambda g: (randn(g, 2, 3, 13),), ["_operator.mod"],
        dynamic_axes=_axis(2, "w"), sizes=_at(16, 1, 0, name="w")),
@@ -89,6 +98,8 @@ SIZE_ARITHMETIC = [
        sizes=_at(0, 1, 5)),
     op("split_sizes_from_values", lambda x, lengths: x.split(lengths.tolist()),
        lambda g: (randn(g, 10), torch.tensor([3, 7])), ["_operator.eq", "aten.split_with_sizes.default"]),
+    op("checks_on_a_value_read", _checked_prefix, lambda g: (randn(g, 10), torch.tensor(3)),
+       ["_operator.lt", "_operator.gt", "_operator.eq", "torch.sym_not", "aten._assert_scalar.default"]),
     op("zeros_of_trunc_of_float_size", lambda x: x.new_zeros(torch.sym_int(x.size(0) * 0.3)) + 1,
        lambda g: (randn(g, 10, 2),), ["math.trunc"], dynamic_axes=_axis(0), sizes=_at(0, 1, 4)),
     op("adaptive_avg_pool2d_dynamic", lambda x: F.adaptive_avg_pool2d(x, (2, 3)), lambda g: (randn(g, 1, 2, 8, 9),),

@@ -55,13 +55,11 @@ def sym_eq(g: Graph, a, b) -> Value | bool:
     return _comparison(g, "Equal", operator.eq, a, b)
 
 
-@symbolic("_operator.ne")
+@symbolic("torch.sym_not")
 @read_by_checks
-def sym_ne(g: Graph, a, b) -> Value | bool:
-    """SymInt a != b, a bool scalar."""
-    if not isinstance(a, Value) and not isinstance(b, Value):
-        return a != b
-    return g.op("Not", _comparison(g, "Equal", operator.eq, a, b))
+def sym_not(g: Graph, a) -> Value | bool:
+    """torch.sym_not(a): not a, a bool scalar (`a != b` reaches a check as not (a == b))."""
+    return (not a) if not isinstance(a, Value) else g.op("Not", a)
 
 
 @symbolic("_operator.lt")
@@ -97,14 +95,6 @@ def sym_floor(g: Graph, a) -> Value | int:
 def sym_ceil(g: Graph, a) -> Value | int:
     """math.ceil(SymFloat a) -> SymInt: `math.ceil(w / 3)` on a dynamic size."""
     return _rounded(g, "Ceil", math.ceil, a)
-
-
-@symbolic("torch.sym_int")
-def sym_int(g: Graph, a) -> Value | int:
-    """torch.sym_int(a): a SymFloat truncated toward zero (a Cast to int64), a SymInt as it is."""
-    if not isinstance(a, Value):
-        return int(a)
-    return a if _is_integral(a) else cast_to(g, scalar_of(g, a, torch.float64), torch.int64)
 
 
 @symbolic("aten::sym_numel")
