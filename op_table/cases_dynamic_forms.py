@@ -116,3 +116,46 @@ SIZE_ARITHMETIC = [
 ]
 
 CASES: list[OpCase] = [*INTEGER_ARANGE, *EMPTY_VIEWS, *ONE_OR_EMPTY, *SIZE_ARITHMETIC]
+
+
+def _window_stft(x: torch.Tensor, **options) -> torch.Tensor:
+    window = torch.hann_window(16, dtype=x.dtype)
+    return torch.view_as_real(torch.stft(x, 16, hop_length=4, window=window, return_complex=True, **options))
+
+
+def _spd(g: torch.Generator, batch: int, n: int) -> torch.Tensor:
+    """Symmetric positive definite matrices (a positive determinant: logdet defined)."""
+    a = randn(g, batch, n, n)
+    return a @ a.transpose(-1, -2) + n * torch.eye(n)
+
+
+R2C, C2C, AS_REAL = "aten._fft_r2c.default", "aten._fft_c2c.default", "aten.view_as_real.default"
+
+# Forms torch.onnx exports that were refused: a fill read from a 0-d tensor, as_strided of a
+# contiguous input, (s)logdet, baddbmm with a beta read at run time, stft's options and 1-D signal.
+REFUSED_BEFORE = [
+    op("full_fill_from_0d_tensor", lambda x, v: torch.full((3, 4), v) + x, lambda g: (randn(g, 3, 4), torch.tensor(2.5)),
+       ["aten.full.default", "aten._local_scalar_dense.default"]),
+    op("full_like_fill_from_0d_int_tensor", lambda x, v: torch.full_like(x, v), lambda g: (randn(g, 3, 4), torch.tensor(7)),
+       ["aten.full_like.default"], dynamic_axes=_axis(0), sizes=_at(0, 1)),
+    op("as_strided_overlapping_windows", lambda x: x.as_strided((3, 3), (1, 2), 1) * 2, lambda g: (randn(g, 4, 4),),
+       ["aten.as_strided.default"]),
+    op("logdet_batched", torch.logdet, lambda g: (_spd(g, 3, 4),), ["aten._linalg_slogdet.default"], atol=1e-4),
+    op("slogdet_signs", lambda a: torch.linalg.slogdet(a), lambda g: (randn(g, 3, 4, 4),),
+       ["aten._linalg_slogdet.default"], atol=1e-4),
+    op("baddbmm_beta_read_from_tensor", lambda i, a, b, beta: torch.baddbmm(i, a, b, beta=beta.item(), alpha=0.5),
+       lambda g: (randn(g, 2, 3, 5), randn(g, 2, 3, 4), randn(g, 2, 4, 5), torch.tensor(0.25)),
+       ["aten.baddbmm.default"]),
+    op("baddbmm_beta_zero_read_ignores_nan", lambda i, a, b, beta: torch.baddbmm(i, a, b, beta=beta.item()),
+       lambda g: (torch.full((2, 3, 5), float("nan")), randn(g, 2, 3, 4), randn(g, 2, 4, 5), torch.tensor(0.0)),
+       ["aten.baddbmm.default"]),
+    op("stft_normalized", lambda x: _window_stft(x, normalized=True), lambda g: (randn(g, 2, 64),),
+       [R2C, AS_REAL], atol=1e-4),
+    op("stft_two_sided", lambda x: _window_stft(x, onesided=False), lambda g: (randn(g, 2, 64),),
+       [AS_REAL], atol=1e-4),
+    op("stft_one_dimensional_signal", _window_stft, lambda g: (randn(g, 64),), [R2C, AS_REAL, SQUEEZE_DIM],
+       atol=1e-4),
+    op("none_among_the_outputs", lambda x: (x + 1, None, x * 2), lambda g: (randn(g, 3),), ["aten.add.Tensor"]),
+]
+
+CASES += REFUSED_BEFORE

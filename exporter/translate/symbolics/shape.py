@@ -282,7 +282,13 @@ def _pad_run_time_amounts(g: Graph, self: Value, begins: list, ends: list, value
 
 
 def _fill(g: Graph, shape: Value, fill_value) -> Value:
-    value = to_numpy(torch.tensor([fill_value], dtype=g.ctx.output_dtype))  # bfloat16 too (ml_dtypes)
+    """A tensor of `shape` holding `fill_value`: a Python number (ConstantOfShape) or a 0-d
+    Value, a fill read from a tensor at run time (`torch.full(size, t)` with a 0-d `t`),
+    which is cast to the result's dtype and expanded."""
+    dtype = g.ctx.output_dtype
+    if isinstance(fill_value, Value):
+        return g.op("Expand", scalar_of(g, fill_value, dtype), shape)
+    value = to_numpy(torch.tensor([fill_value], dtype=dtype))  # bfloat16 too (ml_dtypes)
     return g.op("ConstantOfShape", shape, value_t=value)
 
 
