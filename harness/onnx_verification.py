@@ -20,7 +20,7 @@ from harness.metrics.arrays import as_array, contiguous
 from harness.metrics.tolerances import ToleranceTable
 from harness.records import Verification
 from harness.runtime.model_files import load_model_file
-from harness.analysis.backend_runs import resolve_backends
+from harness.analysis.backend_runs import annotate_node_rows, resolve_backends
 from harness.verification import judge_outputs, new_verification, run_production, tolerance_table
 
 
@@ -81,8 +81,9 @@ def verify_onnx(
         shared = runtime.SharedWeights.of(model, base_dir=base_dir)
         loaded = shared.stubbed(model)
         feeds = _feeds(inputs, runtime.real_inputs(model))
-        actual = run_production(verification, model, spec, feeds, tf32=tf32, shared=shared, ort_config=ort_config,
-                                backend=chosen).outputs
+        production = run_production(verification, model, spec, feeds, tf32=tf32, shared=shared,
+                                    ort_config=ort_config, backend=chosen)
+        actual = production.outputs
         timings["backend_s"] = time.perf_counter() - started
 
         reference = None
@@ -116,11 +117,13 @@ def verify_onnx(
             from harness.analysis.onnx_rows import analyse_nodes
 
             started = time.perf_counter()
-            verification.add_analysis(analyse_nodes(
+            analysis = analyse_nodes(
                 loaded, inline, feeds, spec.kind, table, runtime.model_runner(spec, tf32, shared, ort_config, chosen),
                 shared.stub,
                 reference=reference, production=actual, environment=verification.environment, strict=strict,
-            ))
+            )
+            annotate_node_rows(analysis.ops, str(chosen.spec), production.runtime_precisions, chosen.RUNS_DECLARED)
+            verification.add_analysis(analysis)
             timings["per_op_s"] = time.perf_counter() - started
             if expected is not None and _only_the_outputs_differ(verification):
                 verification.notes.append(MODEL_DIFFERS)

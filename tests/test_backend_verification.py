@@ -164,3 +164,27 @@ def test_the_first_backend_must_run():
     model, x = net_and_input()
     with pytest.raises(harness.runtime.BackendUnavailableError, match="TensorrtExecutionProvider"):
         harness.verify(model, (x,), backends=("onnxruntime:provider=tensorrt",))
+
+
+def test_verify_onnx_on_a_backend_names_the_precision_of_each_node():
+    from test_backends import INPUT, MODEL
+
+    verification = harness.verify_onnx(MODEL, [INPUT], backend=available("openvino:precision=bf16"))
+    assert verification.backend == "openvino:precision=bf16"
+    rows = {row.fx_node: row for row in verification.ops}
+    assert rows["conv1"].backend == "openvino:precision=bf16"
+    assert rows["conv1"].runtime_precision.precision == "bfloat16"
+    assert "runtime precision bfloat16 (runtime model), below the declared float32" in rows["conv1"].notes
+    plain = harness.verify_onnx(MODEL, [INPUT])
+    assert {row.runtime_precision.source for row in plain.ops} == {"declared"} and plain.passed
+
+
+def test_output_tolerances_given_for_float32_do_not_hold_a_backend_running_bfloat16():
+    model, x = net_and_input()
+    verification = harness.verify(model, (x,), output_atol=1e-5, output_rtol=1e-4,
+                                  backends=("onnxruntime", available("openvino:precision=bf16")))
+    assert [v.rule for v in verification.output_verdicts] == ["override"]  # the given tolerances decide
+    (verdict,) = verification.backend_results[0].output_verdicts
+    assert verdict.rule == "truth" and verdict.dtype == "bfloat16" and verdict.passed
+    assert verdict.reason.startswith("the backend ran below the declared float32: judged as bfloat16")
+    assert verification.backend_results[0].passed

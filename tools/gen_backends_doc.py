@@ -40,9 +40,11 @@ def _lower(op: dict) -> bool:
 def backend_rows(verification: dict) -> list[dict]:
     """One entry per backend of a case: the verification's own, then each further one."""
     entries = [{"backend": verification.get("backend", "onnxruntime"), "passed": verification["passed"],
-                "skipped": "", "ops": verification["ops"], "settings": verification.get("backend_settings", {})}]
+                "skipped": "", "ops": verification["ops"], "settings": verification.get("backend_settings", {}),
+                "outputs": verification["outputs"]}]
     entries += [{"backend": r["backend"], "passed": r["passed"], "skipped": r.get("skipped", ""), "ops": r["ops"],
-                 "settings": r.get("settings", {})} for r in verification.get("backend_results", [])]
+                 "settings": r.get("settings", {}), "outputs": r.get("outputs", [])}
+                for r in verification.get("backend_results", [])]
     return entries
 
 
@@ -51,23 +53,25 @@ def generate(document: dict, source: str) -> str:
              f"{document['host'].get('platform', '')}; versions: " +
              ", ".join(f"{k} {v}" for k, v in sorted(document["versions"].items()) if k in
                        ("torch", "onnx", "onnxruntime", "openvino")) + f"); source: {source}.", "",
-             "| case | backend | runtime precision | passed | worst op | its score | rows below declared precision | "
-             "failing rows |", "|---|---|---|---|---|---:|---:|---|"]
+             "| case | backend | runtime precision | passed | output max abs vs torch | worst op | its score | "
+             "rows below declared precision | failing rows |", "|---|---|---|---|---:|---|---:|---:|---|"]
     for case in document["cases"]:
         verification = case.get("verification")
         if not verification:
-            lines.append(f"| {case['name']} | - | - | {case['status']} | - | - | - | - |")
+            lines.append(f"| {case['name']} | - | - | {case['status']} | - | - | - | - | - |")
             continue
         for entry in backend_rows(verification):
             if entry["skipped"]:
-                lines.append(f"| {case['name']} | {entry['backend']} | - | skipped: {entry['skipped']} | - | - | - | - |")
+                lines.append(f"| {case['name']} | {entry['backend']} | - | skipped: {entry['skipped']} | - | - | - | - | - |")
                 continue
             ops = entry["ops"]
             worst = max(ops, key=_score, default=None)
             runtime = (entry["settings"].get("runtime") or {}).get("precision", "as declared")
             failing = [op["fx_node"] for op in ops if op.get("passed") is False]
+            output_error = max((as_float(o.get("max_abs")) or 0.0 for o in entry["outputs"]), default=0.0)
             lines.append(
                 f"| {case['name']} | {entry['backend']} | {runtime} | {'yes' if entry['passed'] else 'no'} | "
+                f"{output_error:.3g} | "
                 f"{worst['fx_node'] + ' (' + worst['aten'] + ')' if worst else '-'} | "
                 f"{_score(worst):.3g} | {sum(_lower(op) for op in ops)}/{len(ops)} | "
                 f"{', '.join(failing[:3]) + (' ...' if len(failing) > 3 else '') or '-'} |")

@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     sys.path.insert(0, ROOT)
-    from exporter.fileio import write_text_atomic
+    from exporter.contract.fileio import write_text_atomic
 
     write_text_atomic(options.out, text)
     print(f"wrote {options.out}")

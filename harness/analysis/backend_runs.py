@@ -20,7 +20,7 @@ import harness.runtime as runtime
 from harness.analysis.rows import BackendResult, OpAnalysis, OpRecord
 from harness.runtime.backends import DEFAULT_BACKEND, Backend, get_backend
 
-__all__ = ["DEFAULT_BACKEND", "BackendRun", "resolve_backends"]
+__all__ = ["DEFAULT_BACKEND", "BackendRun", "annotate_node_rows", "resolve_backends"]
 
 
 def resolve_backends(backends: Sequence[Any] | str | None, device: str = "cpu") -> list[Backend]:
@@ -112,3 +112,21 @@ class BackendRun:
                         else all(c.passed for c in self.result.outputs))
         self.result.passed = checker_passed and ran and bool(self.result.outputs) and outputs_pass
         return self.result
+
+
+def annotate_node_rows(rows: Sequence[OpRecord], backend: str, precisions: dict[str, Any], declared_only: bool) -> None:
+    """Put the backend and the runtime precision on ONNX-level rows (one row per ONNX node,
+    verified against onnx's reference): the node's own precision, or its dtype for a backend
+    that runs what the model declares; a node run below its dtype is named in the row's notes
+    (these rows are judged by their tolerance rows, not by the precision's rule)."""
+    from harness.runtime.backends import DECLARED, RuntimePrecision, is_lower
+
+    for row in rows:
+        row.backend = backend
+        node = row.onnx_nodes[0] if row.onnx_nodes else row.fx_node
+        precision = precisions.get(node)
+        if precision is None and declared_only and row.dtype:
+            precision = RuntimePrecision(row.dtype, DECLARED)
+        row.runtime_precision = precision
+        if precision is not None and row.dtype and is_lower(precision.precision, row.dtype):
+            row.notes.append(f"{precision.describe()}, below the declared {row.dtype}")

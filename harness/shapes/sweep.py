@@ -364,7 +364,7 @@ def program_failure(program: Any, args: tuple[Any, ...], kwargs: Mapping[str, An
 
 def _node_info(node: Any, model: Any) -> dict[str, Any]:
     """A row-like description of an FX node: its ONNX nodes, scope and source by their provenance."""
-    from exporter.provenance import FX_NODE_KEY, SCOPE_KEY, SOURCE_KEY
+    from exporter.contract.keys import FX_NODE_KEY, SCOPE_KEY, SOURCE_KEY
 
     onnx_nodes = [n for n in model.graph.node
                   if any(p.key == FX_NODE_KEY and p.value == node.name for p in n.metadata_props)]

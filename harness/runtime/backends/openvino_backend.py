@@ -15,6 +15,7 @@ records the hints the compiled model reports.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,15 +80,22 @@ class OpenVinoBackend(Backend):
     def prepare(self, model: onnx.ModelProto, device: str = "CPU", **options: Any) -> OpenVinoModel:
         self.require(device)
         shared = options.get("shared_weights")
-        if shared is not None:
-            model = shared.restore(model)  # OpenVINO reads the weights from the model's bytes
-        serialized = options.get("serialized") if shared is None else None
         try:
-            read = _core().read_model(serialized or model.SerializeToString(), b"")
+            if shared is not None and shared.used_by(model):
+                # the skeleton written beside the shared data file (each array written once per
+                # verification), which OpenVINO maps: no weight is copied into a proto or parsed
+                path = shared.session_file(model)
+                try:
+                    read = _core().read_model(path)
+                finally:
+                    os.unlink(path)
+            else:
+                read = _core().read_model(options.get("serialized") or model.SerializeToString(), b"")
             compiled = _core().compile_model(read, "CPU", self.config())
         except RuntimeError as error:
             raise ModelLoadError(f"OpenVINO could not load the model: {str(error).strip()[:800]}") from error
-        return OpenVinoModel(model, self, compiled,
+        kept = {"shared_weights": shared} if shared is not None else {}
+        return OpenVinoModel(model, self, compiled, kept,
                              [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}],
                              [o.name for o in model.graph.output])
 
@@ -105,6 +113,7 @@ class OpenVinoModel(PreparedModel):
     model: onnx.ModelProto
     backend: OpenVinoBackend
     compiled: Any
+    options: dict[str, Any]  # what variants are prepared with (the shared weights)
     input_names: list[str]
     output_names: list[str]
     _layers: list[dict[str, Any]] | None = field(default=None, repr=False)
@@ -129,7 +138,7 @@ class OpenVinoModel(PreparedModel):
         return {name: contiguous(v) for name, v in zip(self.input_names, inputs)}
 
     def variant(self, model: onnx.ModelProto) -> OpenVinoModel:
-        return self.backend.prepare(model, "CPU")
+        return self.backend.prepare(model, "CPU", **self.options)
 
     def hints(self) -> dict[str, str]:
         """The precision and execution-mode hints the compiled model reports (its defaults
