@@ -132,6 +132,26 @@ def side_by_side(sides: Mapping[str, Callable[[], Any]], repeat: int) -> tuple[d
     return seconds, results
 
 
+def banner(bench: str, machine: dict[str, Any]) -> str:
+    """The first line a benchmark prints: its name, the processor, the load, torch's version."""
+    import torch
+
+    return (f"# {bench}: {machine['processor']}, {load_note({**machine, 'load_average_end': os.getloadavg()})}, "
+            f"torch {torch.__version__}")
+
+
+def measure_rows(names: Sequence[str], measure_one: Callable[[str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """`measure_one(name)` for each name, each row stamped with the seconds it took and printed
+    to stderr as JSON as soon as it is done (a long run shows its progress)."""
+    rows = []
+    for name in names:
+        started = time.perf_counter()
+        rows.append(measure_one(name))
+        rows[-1]["bench_seconds"] = round(time.perf_counter() - started, 1)
+        print(json.dumps(rows[-1], default=_plain), file=sys.stderr, flush=True)
+    return rows
+
+
 def median(values: Sequence[float]) -> float:
     return statistics.median(values)
 

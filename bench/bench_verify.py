@@ -23,17 +23,14 @@ load and versions go to bench/results/bench_verify.json.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
-import sys
-import time
 import warnings
 
 import torch
 import torchvision
 
-from _common import load_note, machine_info, median, quiet_onnxruntime, side_by_side, write_results
+from _common import banner, machine_info, measure_rows, median, quiet_onnxruntime, side_by_side, write_results
 
 from harness.exporters import ExportedForVerification, torch_onnx_export
 from harness.verification import verify, verify_exported
@@ -147,15 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(options.torch_threads)
     quiet_onnxruntime()
     machine = machine_info()
-    print(f"# bench_verify: {machine['processor']}, {load_note({**machine, 'load_average_end': os.getloadavg()})}, "
-          f"torch {torch.__version__}")
-    rows = []
-    for name in options.models:
-        started = time.perf_counter()
-        rows.append(measure(name, seed=options.seed, repeat=options.repeat,
-                            optimize=options.optimize, roundtrip=options.roundtrip))
-        rows[-1]["bench_seconds"] = round(time.perf_counter() - started, 1)
-        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    print(banner("bench_verify", machine))
+    rows = measure_rows(options.models, lambda name: measure(name, seed=options.seed, repeat=options.repeat,
+                                                             optimize=options.optimize, roundtrip=options.roundtrip))
     summary = summarise(rows)
     path = write_results("bench_verify", machine, rows, summary=summary, path=options.json,
                          options={"repeat": options.repeat, "interleaved": True,

@@ -20,6 +20,7 @@ from harness.metrics.arrays import as_array, contiguous
 from harness.metrics.tolerances import ToleranceTable
 from harness.records import Verification
 from harness.runtime.model_files import load_model_file
+from harness.analysis.backend_runs import annotate_node_rows, resolve_backends
 from harness.verification import judge_outputs, new_verification, run_production, tolerance_table
 
 
@@ -38,6 +39,7 @@ def verify_onnx(
     model_name: str | None = None,
     strict: bool | None = None,
     session_options: Any = None,
+    backend: Any = "onnxruntime",
 ) -> Verification:
     """Verify an ONNX model (a proto or a path; external data is read from beside the file,
     once its locations are checked: `ModelFileError` names a bad file or a refused location).
@@ -53,7 +55,10 @@ def verify_onnx(
     (by default the table's output row for the output's dtype).
     `strict` raises the harness's own errors (harness.analysis.strictness). `session_options`:
     the onnxruntime configuration to verify (runtime.OrtConfig.of), default onnxruntime's own.
+    `backend`: the backend to verify on (a spec string such as "openvino:precision=f32", a
+    BackendSpec or a Backend; harness.runtime.backends), onnxruntime by default.
     """
+    chosen = resolve_backends((backend,), device)[0]
     path = base_dir = None
     if isinstance(model_or_path, onnx.ModelProto):
         model, name = model_or_path, model_or_path.graph.name
@@ -66,6 +71,7 @@ def verify_onnx(
     spec = runtime.DeviceSpec.parse(device)
     ort_config = runtime.OrtConfig.of(session_options)
     verification = new_verification(model, spec, model_name=model_name or name, exporter="given", path=path)
+    verification.backend = str(chosen.spec)
     timings = verification.timings
     output_names = [o.name for o in model.graph.output]
     with runtime.device_context(spec, tf32=tf32) as environment:
@@ -75,7 +81,9 @@ def verify_onnx(
         shared = runtime.SharedWeights.of(model, base_dir=base_dir)
         loaded = shared.stubbed(model)
         feeds = _feeds(inputs, runtime.real_inputs(model))
-        actual = run_production(verification, model, spec, feeds, tf32=tf32, shared=shared, ort_config=ort_config)
+        production = run_production(verification, model, spec, feeds, tf32=tf32, shared=shared,
+                                    ort_config=ort_config, backend=chosen)
+        actual = production.outputs
         timings["backend_s"] = time.perf_counter() - started
 
         reference = None
@@ -109,11 +117,13 @@ def verify_onnx(
             from harness.analysis.onnx_rows import analyse_nodes
 
             started = time.perf_counter()
-            verification.add_analysis(analyse_nodes(
-                loaded, inline, feeds, spec.kind, table, runtime.model_runner(spec, tf32, shared, ort_config),
+            analysis = analyse_nodes(
+                loaded, inline, feeds, spec.kind, table, runtime.model_runner(spec, tf32, shared, ort_config, chosen),
                 shared.stub,
                 reference=reference, production=actual, environment=verification.environment, strict=strict,
-            ))
+            )
+            annotate_node_rows(analysis.ops, str(chosen.spec), production.runtime_precisions, chosen.RUNS_DECLARED)
+            verification.add_analysis(analysis)
             timings["per_op_s"] = time.perf_counter() - started
             if expected is not None and _only_the_outputs_differ(verification):
                 verification.notes.append(MODEL_DIFFERS)

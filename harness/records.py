@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.analysis.rows import OpAnalysis, OpArtifacts, OpRecord
+from harness.analysis.rows import BackendResult, OpAnalysis, OpArtifacts, OpRecord
 from harness.metrics.comparison import Comparison
 from harness.metrics.verdict import overflow_limit
 
@@ -23,38 +23,6 @@ class CheckerResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"passed": self.passed, "message": self.message}
-
-
-@dataclass
-class BackendResult:
-    """Another backend's verification of the same model, against the same torch values and fp64
-    truth: its outputs, per-op rows and settings, or why it did not run (`skipped`)."""
-
-    backend: str
-    passed: bool | None = None
-    outputs: list[Comparison] = field(default_factory=list)
-    output_verdicts: list[Any] = field(default_factory=list)
-    ops: list[OpRecord] = field(default_factory=list)
-    settings: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=dict)
-    skipped: str = ""  # why the backend did not run here ("" when it ran)
-
-    @property
-    def worst_op(self) -> OpRecord | None:
-        """The row that fails, or comes closest to failing (as Verification.worst_op)."""
-        judged = [op for op in self.ops if op.isolated is not None or op.passed is False]
-        return max(judged, key=lambda op: (op.failure not in ("", "tolerance"), op.error_ratio), default=None)
-
-    def to_dict(self) -> dict[str, Any]:
-        worst = self.worst_op
-        return {
-            "backend": self.backend, "passed": self.passed, "skipped": self.skipped,
-            "outputs": [c.to_dict() for c in self.outputs],
-            "output_verdicts": [v.to_dict() for v in self.output_verdicts],
-            "worst_op": worst.fx_node if worst else None, "ops": [op.to_dict() for op in self.ops],
-            "settings": self.settings, "notes": list(self.notes), "timings": dict(self.timings),
-        }
 
 
 @dataclass
@@ -78,6 +46,9 @@ class Verification:
     backend: str = "onnxruntime"  # the backend `outputs` and `ops` come from, as its spec reads
     backend_settings: dict[str, Any] = field(default_factory=dict)  # what that backend ran with
     backend_results: list[BackendResult] = field(default_factory=list)  # every further backend asked for
+    # a quantized module's cost of quantizing per op, float module against quantized torch module
+    # (harness.analysis.quant_cost), apart from the export's rows; None for a float model
+    quantization: dict[str, Any] | None = None
     onnx_model: Any = field(default=None, repr=False, compare=False)  # the model verified; not serialised
     shape_sweep: Any = None  # harness.shapes.ShapeSweep when verified over a sweep of sizes (shapes=)
 
@@ -160,5 +131,6 @@ class Verification:
             "first_nonfinite": self.first_nonfinite, "overflows": self.overflows,
             "backend": self.backend, "backend_settings": self.backend_settings,
             "backend_results": [result.to_dict() for result in self.backend_results],
+            "quantization": self.quantization,
             "shape_sweep": self.shape_sweep.to_dict() if self.shape_sweep is not None else None,
         }

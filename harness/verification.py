@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import os
 import tempfile
 import time
@@ -40,7 +41,10 @@ from exporter.contract.skeleton import EXTERNAL_MIN_BYTES, PROTOBUF_LIMIT, is_in
 from exporter.contract.metadata import describe_check, dropped_checks
 from harness import runtime
 from harness.runtime.dtypes import cast_for_dtype, run_dtype, value_dtypes
-from harness.analysis.torch_values import flat_user_inputs, output_values, record_values
+from harness.analysis.quant_rows import DEQUANTIZE_OPS, qparams_of
+from harness.analysis.torch_values import (
+    VALUES_BUDGET, describe_value, flat_user_inputs, output_values, record_values,
+)
 from harness.exporters import EXPORTERS, ExportedForVerification, export_for_verification
 from harness.metrics.arrays import as_array, flatten_outputs
 from harness.metrics.comparison import Comparison, compare, dtype_name
@@ -51,6 +55,9 @@ from harness.metrics.verdict import (
     OVERRIDE, TOLERANCE, Verdict, VerdictRule, by_row, by_truth, load_rule, output_unit,
 )
 from harness.records import CheckerResult, Verification
+from harness.analysis.backend_runs import DEFAULT_BACKEND, BackendRun, annotate_node_rows, resolve_backends
+from harness.runtime.backends import is_lower
+from harness.runtime.memory import release_freed_memory
 from harness.runtime.shared_weights import copy_model
 
 logger = logging.getLogger(__name__)
@@ -138,6 +145,7 @@ def verify(
     dtype: str | torch.dtype | None = None,
     optimize: bool = True,
     session_options: Any = None,
+    backends: Sequence[Any] = (DEFAULT_BACKEND,),
     shapes: int | Sequence[Mapping[str, int]] | None = None,
     axis_ranges: Mapping[str, tuple[int, int]] | None = None,
 ) -> Verification:
@@ -166,7 +174,13 @@ def verify(
     errors instead of recording them as notes (see harness.analysis.strictness).
     `session_options`: the onnxruntime configuration to verify (an onnxruntime.SessionOptions,
     a mapping or a JSON file; runtime.OrtConfig), default onnxruntime's own.
+    `backends`: the backends to verify on ("onnxruntime", "openvino:precision=f32", BackendSpecs
+    or Backends; harness.runtime.backends). The first one's outputs and rows are the record's
+    own (`outputs`, `ops`, `passed`); each further one gets a BackendResult in
+    `backend_results`, judged against the same torch values and fp64 truth (one that cannot run
+    here is a named skip), and failing rows say who is wrong (harness.analysis.blame).
     """
+    chosen = resolve_backends(backends, device)
     if exporter not in EXPORTERS:
         raise ValueError(f"exporter={exporter!r}; choose one of {EXPORTERS}")
     args = args if isinstance(args, tuple) else (args,)
@@ -188,6 +202,7 @@ def verify(
         exported, args, kwargs=kwargs, module=model, device=device, tolerances=tolerances, per_op=per_op,
         output_atol=output_atol, output_rtol=output_rtol, allowed_mismatch=allowed_mismatch,
         tf32=tf32, model_name=model_name or type(model).__name__, strict=strict, session_options=session_options,
+        backends=chosen,
     )
     verification.timings = {"export_s": export_s, **verification.timings}
     if shapes is not None:
@@ -251,6 +266,7 @@ def verify_exported(
     model_name: str = "model",
     strict: bool | None = None,
     session_options: Any = None,
+    backends: Sequence[Any] = (DEFAULT_BACKEND,),
 ) -> Verification:
     """Verify an already exported model (`verify` without the export; benchmarks time this).
 
@@ -261,10 +277,12 @@ def verify_exported(
     """
     table = tolerance_table(tolerances)
     spec = runtime.DeviceSpec.parse(device)
+    chosen = resolve_backends(backends, device)
     ort_config = runtime.OrtConfig.of(session_options)
     onnx_proto = exported.model
     verification = new_verification(onnx_proto, spec, model_name=model_name, exporter=exported.exporter,
                                     notes=exported.notes)
+    verification.backend = str(chosen[0].spec)
     timings = verification.timings
     if exported.program is None and module is None:
         raise ValueError("an export without an FX program needs the module to compute torch's outputs")
@@ -277,9 +295,10 @@ def verify_exported(
         started = time.perf_counter()
         torch_args, torch_kwargs = pytree.tree_map_only(
             torch.Tensor, lambda t: t.to(spec.torch_device), (tuple(args), dict(kwargs or {})))
-        values: dict[str, Any] = {}
+        values: Mapping[str, Any] = {}
         if exported.program is not None:
-            values = record_values(exported.program, torch_args, kwargs=torch_kwargs, device=spec.torch_device)
+            values = record_values(exported.program, torch_args, kwargs=torch_kwargs, device=spec.torch_device,
+                                   budget=VALUES_BUDGET)
             expected_outputs = flatten_outputs(output_values(exported.program, values))
             layout = detection_layout(_output_tree(exported.program, expected_outputs))
             verification.notes.extend(_mutation_notes(exported.program))
@@ -292,9 +311,12 @@ def verify_exported(
         shared = runtime.SharedWeights.of(onnx_proto, exported.weights)
         leaves = flat_user_inputs(exported.program, args, kwargs) if exported.program is not None else (args, kwargs)
         feeds = dict(zip(runtime.real_inputs(onnx_proto), _numpy_args(leaves)))
-        actual_outputs = run_production(verification, onnx_proto, spec, feeds, tf32=tf32, shared=shared,
-                                        ort_config=ort_config)
+        production = run_production(verification, onnx_proto, spec, feeds, tf32=tf32, shared=shared,
+                                    ort_config=ort_config, backend=chosen[0])
+        actual_outputs = production.outputs
         timings["backend_s"] = time.perf_counter() - started
+        others = [BackendRun.start(backend, onnx_proto, spec, feeds, tf32=tf32, shared=shared, ort_config=ort_config)
+                  for backend in chosen[1:]]
 
         output_names = [o.name for o in onnx_proto.graph.output]
         if actual_outputs is not None:
@@ -303,21 +325,34 @@ def verify_exported(
                                       strict, module_first=True)
                 judge_detections(verification, actual_outputs, expected_outputs, layout, output_names, table=table,
                                  device=spec.kind, atol=output_atol, rtol=output_rtol, truth=truth)
+                for other in others:
+                    other.judge(lambda record, outputs, precision: judge_detections(
+                        record, outputs, expected_outputs, layout, output_names, table=table, device=spec.kind,
+                        atol=output_atol, rtol=output_rtol, truth=truth))
             else:
                 given = output_atol is not None or output_rtol is not None  # the given tolerances decide alone
-                truth = None if given else _output_truth(verification, exported, module, torch_args, torch_kwargs,
+                lowered = production.lowest_precision() or any(  # a backend below the declared precision
+                    other.production is not None and other.production.lowest_precision() for other in others)
+                truth = None if given and not lowered else _output_truth(verification, exported, module, torch_args, torch_kwargs,
                                                          values, timings, strict)
+                steps = _rounding_steps(exported, values)
+                quantized = quantized_outputs(exported.program, values)
                 judge_outputs(verification, actual_outputs, expected_outputs, truth, output_names, table=table,
                               device=spec.kind, atol=output_atol, rtol=output_rtol, allowed_mismatch=allowed_mismatch,
-                              rounding_steps=_rounding_steps(exported, values))
+                              rounding_steps=steps, precision=production.lowest_precision(), quantized=quantized)
+                for other in others:
+                    other.judge(lambda record, outputs, precision: judge_outputs(
+                        record, outputs, expected_outputs, truth, output_names, table=table, device=spec.kind,
+                        atol=output_atol, rtol=output_rtol, allowed_mismatch=allowed_mismatch, rounding_steps=steps,
+                        precision=precision, quantized=quantized))
             if len(actual_outputs) != len(expected_outputs):
                 verification.notes.append(
                     f"the ONNX model has {len(actual_outputs)} outputs, torch {len(expected_outputs)}"
                 )
         if per_op:
             started = time.perf_counter()
-            _per_op(verification, exported, values, feeds, spec, table, tf32, shared, actual_outputs, strict,
-                    ort_config)
+            _per_op(verification, exported, values, feeds, spec, table, tf32, shared, production, strict,
+                    ort_config, chosen[0], others)
             if layout is not None:
                 verification.notes.extend(mark_matched_rows(verification.ops, verification.outputs))
             timings["per_op_s"] = time.perf_counter() - started
@@ -337,6 +372,8 @@ def verify_exported(
         backend_ran=actual_outputs is not None,
         output_counts_match=actual_outputs is not None and len(actual_outputs) == len(expected_outputs),
     )
+    verification.backend_results = [other.finish(verification.checker.passed, len(expected_outputs))
+                                    for other in others]
     return verification
 
 
@@ -346,7 +383,8 @@ def _rounding_steps(exported: ExportedForVerification, values: Mapping[str, Any]
     if exported.program is None:
         return len(exported.model.graph.node)
     return sum(1 for node in exported.program.graph.nodes if node.op == "call_function"
-               and isinstance(values.get(node.name), torch.Tensor) and values[node.name].is_floating_point())
+               and isinstance(described := describe_value(values, node.name), torch.Tensor)
+               and described.is_floating_point())
 
 
 def _output_truth(verification: Verification, exported: ExportedForVerification, module: torch.nn.Module | None,
@@ -378,6 +416,7 @@ def _output_truth(verification: Verification, exported: ExportedForVerification,
         verification.notes.append(harness_error(error, "computing the fp64 truth of the outputs", strict))
         return None
     finally:
+        release_freed_memory()  # the float64 copies of the weights and values, freed
         timings["output_truth_s"] = time.perf_counter() - started
 
 
@@ -396,17 +435,26 @@ def output_dtype(value: Any) -> str:
 
 def judge_outputs(verification: Verification, actual: Sequence[Any], expected: Sequence[Any],
                   truth: Sequence[Any] | None, names: Sequence[str], *, table: ToleranceTable, device: str,
-                  atol: float | None, rtol: float | None, allowed_mismatch: float, rounding_steps: int = 1) -> None:
+                  atol: float | None, rtol: float | None, allowed_mismatch: float, rounding_steps: int = 1,
+                  precision: str | None = None, quantized: Sequence[Any] = ()) -> None:
     """Fill `verification.outputs` (each output against torch's, under its row) and
     `verification.output_verdicts`; the rule's floor for an output is `floor_ulps` times
-    u(dtype) * sqrt(rounding_steps), the ops that rounded on the way to it."""
+    u(dtype) * sqrt(rounding_steps), the ops that rounded on the way to it. `precision`: the
+    lowest precision the backend ran a node at; a floating output declared above it is judged
+    by its rule and row (a backend running convolutions in bfloat16 makes bfloat16 outputs).
+    `quantized[i]`, when given, holds the quantization parameters of output i, a dequantized
+    value: it is judged by the rule alone (the float32 row's cap does not apply to a value on a
+    grid of steps), its distance from torch in steps named in the verdict."""
     rule = load_rule(load_noise_model())
     given = atol is not None or rtol is not None
     comparisons, verdicts = [], []
     for index, (backend_value, torch_value, name) in enumerate(zip(actual, expected, names)):
         dtype = output_dtype(torch_value)
+        lowered = bool(precision and unit_roundoff(dtype) and is_lower(precision, dtype))
+        if lowered:  # tolerances given for the declared dtype do not hold the lower precision
+            dtype = precision
         row = table.lookup(OUTPUT, device, dtype)
-        if given:
+        if given and not lowered:
             row = Tolerance(OUTPUT, device, row.atol if atol is None else atol, row.rtol if rtol is None else rtol,
                             GIVEN, dtype)
         torch_array = as_array(torch_value)
@@ -421,7 +469,17 @@ def judge_outputs(verification: Verification, actual: Sequence[Any], expected: S
                                    check_dtype=False, allowed_mismatch=allowed_mismatch)
             torch_side = compare(torch_array, reference_array, atol=row.atol, rtol=row.rtol, name=name,
                                  check_dtype=False)
-        verdicts.append(_verdict(against_torch, backend_side, torch_side, dtype, row, rule, given, rounding_steps))
+        qparams = quantized[index] if index < len(quantized) else None
+        if qparams is not None and backend_side is not None and not given:
+            verdicts.append(quantized_output_verdict(backend_value, torch_array, backend_side, torch_side, against_torch,
+                                                     qparams, dtype, row, rule, rounding_steps))
+            continue
+        verdict = _verdict(against_torch, backend_side, torch_side, dtype, row, rule, given and not lowered,
+                           rounding_steps)
+        if lowered:
+            verdict = replace(verdict, reason=f"the backend ran below the declared {output_dtype(torch_value)}: "
+                                              f"judged as {precision}; " + verdict.reason)
+        verdicts.append(verdict)
     verification.outputs = comparisons
     verification.output_verdicts = verdicts
 
@@ -461,6 +519,41 @@ def _verdict(against_torch: Comparison, backend_side: Comparison | None, torch_s
                     cap_factor=1.0, unit=output_unit(dtype, rounding_steps))
 
 
+def _backend_ort_config(backend: Any, ort_config: Any) -> Any:
+    """The onnxruntime configuration a backend's sessions run with (its level included); None
+    for a backend that is not onnxruntime."""
+    if backend is None:
+        return ort_config
+    return backend.ort_config(ort_config) if hasattr(backend, "ort_config") else None
+
+
+def quantized_outputs(program: torch.export.ExportedProgram | None, values: Mapping[str, Any]) -> list[Any]:
+    """Per user output, the quantization parameters (analysis.quant_rows.QParams) of the
+    dequantize that writes it, else None."""
+    if program is None:
+        return []
+    from exporter.capturing.signature import user_outputs
+
+    return [qparams_of(item, values) if isinstance(item, torch.fx.Node) and str(item.target) in DEQUANTIZE_OPS
+            else None for item in user_outputs(program)]
+
+
+def quantized_output_verdict(backend: Any, torch_value: np.ndarray, backend_side: Comparison, torch_side: Comparison,
+                             against_torch: Comparison, qparams: Any, dtype: str, row: Tolerance, rule: VerdictRule,
+                             rounding_steps: int) -> Verdict:
+    """A dequantized output: the rule against the fp64 truth decides (uncapped: one step of a
+    coarse grid is far beyond the float32 row), with its distance from torch in steps."""
+    verdict = by_truth(backend_side, torch_side, against_torch, dtype=dtype, reduction_length=1, rule=rule, row=row,
+                       cap_factor=math.inf, unit=output_unit(dtype, rounding_steps))
+    steps = np.abs(np.rint(qparams.positions(as_array(backend))) - np.rint(qparams.positions(torch_value)))
+    off = int((steps >= 1).sum())
+    return replace(verdict, decided_by="rule", tolerance={}, tolerance_ratio=None,
+                   score=verdict.e_backend / verdict.allowed if verdict.allowed else 0.0,
+                   reason=(f"{verdict.reason.split(';')[0]}; a dequantized output (scale {qparams.largest_scale:.4g}): "
+                           f"max {float(steps.max(initial=0)):g} step(s) from torch, {off} of {steps.size} elements off, "
+                           "judged by the rule alone"))
+
+
 def tolerance_table(tolerances: ToleranceTable | str | None) -> ToleranceTable:
     """The table given, the table at a path, or the shipped one (None)."""
     return tolerances if isinstance(tolerances, ToleranceTable) else load_tolerances(tolerances)
@@ -481,19 +574,27 @@ def new_verification(model: onnx.ModelProto, spec: runtime.DeviceSpec, *, model_
 
 def run_production(verification: Verification, model: onnx.ModelProto, spec: runtime.DeviceSpec,
                    feeds: dict[str, np.ndarray], *, tf32: bool, shared: runtime.SharedWeights | None = None,
-                   ort_config: runtime.OrtConfig | None = None) -> list[np.ndarray] | None:
-    """The production run (runtime.run_production), its findings put on `verification`."""
-    production = runtime.run_production(model, spec, feeds, tf32=tf32, shared=shared, ort_config=ort_config)
+                   ort_config: runtime.OrtConfig | None = None, backend: Any = None) -> runtime.ProductionRun:
+    """The production run (runtime.run_production) on `backend` (onnxruntime's CPU or CUDA
+    session when None), its findings put on `verification`."""
+    production = runtime.run_production(model, spec, feeds, tf32=tf32, shared=shared, ort_config=ort_config,
+                                        backend=backend)
     if production.providers:
         verification.environment["providers"] = production.providers
+    if backend is not None:
+        verification.backend_settings = {**backend.settings(), **({"runtime": production.hints} if production.hints
+                                                                  else {})}
     verification.cpu_placed_nodes = production.cpu_placed_nodes
     verification.notes.extend(production.notes)
-    return production.outputs
+    return production
 
 
 def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, production, strict,
-            ort_config=None) -> None:
-    run = runtime.model_runner(spec, tf32, shared, ort_config)
+            ort_config=None, backend=None, others=()) -> None:
+    """The per-op rows of the first backend into `verification`, and of every further backend
+    that ran (`others`, BackendRuns) into theirs; then who is wrong where they disagree."""
+    runs = [(backend, production, verification.environment)] + [
+        (other.backend, other.production, {}) for other in others if other.production is not None]
     source = exported.model  # a roundtrip skeleton's stubs are restored from `shared` where needed
     loaded = shared.stubbed(source) if shared is not None else source
     initializer = shared.stub if shared is not None else (lambda t: t)
@@ -510,22 +611,39 @@ def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, pr
     if groups is not None:
         from harness.analysis import fx_rows
 
-        analysis = fx_rows.FxAnalysis(
+        analyses = [fx_rows.FxAnalysis(
             onnx_model=loaded, source_model=source, program=exported.program, groups=groups,
-            values=values, feeds=feeds, device=spec.kind, table=table, run=run,
-            initializer=initializer, production=production, environment=verification.environment,
+            values=values, feeds=feeds, device=spec.kind, table=table,
+            run=runtime.model_runner(spec, tf32, shared, ort_config, run_backend),
+            initializer=initializer, production=run_production_outputs.outputs, environment=environment,
             strict=strict, weights=shared, fallback=reference_fallback(spec, shared),
-        )
-        verification.add_analysis(fx_rows.analyse(analysis))
-        return
-    from harness.analysis.onnx_rows import analyse_nodes
+            backend=str(run_backend.spec) if run_backend is not None else DEFAULT_BACKEND,
+            runtime_precisions=run_production_outputs.runtime_precisions,
+            declared_only=run_backend is None or run_backend.RUNS_DECLARED,
+            ort_config=_backend_ort_config(run_backend, ort_config),
+        ) for run_backend, run_production_outputs, environment in runs]
+        results = fx_rows.analyse_backends(analyses)
+    else:
+        from harness.analysis.onnx_rows import analyse_nodes
 
-    if shared is not None:
-        source = shared.restore(source)  # onnx's ReferenceEvaluator needs the weights inline
-    verification.add_analysis(analyse_nodes(
-        loaded, source, feeds, spec.kind, table, run, initializer, production=production,
-        environment=verification.environment, strict=strict,
-    ))
+        restored = shared.restore(source) if shared is not None else source  # the evaluator needs the weights
+        results = []
+        for run_backend, run_production_outputs, environment in runs:
+            result = analyse_nodes(
+                loaded, restored, feeds, spec.kind, table, runtime.model_runner(spec, tf32, shared, ort_config,
+                                                                                 run_backend),
+                initializer, production=run_production_outputs.outputs, environment=environment, strict=strict,
+            )
+            annotate_node_rows(result.ops, str(run_backend.spec) if run_backend is not None else DEFAULT_BACKEND,
+                               run_production_outputs.runtime_precisions,
+                               run_backend is None or run_backend.RUNS_DECLARED)
+            results.append(result)
+    verification.add_analysis(results[0])
+    for other, result in zip([o for o in others if o.production is not None], results[1:]):
+        other.add_analysis(result)
+    from harness.analysis.blame import assign_blame
+
+    assign_blame([verification.ops, *[o.ops for o in others if o.production is not None]])
 
 
 def reference_fallback(spec: runtime.DeviceSpec, shared: runtime.SharedWeights | None) -> runtime.ModelRunner | None:

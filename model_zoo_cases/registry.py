@@ -4,7 +4,7 @@ Tiers are levels: `smoke` (one cheap case per 2018 family, every CI run) is part
 `full` (the 2018 zoo, nightly), which is part of `extended` (every other torchvision
 classifier, segmentation, video and optical-flow model, nightly). `select(tier="extended")`
 returns all those cases. The `detection` tier (torchvision's detectors, nightly) is selected
-only by its own name.
+only by its own name, and so is `quantized` (PT2E-quantized modules: model_zoo_cases.quantized).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from model_zoo_cases import (
     detection,
     inputs,
     measurements,
+    quantized,
     superresolution,
     torchvision_extended,
     torchvision_zoo,
@@ -27,6 +28,8 @@ from model_zoo_cases import (
 from model_zoo_cases.case import TIERS, ModelCase
 
 DETECTION_TIER = "detection"
+QUANTIZED_TIER = "quantized"
+SEPARATE_TIERS = (DETECTION_TIER, QUANTIZED_TIER)  # each selected only by its own name
 
 _IMAGE_CLASSIFIER_IO: dict[str, Any] = {
     "input_names": ("image",),
@@ -36,6 +39,21 @@ _IMAGE_CLASSIFIER_IO: dict[str, Any] = {
 
 def _batch_axes(*names: str) -> dict[str, dict[int, str]]:
     return {name: {0: "batch"} for name in names}
+
+
+# The sizes the cases promise (ModelCase.axis_ranges), which shape sweeps stay inside: batches of 1
+# to 8; image sides of 32 to 512 (a program that needs more, e.g. Inception's 75, narrows it and
+# the sweep says so); sequences of 1 to 64 tokens; detector images of 96 to 320 px a side.
+BATCH_RANGE = (1, 8)
+IMAGE_SIDE_RANGE = (32, 512)
+SEQUENCE_RANGE = (1, 64)
+DETECTOR_SIDE_RANGE = (96, 320)
+_IMAGE_SIDES = {"height": IMAGE_SIDE_RANGE, "width": IMAGE_SIDE_RANGE}
+
+
+def _image_sweep(name: str) -> dict[str, Any]:
+    """A case's sweep over its image input's sides (and batch)."""
+    return {"sweep_axes": {name: {2: "height", 3: "width"}}, "axis_ranges": {"batch": BATCH_RANGE, **_IMAGE_SIDES}}
 
 
 def _judgement(name: str) -> dict[str, Any]:
@@ -73,6 +91,7 @@ def _torchvision_case(
         rescale_weights=rescale_weights,
         torch_onnx_issue=torch_onnx_issue,
         calibration_batch=calibration_batch,
+        **_image_sweep("image"),
         description=(
             f"torchvision.models.{name}(weights=None"
             + "".join(f", {key}={value!r}" for key, value in builder_kwargs.items())
@@ -146,6 +165,7 @@ def _word_lm_case(
         input_names=input_names,
         output_names=output_names,
         dynamic_axes=dynamic_axes,
+        axis_ranges={"batch": BATCH_RANGE, "sequence": SEQUENCE_RANGE},
         calibrate=False,
         # Untied: scale the decoder so logits have unit std. Tied: the decoder
         # is the N(0, 1) embedding, which already gives logits of a few units.
@@ -232,6 +252,7 @@ def _detection_case(detector: detection.Detector) -> ModelCase:
         name=detector.name, family="detection", build_fn=detector.build, input_fn=detector.images,
         tier="detection", input_names=("images",), output_names=(),
         dynamic_axes={"images": {2: "height", 3: "width"}}, calibrate=True, fixed_batch=True,
+        axis_ranges={"height": DETECTOR_SIDE_RANGE, "width": DETECTOR_SIDE_RANGE},
         traced_batch=1, other_batch=1, calibration_batch=2, calibration_steps=2,
         atol=DETECTION_ATOL, rtol=DETECTION_RTOL, activation_bound=DETECTION_ACTIVATION_BOUND,
         description=(f"{detector.name}: one {detector.image_size}x{detector.image_size} image in [0, 1] -> "
@@ -276,6 +297,7 @@ def _build_cases() -> list[ModelCase]:
             input_names=("latent",),
             output_names=("image",),
             dynamic_axes=_batch_axes("latent", "image"),
+            axis_ranges={"batch": BATCH_RANGE},
             calibrate=True,
             description="DCGAN generator: N(0,1) latent (N,100,1,1) -> (N,3,64,64) image",
             **_judgement("dcgan_generator"),
@@ -289,6 +311,7 @@ def _build_cases() -> list[ModelCase]:
             input_names=("image",),
             output_names=("probability",),
             dynamic_axes=_batch_axes("image", "probability"),
+            axis_ranges={"batch": BATCH_RANGE},
             calibrate=True,
             description="DCGAN discriminator: (N,3,64,64) image in [-1,1] -> (N,) probability",
             **_judgement("dcgan_discriminator"),
@@ -302,6 +325,7 @@ def _build_cases() -> list[ModelCase]:
             input_names=("luminance",),
             output_names=("upscaled",),
             dynamic_axes=_batch_axes("luminance", "upscaled"),
+            **_image_sweep("luminance"),
             calibrate=False,
             description="ESPCN x3 super-resolution on (N,1,224,224) luminance in [0,1]",
             **_judgement("superresolution"),
@@ -313,7 +337,50 @@ def _build_cases() -> list[ModelCase]:
         _word_lm_case("LSTM", "full", tie_weights=True),
     ]
     detectors = [_detection_case(detector) for detector in detection.DETECTORS.values()]
-    return cases + _extended_cases(case.name for case in cases) + detectors
+    return cases + _extended_cases(case.name for case in cases) + detectors + _quantized_cases()
+
+
+# The quantized tier: the size the issue measured (1x3x64x64 images); a quantized module is
+# captured at one size, so its batch is fixed.
+QUANTIZED_IMAGE_SIZE = 64
+
+
+def _quantized_case(name: str, family: str, build_fn: Any, input_fn: Any, scheme: str, what: str,
+                    **io: Any) -> ModelCase:
+    """A PT2E-quantized case: `build_fn`'s seeded, calibrated module quantized with `scheme`."""
+    io = io or _IMAGE_CLASSIFIER_IO
+    return ModelCase(
+        name=f"quantized_{name}", family=family, build_fn=build_fn, input_fn=input_fn, tier=QUANTIZED_TIER,
+        dynamic_axes={}, calibrate=True, fixed_batch=True, traced_batch=1, other_batch=1, calibration_batch=2,
+        calibration_steps=4, quantization=scheme, atol=measurements.UNMEASURED_ATOL, rtol=measurements.RTOL,
+        activation_bound=measurements.UNMEASURED_ACTIVATION_BOUND,
+        description=f"{what}, PT2E-quantized ({quantized.SCHEMES[scheme].describe()}), calibrated on 4 seeded batches",
+        **io,
+    )
+
+
+def _quantized_cases() -> list[ModelCase]:
+    images = functools.partial(inputs.imagenet_images, size=QUANTIZED_IMAGE_SIZE)
+    on = f"on {QUANTIZED_IMAGE_SIZE}x{QUANTIZED_IMAGE_SIZE} ImageNet-normalised images"
+    return [
+        _quantized_case("resnet18", "resnet", functools.partial(torchvision_zoo.build_resnet, "resnet18"), images,
+                        "xnnpack", f"torchvision.models.resnet18(weights=None) {on}"),
+        _quantized_case("resnet50", "resnet", functools.partial(torchvision_zoo.build_resnet, "resnet50"), images,
+                        "xnnpack_per_channel", f"torchvision.models.resnet50(weights=None) {on}"),
+        _quantized_case("mobilenet_v2", "mobilenetv2",
+                        functools.partial(torchvision_zoo.build_torchvision, "mobilenet_v2"), images,
+                        "xnnpack_per_channel", f"torchvision.models.mobilenet_v2(weights=None) {on}"),
+        _quantized_case("mobilenet_v3_large", "mobilenetv3",
+                        functools.partial(torchvision_zoo.build_torchvision, "mobilenet_v3_large"), images,
+                        "xnnpack", f"torchvision.models.mobilenet_v3_large(weights=None) {on}"),
+        _quantized_case("vit_small", "vision_transformer", quantized.small_vit,
+                        functools.partial(inputs.imagenet_images, size=quantized.VIT_IMAGE_SIZE), "xnnpack",
+                        f"a two-layer ViT (patch 8, width 64) on {quantized.VIT_IMAGE_SIZE}x{quantized.VIT_IMAGE_SIZE} images"),
+        _quantized_case("transformer_encoder", "transformer", quantized.transformer_encoder,
+                        quantized.sequence_features, "xnnpack_dynamic",
+                        "nn.TransformerEncoder (2 layers, width 64, 4 heads) on (1, 16, 64) features",
+                        input_names=("features",), output_names=("encoded",)),
+    ]
 
 
 def _index(cases: Iterable[ModelCase]) -> dict[str, ModelCase]:
@@ -339,7 +406,7 @@ def get(name: str) -> ModelCase:
 
 
 def _in_tier(case: ModelCase, tier: str) -> bool:
-    if DETECTION_TIER in (case.tier, tier):  # a tier of its own, not a level
+    if case.tier in SEPARATE_TIERS or tier in SEPARATE_TIERS:  # a tier of its own, not a level
         return case.tier == tier
     return TIERS.index(case.tier) <= TIERS.index(tier)
 

@@ -44,6 +44,14 @@ USAGE_ERRORS = [
     (lambda t: ["diff", str(_file(t / "a.json")), str(t / "b")], "cannot read the report"),
     (lambda t: ["merge", str(t / "a")], "--out"),
     (lambda t: ["bogus"], "invalid choice"),
+    (lambda t: ["run", "--backend", "tvm", "--out", str(t / "r")],
+     "--backend unknown backend 'tvm'; choose one of onnx.reference, onnxruntime, openvino"),
+    (lambda t: ["run", "--backend", "openvino:precision=int4", "--out", str(t / "r")],
+     "precision='int4' is not valid; choose one of bf16, f16, f32"),
+    (lambda t: ["run", "--backend", "onnxruntime", "--backend", "ONNXRUNTIME", "--out", str(t / "r")],
+     "['onnxruntime'] given more than once"),
+    (lambda t: ["run", "--backend", "onnxruntime:provider=tensorrt", "--out", str(t / "r")],
+     "--backend onnxruntime:provider=tensorrt: cannot run here: "),
 ]
 
 

@@ -285,9 +285,10 @@ def test_the_cli_line_of_such_a_file_ends_with_the_reason(tmp_path):
     path, _, _ = _hard_sigmoid_file(tmp_path)
     result = subprocess.run(
         [sys.executable, "-m", "harness.cli", "verify", str(path), "--inputs", str(tmp_path / "in.npz"),
-         "--expected", str(tmp_path / "expected.npz"), "--out", str(tmp_path / "r")],
+         "--expected", str(tmp_path / "expected.npz"), "--out", str(tmp_path / "r"), "-v"],
         cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True)
     assert result.returncode == 1, result.stdout + result.stderr
+    # -v: the long line, whole; the short form's reason line is cut at 120 (tests/test_cli_lines.py)
     line = next(line for line in result.stdout.splitlines() if " FAIL hs " in line)
     assert "worst_op=-" in line and line.endswith("to localise it"), line
 

@@ -51,7 +51,8 @@ def test_workflow_schedules_cpu_and_gpu_shards_for_both_exporters_and_three_dtyp
         assert {m["device"] for m in matrix} == devices and {m["exporter"] for m in matrix} == {"roundtrip", "torch.onnx"}
         runs = {(m["exporter"], m["args"]) for m in matrix}
         assert {("roundtrip", "--dtype float32"), ("torch.onnx", "--dtype float32"), ("roundtrip", "--dtype float16"),
-                ("roundtrip", "--dtype bfloat16"), ("roundtrip", "--dtype float32 --no-optimize")} <= runs
+                ("roundtrip", "--dtype bfloat16"), ("roundtrip", "--dtype float32 --no-optimize"),
+                ("roundtrip", "--dtype float32 --shapes 8")} <= runs
         per_device = {d: {(m["exporter"], m["args"]) for m in matrix if m["device"] == d} for d in devices}
         assert all(len([m for m in matrix if m["device"] == d and (m["exporter"], m["args"]) == run]) == 4
                    for d in devices for run in per_device[d])
@@ -60,7 +61,7 @@ def test_workflow_schedules_cpu_and_gpu_shards_for_both_exporters_and_three_dtyp
         levels = {(m["args"], m["device"], m["exporter"]) for m in matrix if "--graph-optimization-level" in m["args"]}
         assert levels == {(f"--dtype float32 --graph-optimization-level {level}", "cpu", "roundtrip")
                           for level in ("disabled", "basic", "extended")}
-        assert len({m["name"] for m in matrix}) == len(matrix) == 4 * (5 * len(devices) + 3)
+        assert len({m["name"] for m in matrix}) == len(matrix) == 4 * (6 * len(devices) + 3)
 
 
 @pytest.mark.slow

@@ -85,6 +85,38 @@ def test_a_bad_ini_value_is_a_usage_error(pytester: pytest.Pytester, ini, messag
     result.stderr.fnmatch_lines([f"ERROR: {message}"])
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (["--roundtrip-backend", "tvm"], "--roundtrip-backend unknown backend 'tvm'; choose one of *"),
+    (["--roundtrip-backend", "openvino:mode=fast"], "--roundtrip-backend openvino: mode='fast' is not valid; *"),
+    (["--roundtrip-backend", "onnxruntime", "--roundtrip-backend", "onnxruntime"],
+     "--roundtrip-backend: [[]'onnxruntime'[]] given more than once"),
+])
+def test_a_bad_backend_is_a_usage_error(pytester: pytest.Pytester, args, message):
+    pytester.makepyfile(test_x="def test_x(): pass")
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {message}"])
+
+
+def test_backends_come_from_the_command_line_the_ini_file_and_the_marker(pytester: pytest.Pytester):
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\nroundtrip_backend = "onnxruntime:level=ALL onnx.reference"\n')
+    pytester.makepyfile(test_x="""
+        import pytest
+
+        def test_session(roundtrip, request):
+            assert roundtrip.settings()["backend"] == request.config.getoption("roundtrip_backend")
+
+        @pytest.mark.roundtrip(backend="openvino:precision=F32")
+        def test_marker(roundtrip):
+            assert roundtrip.settings()["backend"] == ("openvino:precision=f32",)
+            assert roundtrip.settings(backend=["onnx.reference"])["backend"] == ("onnx.reference",)
+    """)
+    result = pytester.runpytest("-p", "no:xdist")
+    result.assert_outcomes(passed=2)
+    overridden = pytester.runpytest("-p", "no:xdist", "-k", "session", "--roundtrip-backend", "openvino")
+    overridden.assert_outcomes(passed=1, deselected=1)
+
+
 @pytest.mark.skipif(cuda_unavailable_reason() is None, reason="a usable CUDA GPU is present")
 def test_asking_for_cuda_without_it_is_a_usage_error_with_the_reason(pytester: pytest.Pytester):
     pytester.makepyfile(test_x="def test_x(): pass")

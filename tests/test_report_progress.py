@@ -28,8 +28,9 @@ def test_plain_lines_weigh_the_eta_by_cost(monkeypatch):
     shown.case_finished(crashed_case("big", reason="aborted", signal="SIGABRT", seconds=60.0), 2.0)
     lines = stream.getvalue().splitlines()
     assert lines[0] == "[  0/3] start big (elapsed 0:00)"
-    # 60 s for 2 of 10 cost units: 8 units left take 240 s
-    assert lines[1].startswith("[  1/3] (elapsed 1:00, ETA 4:00) CRASH big") and lines[1].endswith(": aborted")
+    # 60 s for 2 of 10 cost units: 8 units left take 240 s; the reason on the case's second line
+    assert lines[1].startswith("[1/3 ETA 4:00] CRASH big") and lines[2].strip() == "aborted"
+    assert lines[2].startswith(" " * len("[1/3 ETA 4:00] ")) and all(len(line) <= 120 for line in lines)
 
 
 def test_rich_display_shows_running_cases_and_prints_finished_ones():
@@ -47,10 +48,13 @@ def test_rich_display_shows_running_cases_and_prints_finished_ones():
     assert "CRASH first" in buffer.getvalue()
 
 
-def test_a_terminal_gets_the_live_display_and_a_log_the_lines():
+def test_a_terminal_gets_the_live_display_and_a_log_the_lines(monkeypatch):
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
             return True
 
+    monkeypatch.delenv("CI", raising=False)
     assert isinstance(make_progress(io.StringIO()), PlainProgress)
     assert isinstance(make_progress(Terminal()), RichProgress)
+    monkeypatch.setenv("CI", "true")  # a CI log gets plain lines even where the runner gives it a terminal
+    assert isinstance(make_progress(Terminal()), PlainProgress)

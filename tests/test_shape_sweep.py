@@ -192,3 +192,36 @@ def test_explicit_shapes_and_a_bad_count_are_checked():
     assert [s.point.label() for s in verification.shape_sweep.sizes] == ["batch 2", "batch 5"]
     with pytest.raises(ValueError, match="at least 1"):
         harness.verify(module, (example,), dynamic_axes=AXES, input_names=["x"], per_op=False, shapes=0)
+
+
+FACTORY = '''
+import torch
+from torch import nn
+
+
+class Flatten(nn.Module):
+    def forward(self, x):
+        return torch.relu(x).reshape(x.shape[0], -1)
+
+
+def make():
+    return {"module": Flatten().eval(), "args": (torch.randn(2, 4, 5),), "dynamic_axes": {"x": {0: "batch"}},
+            "input_names": ["x"], "axis_ranges": {"batch": (1, 6)}}
+'''
+
+
+def test_roundtrip_verify_shapes_records_every_size_in_the_report(tmp_path, monkeypatch):
+    import json
+
+    from harness.cli.main import main
+
+    (tmp_path / "sweepfactory.py").write_text(FACTORY)
+    monkeypatch.chdir(tmp_path)
+    assert main(["verify", "sweepfactory:make", "--shapes", "0", "--out", "r"]) == 2
+    assert main(["verify", "sweepfactory:make", "--shapes", "3", "--no-per-op", "--out", "r", "-j", "1"]) == 0
+    case = json.loads((tmp_path / "r" / "parity.json").read_text())["cases"][0]
+    sweep = case["shape_sweep"]
+    assert case["status"] == "pass" and case["other"] is None and sweep["passed"]
+    assert [(s["label"], s["status"]) for s in sweep["sizes"]] == [("batch 2", "pass"), ("batch 3", "pass"),
+                                                                  ("batch 1", "pass")]
+    assert sweep["axes"] == [{"name": "batch", "traced": 2, "lower": 1, "upper": 6, "guards": []}]

@@ -218,8 +218,9 @@ def test_instrumented_run_difference_is_reported(small, monkeypatch):
     real = verification_module.run_production
 
     def skewed(*args, **kwargs):
-        outputs = real(*args, **kwargs)
-        return [o + np.float32(1e-3) for o in outputs]
+        production = real(*args, **kwargs)  # a runtime.ProductionRun
+        production.outputs = [o + np.float32(1e-3) for o in production.outputs]
+        return production
 
     monkeypatch.setattr(verification_module, "run_production", skewed)
     verification = harness.verify(*small)

@@ -59,7 +59,7 @@ def worker(names: Sequence[str], exporters: Sequence[str], per_op: bool, cases_m
 
     import torch
 
-    import exporter.api  # noqa: F401  (the exporter and the harness load lazily: import them before the
+    import exporter.api  # noqa: F401  (the exporter and the harness load on first use: import them before the
     import harness.verification  # noqa: F401  first case's clock starts, within STARTUP_S)
     from coverage_suite.measure import measure
 

@@ -1,7 +1,10 @@
-"""Accumulated error per op: ONE instrumented run with every mapped value exposed.
+"""Accumulated error per op: an instrumented run with every mapped value exposed.
 
 The instrumented model is the production model with the values of interest added as graph
-outputs. Exposing a value can stop the backend from fusing across it, so the instrumented
+outputs. A model whose exposed values would exceed a byte budget runs in consecutive segments
+instead (harness.onnxgraph.segments, `SegmentedRun`): each segment is fed the backend's own
+values from the segments before it, so the values are still the backend's from the model
+inputs, and only one segment's exposed values are held at a time. Exposing a value can stop the backend from fusing across it, so the instrumented
 run's final outputs are compared (exactly) with the production run's; any difference is
 reported beside the per-op rows, since it means the accumulated errors describe a slightly
 different computation than the production one.
@@ -9,7 +12,7 @@ different computation than the production one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +22,7 @@ import onnx
 from harness.analysis.strictness import harness_error
 from harness.metrics.arrays import as_array
 from harness.metrics.comparison import Comparison, compare
+from harness.onnxgraph.segments import Segment, plan_segments, segment_model, tensor_types
 from harness.onnxgraph.values import expose_values
 from harness.runtime.errors import BACKEND_ERRORS, first_line
 from harness.runtime.runner import ModelRunner
@@ -91,3 +95,60 @@ def compare_with_production(final: Mapping[str, Any], production: Sequence[Any])
         compare(as_array(value), as_array(expected), atol=0.0, rtol=0.0, name=name)
         for (name, value), expected in zip(final.items(), production)
     ]
+
+
+class SegmentedRun:
+    """The instrumented run of `model` in segments of about `budget` bytes of exposed values.
+
+    Iterate `values()` to run the segments in graph order: it yields (segment index, {exposed
+    value: array}) after each, holding besides only the values that cross the next cut (each
+    released after its last reader). `segment_of` says in which segment a value is produced.
+    Afterwards `result` holds the final outputs' comparison with production and any failure;
+    a segment the backend cannot run ends the run there (the values yielded so far stand).
+    """
+
+    def __init__(self, model: onnx.ModelProto, exposed: Sequence[str], feeds: Mapping[str, np.ndarray],
+                 run: ModelRunner, nbytes: Callable[[str], int], budget: int,
+                 production: Sequence[np.ndarray] | None = None, strict: bool | None = None) -> None:
+        self.model = model
+        self.feeds = dict(feeds)
+        self.run = run
+        self.production = production
+        self.strict = strict
+        self.types = tensor_types(model)
+        self.segments: list[Segment] = plan_segments(model, exposed, nbytes, budget, self.types)
+        self.segment_of = {name: index for index, segment in enumerate(self.segments)
+                           for node in model.graph.node[segment.start:segment.stop] for name in node.output if name}
+        self.result = InstrumentedRun({})
+
+    def values(self) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+        live: dict[str, np.ndarray] = dict(self.feeds)
+        outputs = [o.name for o in self.model.graph.output]
+        for index, segment in enumerate(self.segments):
+            model = segment_model(self.model, segment, live, self.types)
+            fed = {name: live[name] for name in segment.inputs}
+            try:
+                produced = self.run(model, fed)
+            except BACKEND_ERRORS as error:  # the backend cannot run this piece of the model
+                self.result.error = self._failed(index, first_line(error))
+                return
+            except Exception as error:  # the harness's own code around the run
+                self.result.error = self._failed(index, harness_error(
+                    error, "running a segment of the instrumented model", self.strict))
+                return
+            del fed, model
+            for name in segment.released:
+                live.pop(name, None)
+            live.update((name, produced[name]) for name in segment.carried)
+            box = [{name: produced[name] for name in segment.exposed}]
+            del produced  # handed over whole: once the caller drops them, nothing here holds them
+            yield index, box.pop()
+        if self.production is not None and all(name in live for name in outputs):
+            self.result.final_vs_production = compare_with_production(
+                {name: live[name] for name in outputs}, self.production)
+
+    def _failed(self, index: int, reason: str) -> str:
+        if len(self.segments) == 1:
+            return reason
+        return (f"segment {index + 1} of {len(self.segments)} (nodes {self.segments[index].start} to "
+                f"{self.segments[index].stop - 1}) failed, so the ops after it have none: {reason}")

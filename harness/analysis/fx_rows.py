@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,24 +19,34 @@ import numpy as np
 import onnx
 import torch
 
-from harness.analysis import draws
-from harness.analysis.accumulated import run_instrumented
+from harness.analysis import draws, quant_rows
+from harness.analysis.accumulated import SegmentedRun, run_instrumented
 from harness.analysis.fx_mapping import NodeGroup, output_at, value_sources
 from harness.analysis.isolated import isolate
-from harness.analysis.rows import OpAnalysis, OpArtifacts, OpRecord, judge, worst_comparison as _worst
+from harness.analysis.rows import (
+    BLAME_RUNTIME_PRECISION, OpAnalysis, OpArtifacts, OpRecord, judge, worst_comparison as _worst,
+)
 from harness.analysis.strictness import harness_error
+from harness.analysis.torch_values import TorchValues, describe_value
 from harness.analysis.truth import OpCallFailed, Replayer, no_truth_reason, reduction_length, replay_region
 from harness.metrics.arrays import as_array, largest_finite
 from harness.metrics.comparison import Comparison, compare, dtype_name
 from harness.metrics.noise import NoiseModel, attribute, dtype_key, load_noise_model
 from harness.metrics.tolerances import Tolerance, ToleranceTable
 from harness.metrics.verdict import VerdictRule, load_rule
-from harness.analysis.judging import TruthPair, decide, overflow_note
+from harness.analysis.judging import TruthPair, decide, overflow_note, verdicts_for
 from harness.onnxgraph.isolation import Subgraph
 from harness.runtime.memory import release_freed_memory
+from harness.runtime.backends.precision import DECLARED, RuntimePrecision, is_lower
 from harness.runtime.runner import ModelRunner
 
 logger = logging.getLogger(__name__)
+
+CHUNK_BYTES = 256 * 2**20
+"""Exposed values (bytes, as torch's) of one chunk of the per-op analysis: a model whose mapped
+values take more is measured in chunks, its instrumented run in segments (see `analyse`). Large
+enough that the zoo's models at their test sizes are one chunk (one instrumented and one
+isolation session); a detector at 800 px is a dozen."""
 
 
 @dataclass
@@ -60,11 +70,54 @@ class FxAnalysis:
     strict: bool | None = None  # raise the harness's own errors (None: ROUNDTRIP_STRICT decides)
     weights: Any = None  # runtime.SharedWeights holding the arrays of source_model's in-memory stubs
     fallback: ModelRunner | None = None  # runs a subgraph the backend has no kernel for (onnx.reference)
+    backend: str = "onnxruntime"  # the backend `run` runs on, as its spec reads
+    runtime_precisions: Mapping[str, RuntimePrecision] = field(default_factory=dict)  # ONNX node -> as it ran
+    declared_only: bool = True  # the backend runs every node as declared: a row's precision is its dtype
+    chunk_bytes: int = field(default_factory=lambda: CHUNK_BYTES)  # backend values held at once (_analyse_streamed)
+    ort_config: Any = None  # onnxruntime: the sessions' runtime.OrtConfig (which fusions it makes)
 
 
 def analyse(analysis: FxAnalysis) -> OpAnalysis:
     """One row per FX node: accumulated, isolated, fp64 truth and attribution (and the CUDA
     noise floor), with the instrumented run's comparison with production and its notes."""
+    return analyse_backends([analysis])[0]
+
+
+def analyse_backends(analyses: Sequence[FxAnalysis]) -> list[OpAnalysis]:
+    """`analyse` for the same program and torch values on several backends (one FxAnalysis
+    each, differing in `run`, `production`, `backend` and `runtime_precisions`): each gets its
+    own accumulated and isolated rows, and every op's fp64 truth is computed once and judges
+    them all. Returns one OpAnalysis per backend, in order. One backend is analysed streamed
+    (`_analyse_streamed`)."""
+    if len(analyses) == 1:
+        return [_analyse_streamed(analyses[0])]
+    measured = [_measure(analysis) for analysis in analyses]
+    started = time.perf_counter()
+    release_freed_memory()
+    truths = _truth([(records, analysis, isolated) for analysis, (records, _, isolated) in zip(analyses, measured)])
+    truth_s = time.perf_counter() - started
+    results = []
+    for index, (analysis, (records, result, isolated)) in enumerate(zip(analyses, measured)):
+        result.timings["truth_s"] = truth_s if index == 0 else 0.0  # computed once, for the first
+        rule = analysis.rule or load_rule(analysis.noise_model)
+        for fx, record in records.items():
+            _judge(record, isolated.get(fx, {}), truths[index].get(fx, {}), rule, analysis)
+        started = time.perf_counter()
+        result.notes.extend(quant_rows.annotate(records, analysis, analysis.ort_config))
+        if any(record.quant_steps is not None for record in records.values()):
+            result.timings["quant_steps_s"] = time.perf_counter() - started
+        if analysis.device == "cuda":
+            started = time.perf_counter()
+            _noise_floor(records, analysis)
+            result.timings["noise_floor_s"] = time.perf_counter() - started
+        result.environment["noise_model"] = analysis.noise_model.to_dict()
+        result.environment["verdict_rule"] = rule.to_dict()
+        results.append(result)
+    return results
+
+
+def _measure(analysis: FxAnalysis) -> tuple[dict[str, OpRecord], OpAnalysis, dict[str, dict[str, Comparison]]]:
+    """The rows of one backend with their accumulated and isolated errors (not yet judged)."""
     records = {fx: _record(group, analysis) for fx, group in analysis.groups.items()}
     result = OpAnalysis(ops=list(records.values()), reference="torch")
     timings = result.timings
@@ -84,15 +137,70 @@ def analyse(analysis: FxAnalysis) -> OpAnalysis:
     started = time.perf_counter()
     isolated = _isolated(records, analysis)
     timings["isolated_s"] = time.perf_counter() - started
+    return records, result, isolated
+
+
+def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
+    """`analyse` of one backend, streamed: the rows are measured in chunks, in graph order, so that the backend's values are held
+    one chunk at a time: when the exposed values exceed `analysis.chunk_bytes`, the
+    instrumented model runs in segments (accumulated.SegmentedRun) and, after each, the rows
+    whose values it produced are compared, isolated (one batched isolation model per chunk),
+    replayed in float64 and judged; then the chunk's backend values are dropped. A model that
+    fits the budget is one chunk: one instrumented run, one isolation run."""
+    records = {fx: _record(group, analysis) for fx, group in analysis.groups.items()}
+    result = OpAnalysis(ops=list(records.values()), reference="torch")
+    timings = result.timings
+    for phase in ("accumulated_s", "isolated_s", "truth_s"):
+        timings[phase] = 0.0
+    rule = analysis.rule or load_rule(analysis.noise_model)
+    sources = value_sources(analysis.onnx_model, analysis.program, analysis.groups)
+    truth = _TruthPass(records, analysis)
 
     started = time.perf_counter()
-    release_freed_memory()
-    truths = _truth(records, analysis, isolated)
-    timings["truth_s"] = time.perf_counter() - started
-    rule = analysis.rule or load_rule(analysis.noise_model)
-    for fx, record in records.items():
-        decide(record, isolated.get(fx, {}), truths.get(fx, {}), rule, analysis.table.lookup(
-            "*", analysis.device, record.dtype or None))
+    exposed = [name for group in analysis.groups.values() for name in group.outputs.values()]
+    sizes = _exposed_sizes(analysis, sources)
+    if sum(sizes.get(name, 0) for name in set(exposed)) <= analysis.chunk_bytes:
+        instrumented = run_instrumented(analysis.onnx_model, exposed, analysis.feeds, analysis.run,
+                                        analysis.production, analysis.strict)
+        chunks: Iterator[tuple[list[str], dict[str, Any]]] = _one_chunk(instrumented, list(records))
+    else:
+        segmented = SegmentedRun(analysis.onnx_model, exposed, analysis.feeds, analysis.run,
+                                 lambda name: sizes.get(name, 0), analysis.chunk_bytes, analysis.production,
+                                 analysis.strict)
+        instrumented = segmented.result
+        chunks = _segment_chunks(segmented, analysis.groups, sizes, analysis.chunk_bytes)
+        result.environment["instrumented_segments"] = len(segmented.segments)
+    timings["accumulated_s"] += time.perf_counter() - started
+
+    while True:
+        started = time.perf_counter()
+        chunk = next(chunks, None)
+        if chunk is None:
+            timings["accumulated_s"] += time.perf_counter() - started
+            break
+        names, values = chunk
+        for fx in names:
+            records[fx].accumulated = _worst(_compare_outputs(analysis.groups[fx], values, analysis, records[fx]))
+        del chunk, values  # this chunk's backend values, compared
+        release_freed_memory()
+        timings["accumulated_s"] += time.perf_counter() - started
+        _measure_chunk({fx: records[fx] for fx in names}, analysis, sources, truth, rule, timings)
+        if isinstance(analysis.values, TorchValues) and analysis.values.streaming:
+            analysis.values.release(names)
+            _keep_worst_artifacts(records.values())
+    result.instrumented_vs_production = instrumented.final_vs_production
+    result.notes.extend(instrumented.notes())
+    if isinstance(analysis.values, TorchValues) and analysis.values.streaming:
+        kept = sum(1 for record in records.values() if record.artifacts is not None)
+        result.environment["torch_values"] = {"streamed": True, "graph_runs": analysis.values.passes}
+        result.notes.append(
+            "torch's values exceed the budget of values held at once, so they were streamed (each released once "
+            f"the ops reading it were measured); reproducer inputs are kept for the {kept} op(s) with the largest "
+            "errors")
+    started = time.perf_counter()
+    result.notes.extend(quant_rows.annotate_regions(records, analysis, analysis.ort_config))
+    if any(record.quant_steps is not None for record in records.values()):
+        timings["quant_steps_s"] = time.perf_counter() - started
 
     if analysis.device == "cuda":
         started = time.perf_counter()
@@ -103,15 +211,153 @@ def analyse(analysis: FxAnalysis) -> OpAnalysis:
     return result
 
 
+def _exposed_sizes(analysis: FxAnalysis, sources: Mapping[str, tuple[str, int]]) -> dict[str, int]:
+    """Bytes of each exposed ONNX value, read off torch's value for it (what the backend's
+    will take)."""
+    sizes: dict[str, int] = {}
+    for group in analysis.groups.values():
+        for index, name in group.outputs.items():
+            value = output_at(describe_value(analysis.values, group.fx_node), index)
+            sizes[name] = value.numel() * value.element_size() if isinstance(value, torch.Tensor) else 8
+    return sizes
+
+
+def _one_chunk(instrumented: Any, names: list[str]) -> Iterator[tuple[list[str], dict[str, Any]]]:
+    """The single chunk of a model that fits the budget: every row, every value of one run
+    (handed over, not kept here, so that the caller's release frees them)."""
+    box = [instrumented.values]
+    instrumented.values = {}
+    yield names, box.pop()
+
+
+def _segment_chunks(segmented: SegmentedRun, groups: Mapping[str, NodeGroup], sizes: Mapping[str, int],
+                    budget: int) -> Iterator[tuple[list[str], dict[str, Any]]]:
+    """(rows to measure, their backend values) after each segment: the rows, in graph order,
+    up to the first one whose values are not all produced yet (so torch's values, streamed in
+    graph order, are released behind them); and every row whose values are produced once
+    those waiting would pass `budget` bytes. The rows left when a segment fails come last,
+    with what was produced."""
+    order = list(groups)
+    position_of = {fx: position for position, fx in enumerate(order)}
+    ready_at = {fx: max((segmented.segment_of.get(name, 0) for name in group.outputs.values()), default=0)
+                for fx, group in groups.items()}
+    waiting: dict[str, Any] = {}  # backend values of rows not measured yet
+    done: set[str] = set()
+
+    def take(names: list[str]) -> dict[str, Any]:
+        done.update(names)
+        return {name: waiting.pop(name) for fx in names for name in groups[fx].outputs.values() if name in waiting}
+
+    for index, produced in segmented.values():
+        waiting.update(produced)
+        del produced
+        ready = [fx for fx in order if fx not in done and ready_at[fx] <= index]
+        frontier = next((position for position, fx in enumerate(order) if fx not in done and ready_at[fx] > index),
+                        len(order))
+        names = [fx for fx in ready if position_of[fx] < frontier]
+        if sum(sizes.get(name, 0) for name in waiting) - sum(
+                sizes.get(name, 0) for fx in names for name in groups[fx].outputs.values()) > budget:
+            names = ready
+        if names:
+            yield names, take(names)
+    left = [fx for fx in order if fx not in done]
+    if left:
+        yield left, take(left)
+
+
+KEPT_ARTIFACTS = 10
+"""Ops whose reproducer tensors are kept when torch's values are streamed: those with the
+largest errors (failing first), as many as a report writes reproducers for."""
+
+
+def _keep_worst_artifacts(records: Iterable[OpRecord]) -> None:
+    """Drop the reproducer tensors (views that would hold torch's values) of every measured op
+    but the KEPT_ARTIFACTS worst."""
+    measured = [record for record in records if record.artifacts is not None]
+    measured.sort(key=lambda record: (record.passed is False, record.error_ratio), reverse=True)
+    for record in measured[KEPT_ARTIFACTS:]:
+        record.artifacts = None
+
+
+def _measure_chunk(records: dict[str, OpRecord], analysis: FxAnalysis, sources: Mapping[str, tuple[str, int]],
+                   truth: _TruthPass, rule: VerdictRule, timings: dict[str, float]) -> None:
+    """Isolate, replay in float64 and judge one chunk of rows; then drop the backend's isolated
+    values of the rows that passed (a failing row keeps them beside its reproducer's inputs)."""
+    started = time.perf_counter()
+    isolated = _isolated(records, analysis, sources)
+    timings["isolated_s"] += time.perf_counter() - started
+
+    started = time.perf_counter()
+    truths = truth.measure(records, isolated)
+    for fx, record in records.items():
+        _judge(record, isolated.get(fx, {}), truths.get(fx, {}), rule, analysis)
+    quant_rows.annotate_rows(records, analysis)  # reads the isolated outputs, dropped next
+    for record in records.values():
+        if record.artifacts is not None and record.passed is not False:
+            record.artifacts.isolated_outputs = {}
+    del isolated, truths
+    release_freed_memory()
+    timings["truth_s"] += time.perf_counter() - started
+
+
+def _judge(record: OpRecord, isolated: Mapping[str, Comparison], truths: Mapping[str, TruthPair],
+           rule: VerdictRule, analysis: FxAnalysis) -> None:
+    """Decide one row; a row the backend ran below its declared precision is judged at the
+    precision it ran at, and named when only that lower precision lets it pass."""
+    lower = _lower_precision(record)
+    if not lower:
+        decide(record, isolated, truths, rule, analysis.table.lookup("*", analysis.device, record.dtype or None))
+        return
+    decide(record, isolated, truths, rule, analysis.table.lookup("*", analysis.device, lower), precision=lower)
+    if record.verdict is None:
+        return
+    record.notes.append(f"{record.runtime_precision.describe()}: judged by the {lower} rule, below the declared "
+                        f"{record.dtype}")
+    declared = verdicts_for(record, isolated, truths, rule,
+                            analysis.table.lookup("*", analysis.device, record.dtype or None))
+    if record.passed and not all(v.passed for v in declared):
+        record.blame = BLAME_RUNTIME_PRECISION
+        record.notes.append(f"its error passes only at {lower}: the {record.dtype} rule it declares would fail it "
+                            "(the backend's precision, not the export)")
+
+
+def _lower_precision(record: OpRecord) -> str:
+    """The precision the backend ran the row at when lower than its declared dtype, else ''."""
+    if record.runtime_precision is None or not record.dtype:
+        return ""
+    return record.runtime_precision.precision if is_lower(record.runtime_precision.precision, record.dtype) else ""
+
+
 def _record(group: NodeGroup, analysis: FxAnalysis) -> OpRecord:
-    dtype = _op_dtype(analysis.values.get(group.fx_node))
-    tolerance = analysis.table.lookup(group.aten, analysis.device, dtype or None)
+    dtype = _op_dtype(describe_value(analysis.values, group.fx_node))
+    precision = row_precision([n.name for n in group.nodes], analysis.runtime_precisions)
+    if precision is None and analysis.declared_only and dtype:
+        precision = RuntimePrecision(dtype, DECLARED)
+    judged = precision.precision if precision is not None and dtype and is_lower(precision.precision, dtype) else dtype
+    tolerance = analysis.table.lookup(group.aten, analysis.device, judged or None)
     return OpRecord(
         fx_node=group.fx_node, aten=group.aten,
         onnx_nodes=[n.name for n in group.nodes], onnx_ops=[n.op_type for n in group.nodes],
         scope=group.scope, source=group.source, tolerance=tolerance.to_dict(), region=list(group.region),
-        dtype=dtype,
+        dtype=dtype, backend=analysis.backend, runtime_precision=precision,
+        computed_by=analysis.backend.split(":", 1)[0],
     )
+
+
+def row_precision(onnx_nodes: Sequence[str], precisions: Mapping[str, RuntimePrecision]) -> RuntimePrecision | None:
+    """The precision a row ran at: the lowest floating precision among its ONNX nodes' (a
+    row is as precise as its least precise node), else its last node's; None when unknown."""
+    known = [precisions[name] for name in onnx_nodes if name in precisions]
+    if not known:
+        return None
+    floating = [p for p in known if p.precision in ("float64", "float32", "float16", "bfloat16")]
+    if not floating:
+        return known[-1]
+    lowest = floating[-1]
+    for candidate in floating:
+        if is_lower(candidate.precision, lowest.precision):
+            lowest = candidate
+    return lowest
 
 
 def _op_dtype(value: Any) -> str:
@@ -155,9 +401,12 @@ def _comparable(value: Any) -> bool:
 # --- isolated --------------------------------------------------------------------------------
 
 
-def torch_lookup(analysis: FxAnalysis) -> Callable[[str], np.ndarray | str]:
-    """ONNX value name -> torch's value as numpy, or why there is none."""
-    sources = value_sources(analysis.onnx_model, analysis.program, analysis.groups)
+def torch_lookup(analysis: FxAnalysis, sources: Mapping[str, tuple[str, int]] | None = None
+                 ) -> Callable[[str], np.ndarray | str]:
+    """ONNX value name -> torch's value as numpy, or why there is none (`sources`: the value
+    names' FX nodes, fx_mapping.value_sources, computed when not given)."""
+    if sources is None:
+        sources = value_sources(analysis.onnx_model, analysis.program, analysis.groups)
     cache: dict[str, np.ndarray] = {}
 
     def lookup(name: str) -> np.ndarray | str:
@@ -177,16 +426,19 @@ def torch_lookup(analysis: FxAnalysis) -> Callable[[str], np.ndarray | str]:
     return lookup
 
 
-def _isolated(records: dict[str, OpRecord], analysis: FxAnalysis) -> dict[str, dict[str, Comparison]]:
-    """Fill the isolated rows; return every isolated comparison by FX node and value name."""
+def _isolated(records: dict[str, OpRecord], analysis: FxAnalysis,
+              sources: Mapping[str, tuple[str, int]] | None = None) -> dict[str, dict[str, Comparison]]:
+    """Fill the isolated rows of `records` (all their subgraphs in one batch); return every
+    isolated comparison by FX node and value name."""
+    groups = {fx: analysis.groups[fx] for fx in records}
     subgraphs = [
         Subgraph(fx, group.nodes, [name for _, name in sorted(group.outputs.items())])
-        for fx, group in analysis.groups.items()
+        for fx, group in groups.items()
     ]
-    result = isolate(analysis.onnx_model, subgraphs, torch_lookup(analysis), analysis.run, analysis.initializer,
-                     strict=analysis.strict, fallback=analysis.fallback)
+    result = isolate(analysis.onnx_model, subgraphs, torch_lookup(analysis, sources), analysis.run,
+                     analysis.initializer, strict=analysis.strict, fallback=analysis.fallback)
     isolated_by_name: dict[str, dict[str, Comparison]] = {}
-    for fx, group in analysis.groups.items():
+    for fx, group in groups.items():
         record = records[fx]
         if group.folded_into:
             _folded(record, group, analysis)
@@ -244,21 +496,66 @@ def _initializer_array(analysis: FxAnalysis, name: str) -> np.ndarray | None:
 # --- fp64 truth and attribution --------------------------------------------------------------
 
 
-def _truth(records: dict[str, OpRecord], analysis: FxAnalysis,
-           isolated: Mapping[str, Mapping[str, Comparison]]) -> dict[str, dict[str, TruthPair]]:
-    """Fill every row's truth and attribution; return each op's comparisons with the truth, by
-    FX node and value name."""
-    found: dict[str, dict[str, TruthPair]] = {}
+class _TruthPass:
+    """The fp64 truth and attribution of the rows, chunk by chunk in graph order, on one
+    Replayer: each fp64 input is converted once and released after its last reader."""
+
+    def __init__(self, records: Mapping[str, OpRecord], analysis: FxAnalysis) -> None:
+        self.analysis = analysis
+        self.by_name = {n.name: n for n in analysis.program.graph.nodes if n.name in records}
+        self.replay = Replayer(list(self.by_name.values()), analysis.values, device="cpu", dtype=torch.float64)
+
+    def measure(self, records: Mapping[str, OpRecord], isolated: Mapping[str, Mapping[str, Comparison]]
+                ) -> dict[str, dict[str, TruthPair]]:
+        """Fill the truth and attribution of `records`; return each op's comparisons with the
+        truth, by FX node and value name."""
+        analysis, replay = self.analysis, self.replay
+        found: dict[str, dict[str, TruthPair]] = {}
+        for node in (self.by_name[fx] for fx in records if fx in self.by_name):
+            record = records[node.name]
+            group = analysis.groups[node.name]
+            members = _region_members(group, analysis.program)
+            reason = no_truth_reason(node) or next((no_truth_reason(m) for m in members if no_truth_reason(m)), "")
+            if reason or not group.outputs:
+                if reason:
+                    record.notes.append(f"no fp64 truth: {reason}")
+                replay.skip(node)
+                continue
+            try:
+                if members:  # an optimised region: its members replayed in sequence
+                    replay.skip(node)
+                    truth, length = replay_region(members, analysis.values)
+                    args = None
+                else:
+                    truth, args = replay(node)
+                    length = None
+                found[node.name] = _fill_truth(record, group, node, truth, args, analysis,
+                                               isolated.get(node.name, {}), length=length)
+            except OpCallFailed as failed:  # an overload without a float64 kernel, say
+                record.notes.append(f"no fp64 truth: the float64 call failed: {failed}"[:300])
+            except Exception as error:  # the replay's or the comparison's own code: a harness bug
+                record.notes.append(harness_error(error, f"computing the fp64 truth of {node.name}", analysis.strict))
+        return found
+
+
+def _truth(measured: Sequence[tuple[dict[str, OpRecord], FxAnalysis, Mapping[str, Mapping[str, Comparison]]]]
+           ) -> list[dict[str, dict[str, TruthPair]]]:
+    """Fill every row's truth and attribution, each op's fp64 truth computed once for every
+    backend's rows (`measured`: each backend's rows, analysis and isolated comparisons, on the
+    same program and torch values); return each backend's comparisons with the truth, by FX
+    node and value name."""
+    found: list[dict[str, dict[str, TruthPair]]] = [{} for _ in measured]
+    records, analysis, _ = measured[0]
     nodes = [n for n in analysis.program.graph.nodes if n.name in records]
     replay = Replayer(nodes, analysis.values, device="cpu", dtype=torch.float64)
     for node in nodes:
-        record = records[node.name]
         group = analysis.groups[node.name]
         members = _region_members(group, analysis.program)
         reason = no_truth_reason(node) or next((no_truth_reason(m) for m in members if no_truth_reason(m)), "")
         if reason or not group.outputs:
             if reason:
-                record.notes.append(f"no fp64 truth: {reason}")
+                for rows, _, _ in measured:
+                    rows[node.name].notes.append(f"no fp64 truth: {reason}")
             replay.skip(node)
             continue
         try:
@@ -269,12 +566,16 @@ def _truth(records: dict[str, OpRecord], analysis: FxAnalysis,
             else:
                 truth, args = replay(node)
                 length = None
-            found[node.name] = _fill_truth(record, group, node, truth, args, analysis, isolated.get(node.name, {}),
-                                           length=length)
+            for index, (rows, backend_analysis, isolated) in enumerate(measured):
+                found[index][node.name] = _fill_truth(rows[node.name], group, node, truth, args, backend_analysis,
+                                                      isolated.get(node.name, {}), length=length)
         except OpCallFailed as failed:  # an overload without a float64 kernel, say
-            record.notes.append(f"no fp64 truth: the float64 call failed: {failed}"[:300])
+            for rows, _, _ in measured:
+                rows[node.name].notes.append(f"no fp64 truth: the float64 call failed: {failed}"[:300])
         except Exception as error:  # the replay's or the comparison's own code: a harness bug
-            record.notes.append(harness_error(error, f"computing the fp64 truth of {node.name}", analysis.strict))
+            note = harness_error(error, f"computing the fp64 truth of {node.name}", analysis.strict)
+            for rows, _, _ in measured:
+                rows[node.name].notes.append(note)
     return found
 
 

@@ -10,7 +10,9 @@ from harness.analysis.rows import OpRecord
 from harness.metrics.comparison import Comparison
 from harness.metrics.noise import unit_roundoff
 from harness.metrics.tolerances import Tolerance, is_override
-from harness.metrics.verdict import OVERRIDE, TOLERANCE, VerdictRule, by_row, by_truth, overflow_limit, worst
+from harness.metrics.verdict import (
+    OVERRIDE, TOLERANCE, Verdict, VerdictRule, by_row, by_truth, overflow_limit, worst,
+)
 
 
 @dataclass(frozen=True)
@@ -27,17 +29,28 @@ class TruthPair:
 
 
 def decide(record: OpRecord, isolated: Mapping[str, Comparison], truths: Mapping[str, TruthPair],
-           rule: VerdictRule, default: Tolerance) -> None:
+           rule: VerdictRule, default: Tolerance, precision: str | None = None) -> None:
     """Set the row's `verdict` (its worst output's) and `passed` from its isolated comparisons
     (each against torch under the row's tolerance) and their truths. A row that was not
-    isolated keeps what the isolation said."""
+    isolated keeps what the isolation said. `precision`: the dtype the backend really ran the
+    op at, when lower than declared: its floating outputs are judged by that dtype's rule."""
     if record.isolated is None or not isolated:
         return
+    verdicts = verdicts_for(record, isolated, truths, rule, default, precision)
+    record.verdict = worst(verdicts)
+    record.passed = all(v.passed for v in verdicts)
+
+
+def verdicts_for(record: OpRecord, isolated: Mapping[str, Comparison], truths: Mapping[str, TruthPair],
+                 rule: VerdictRule, default: Tolerance, precision: str | None = None) -> list[Verdict]:
+    """One verdict per isolated output (see `decide`), without touching the row."""
     row = Tolerance(**record.tolerance)
     verdicts = []
     for name, against_torch in isolated.items():
         pair = truths.get(name)
         dtype = pair.dtype if pair is not None else record.dtype
+        if precision and unit_roundoff(dtype) and unit_roundoff(precision) > unit_roundoff(dtype):
+            dtype = precision
         if is_override(row):
             verdicts.append(by_row(against_torch, dtype=dtype, row=row, rule=OVERRIDE,
                                    reason=f"the row for {row.aten} ({row.dtype}) overrides the rule",
@@ -48,8 +61,7 @@ def decide(record: OpRecord, isolated: Mapping[str, Comparison], truths: Mapping
             verdicts.append(by_truth(pair.backend, pair.torch_side, against_torch, dtype=dtype,
                                      reduction_length=pair.reduction_length, rule=rule, row=default,
                                      roundings=pair.roundings))
-    record.verdict = worst(verdicts)
-    record.passed = all(v.passed for v in verdicts)
+    return verdicts
 
 
 def _no_truth(record: OpRecord, pair: TruthPair | None) -> str:

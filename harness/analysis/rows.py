@@ -189,6 +189,38 @@ def judge(record: OpRecord, comparisons: list[Comparison]) -> bool | None:
 
 
 @dataclass
+class BackendResult:
+    """Another backend's verification of the same model, against the same torch values and fp64
+    truth: its outputs, per-op rows and settings, or why it did not run (`skipped`)."""
+
+    backend: str
+    passed: bool | None = None
+    outputs: list[Comparison] = field(default_factory=list)
+    output_verdicts: list[Any] = field(default_factory=list)
+    ops: list[OpRecord] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    skipped: str = ""  # why the backend did not run here ("" when it ran)
+
+    @property
+    def worst_op(self) -> OpRecord | None:
+        """The row that fails, or comes closest to failing (as Verification.worst_op)."""
+        judged = [op for op in self.ops if op.isolated is not None or op.passed is False]
+        return max(judged, key=lambda op: (op.failure not in ("", "tolerance"), op.error_ratio), default=None)
+
+    def to_dict(self) -> dict[str, Any]:
+        worst = self.worst_op
+        return {
+            "backend": self.backend, "passed": self.passed, "skipped": self.skipped,
+            "outputs": [c.to_dict() for c in self.outputs],
+            "output_verdicts": [v.to_dict() for v in self.output_verdicts],
+            "worst_op": worst.fx_node if worst else None, "ops": [op.to_dict() for op in self.ops],
+            "settings": self.settings, "notes": list(self.notes), "timings": dict(self.timings),
+        }
+
+
+@dataclass
 class OpAnalysis:
     """What a per-op analysis returns: the rows, and what the model-level record needs beside them."""
 

@@ -1,8 +1,18 @@
-"""Torch's own value for every FX node of an ExportedProgram, from one interpreted run."""
+"""Torch's own value for every FX node of an ExportedProgram, from one interpreted run.
+
+A model whose values fit a byte budget keeps them all (a plain dict). Past the budget, the
+values are streamed (`TorchValues`): the run keeps only what is needed whole afterwards (the
+placeholders, the user outputs, random draws and their inputs, small values) and a storage-free
+description of the rest (meta tensors: dtype and shape); the per-op analysis reads a value
+that was not kept from a second run that advances in graph order as it is asked, and releases
+each value once every op reading it has been measured.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+import operator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -10,6 +20,14 @@ import torch.fx
 import torch.utils._pytree as pytree
 from torch.export._tree_utils import reorder_kwargs
 from torch.export.graph_signature import InputKind
+
+logger = logging.getLogger(__name__)
+
+VALUES_BUDGET = 256 * 2**20
+"""Bytes of torch's values `harness.verify` keeps whole; past it they are streamed (TorchValues)."""
+
+SMALL_BYTES = 64 * 1024
+"""Values up to this size are always kept whole (scalars, sizes, shape tensors, biases)."""
 
 
 def flat_user_inputs(
@@ -53,14 +71,172 @@ def program_inputs(
 
 
 class _Recorder(torch.fx.Interpreter):
-    def __init__(self, module: torch.fx.GraphModule) -> None:
-        super().__init__(module, garbage_collect_values=False)
+    """Records every node's value, or, past `budget` bytes, only those `keep` names and a
+    description of the others; the interpreter frees its own copy after each value's last use."""
+
+    def __init__(self, module: torch.fx.GraphModule, budget: int | None, keep: set[str]) -> None:
+        super().__init__(module, garbage_collect_values=True)
         self.values: dict[str, Any] = {}
+        self.described: dict[str, Any] = {}
+        self.budget = budget
+        self.keep = keep
+        self.held = 0
+        self.streaming = False
 
     def run_node(self, node: torch.fx.Node) -> Any:
         result = super().run_node(node)
+        if self.budget is None:
+            self.values[node.name] = result
+            return result
+        self.described[node.name] = describe(result)
+        if self.streaming:
+            if not _droppable(node.name, result, self.keep):
+                self.values[node.name] = result
+            return result
         self.values[node.name] = result
+        self.held += _nbytes(result)
+        if self.held > self.budget:
+            self.streaming = True
+            logger.info("torch's values pass %d bytes: streamed from here on", self.budget)
+            for name in [n for n, value in self.values.items() if _droppable(n, value, self.keep)]:
+                del self.values[name]
         return result
+
+
+def _droppable(name: str, value: Any, keep: set[str]) -> bool:
+    return name not in keep and _nbytes(value) > SMALL_BYTES
+
+
+def _nbytes(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size() if value.layout == torch.strided else 0
+    if isinstance(value, (tuple, list)):
+        return sum(_nbytes(v) for v in value)
+    return 0
+
+
+def describe(value: Any) -> Any:
+    """`value` with each dense tensor replaced by a meta tensor of its dtype and shape (no
+    storage); other values as they are."""
+    if isinstance(value, torch.Tensor):
+        if value.layout != torch.strided or value.is_quantized:
+            return value
+        return torch.empty(value.shape, dtype=value.dtype, device="meta")
+    if isinstance(value, (tuple, list)):
+        return type(value)(describe(v) for v in value)
+    return value
+
+
+def kept_whole(program: torch.export.ExportedProgram) -> set[str]:
+    """The nodes whose values a streamed record keeps: placeholders, user outputs, random
+    draws and what they read (their values must be the first run's: a second run would draw
+    others), and the nodes that are no op of their own (getitem reads its op's value)."""
+    from exporter.capturing.signature import user_outputs
+
+    keep = {n.name for n in program.graph.nodes if n.op != "call_function"}
+    keep.update(a.name for a in user_outputs(program) if isinstance(a, torch.fx.Node))
+    for node in program.graph.nodes:
+        if node.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+            keep.add(node.name)
+            keep.update(n.name for n in node.all_input_nodes)
+    return keep
+
+
+class TorchValues(Mapping):
+    """Torch's value of every FX node of `program`, held within a byte budget.
+
+    `values[name]` (and `get`) returns a node's value: one kept by the first run, else computed
+    by a second run of the graph that advances in graph order as values are asked for (and
+    starts over in the rare case of a value asked for again after its release). `describe(name)`
+    gives a node's value without computing it (meta tensors: dtype and shape). `release(done)`
+    drops every value of the second run that no op outside `done` reads any more. Iterating
+    lists every node's name; `streaming` says whether any value was left to the second run.
+    """
+
+    def __init__(self, program: torch.export.ExportedProgram, kept: dict[str, Any], described: dict[str, Any],
+                 streaming: bool) -> None:
+        self.program = program
+        self.kept = kept
+        self.described = described
+        self.streaming = streaming
+        self._nodes = list(program.graph.nodes)
+        self._index = {node.name: position for position, node in enumerate(self._nodes)}
+        self._computed: dict[str, Any] = {}
+        self._position = 0
+        self._done: set[str] = set()
+        self._interpreter = torch.fx.Interpreter(program.graph_module)
+        self.passes = 1  # runs of the graph made, the first one included
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self.kept:
+            return self.kept[name]
+        if name in self._computed:
+            return self._computed[name]
+        if name not in self._index:
+            raise KeyError(name)
+        if self._index[name] < self._position:  # released, then asked for again: run again
+            logger.info("torch's value of %s was released and is asked for again: the graph runs again", name)
+            self._computed.clear()
+            self._position = 0
+        self._advance_to(self._index[name])
+        return self._computed[name] if name in self._computed else self.kept[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.described)
+
+    def __len__(self) -> int:
+        return len(self.described)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.described
+
+    def describe(self, name: str) -> Any:
+        """The node's value if kept, else its description (meta tensors); None if unknown."""
+        return self.kept[name] if name in self.kept else self.described.get(name)
+
+    def release(self, done: Iterable[str]) -> None:
+        """Mark the ops in `done` measured, and drop the second run's values that no op still
+        to be measured reads (nor the second run itself)."""
+        self._done.update(done)
+        for name in list(self._computed):
+            if self._finished(self._nodes[self._index[name]]):
+                del self._computed[name]
+
+    def _finished(self, node: torch.fx.Node) -> bool:
+        """Whether nothing still needs `node`'s value: its own op is measured, and every node
+        reading it has run and is measured (a getitem reading it: whatever reads that)."""
+        if _is_op(node) and node.name not in self._done:
+            return False
+        for user in node.users:
+            if user.op == "output":
+                continue
+            if self._index[user.name] >= self._position:
+                return False
+            if (user.name not in self._done) if _is_op(user) else not self._finished(user):
+                return False
+        return True
+
+    def _advance_to(self, target: int) -> None:
+        if self._position == 0:
+            self.passes += 1
+        with torch.no_grad():
+            while self._position <= target:
+                node = self._nodes[self._position]
+                self._position += 1
+                if node.name in self.kept or node.op in ("placeholder", "output"):
+                    continue
+                args = torch.fx.node.map_arg(node.args, lambda n: self[n.name])
+                kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: self[n.name])
+                self._computed[node.name] = getattr(self._interpreter, node.op)(node.target, args, kwargs)
+
+
+def _is_op(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and node.target is not operator.getitem
+
+
+def describe_value(values: Mapping[str, Any], name: str) -> Any:
+    """A node's value, or (streamed values) its description without computing it."""
+    return values.describe(name) if isinstance(values, TorchValues) else values.get(name)
 
 
 def record_values(
@@ -70,12 +246,14 @@ def record_values(
     kwargs: Mapping[str, Any] | None = None,
     device: str | torch.device = "cpu",
     dtype: torch.dtype | None = None,
-) -> dict[str, Any]:
+    budget: int | None = None,
+) -> dict[str, Any] | TorchValues:
     """Run the program's graph once on `args` (and `kwargs`, any pytree of inputs the program
     was captured with) and return {FX node name: value} for every node.
 
     `dtype` (e.g. torch.float64) converts every floating-point parameter and input first,
-    which is how the fp64 reference of a whole model is computed.
+    which is how the fp64 reference of a whole model is computed. With a `budget` (bytes) the
+    result is a TorchValues: every value held while they fit, streamed past it.
     """
     def prepare(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
@@ -85,10 +263,12 @@ def record_values(
         return value
 
     flat = [prepare(v) for v in program_inputs(program, args, kwargs)]
-    recorder = _Recorder(program.graph_module)
+    recorder = _Recorder(program.graph_module, budget, kept_whole(program) if budget is not None else set())
     with torch.no_grad():
         recorder.run(*flat)
-    return recorder.values
+    if budget is None:
+        return recorder.values
+    return TorchValues(program, recorder.values, recorder.described, recorder.streaming)
 
 
 def output_values(program: torch.export.ExportedProgram, values: dict[str, Any]) -> list[Any]:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.cli.errors import EXIT_FAIL, EXIT_INTERNAL, EXIT_PASS, UsageError
+from harness.cli.lines import summary_lines
 from harness.cli.lock import ReportLock
 from harness.cli.progress import clock, make_progress
 from harness.cli.scheduler import JOBS_DIR, Scheduler
@@ -61,8 +62,8 @@ def prepare_out(path: str, command: str) -> tuple[str, ReportLock]:
     if lock.note():
         print(lock.note(), file=sys.stderr)
     if any(os.path.exists(os.path.join(out, name)) for name in (PARITY_JSON, f"{PARITY_JSON}.gz")):
-        # a previous report: its logs and reproducers go
-        for stale in ("logs", "reproducers", JOBS_DIR):
+        # a previous report: its logs, reproducers and Model Explorer files go
+        for stale in ("logs", "reproducers", "model_explorer", JOBS_DIR):
             shutil.rmtree(os.path.join(out, stale), ignore_errors=True)
     return out, lock
 
@@ -71,6 +72,8 @@ def _check_run_options(options: argparse.Namespace) -> dict[str, Any] | None:
     """Refuse what cannot work before anything runs; returns the baseline document, if any."""
     if options.jobs is not None and options.jobs < 1:
         raise UsageError(f"-j {options.jobs}: need at least 1")
+    if options.shapes is not None and options.shapes < 1:
+        raise UsageError(f"--shapes {options.shapes}: need at least 1 (the traced size)")
     if options.device == "cuda":
         from harness.runtime import cuda_unavailable_reason
 
@@ -82,7 +85,28 @@ def _check_run_options(options: argparse.Namespace) -> dict[str, Any] | None:
     if options.dtype and any(t.endswith(".onnx") for t in getattr(options, "targets", ())):
         raise UsageError(f"--dtype {options.dtype}: an ONNX file's dtype is fixed by the file; export it in that dtype")
     options.session_record = _session_record(options)
+    options.backend_specs = _backend_specs(options)
     return load_report(options.baseline) if options.baseline else None
+
+
+def _backend_specs(options: argparse.Namespace) -> list[str] | None:
+    """The --backend specs, canonical (None: none given, onnxruntime as always); a UsageError
+    for an unknown backend or option, a repeated one, or a first backend that cannot run here."""
+    if not options.backends:
+        return None
+    from harness.runtime.backends import BackendSpecError, get_backend
+
+    try:
+        backends = [get_backend(text) for text in options.backends]
+    except BackendSpecError as error:
+        raise UsageError(f"--backend {error}") from None
+    specs = [str(backend.spec) for backend in backends]
+    if len(set(specs)) != len(specs):
+        raise UsageError(f"--backend: {sorted({s for s in specs if specs.count(s) > 1})} given more than once")
+    reason = backends[0].unavailable_reason("CUDA" if options.device == "cuda" else "CPU")
+    if reason:
+        raise UsageError(f"--backend {specs[0]}: cannot run here: {reason}")
+    return specs
 
 
 def _session_record(options: argparse.Namespace) -> dict[str, Any]:
@@ -163,17 +187,19 @@ def _run_locked(tasks: list[Task], options: argparse.Namespace, command: str, ou
     document["jobs"] = jobs
     document["dtype"] = options.dtype  # None: each model as built (its record's environment names it)
     document["onnxruntime_session"] = options.session_record
+    document["backends"] = options.backend_specs or ["onnxruntime"]
     report = _Report(document, out, baseline, options.baseline or "")
     report.write()
     worker_options = {
         "device": options.device, "exporter": options.exporter, "seed": options.seed, "per_op": not options.no_per_op,
         "optimize": not options.no_optimize,
         "tolerances": os.path.abspath(options.tolerances) if options.tolerances else None, "opset": options.opset,
-        "dtype": options.dtype,
-        "ort_config": options.session_record,
+        "dtype": options.dtype, "shapes": options.shapes,
+        "ort_config": options.session_record, "backends": options.backend_specs,
+        "model_explorer": options.model_explorer,
         "threads": max(1, (os.cpu_count() or 1) // min(jobs, max(len(tasks), 1))),
     }
-    progress = make_progress()
+    progress = make_progress(verbose=options.verbose)
     scheduler = Scheduler(tasks, options=worker_options, jobs=jobs, report_dir=out, progress=progress,
                           on_case=report.add)
     previous = {s: signal.signal(s, lambda signum, _frame: scheduler.stop(signum))
@@ -204,6 +230,8 @@ def _conclude(document: dict[str, Any], out: str, baseline: dict[str, Any] | Non
     total = sum(counts.values())
     details = ", ".join(f"{n} {s}" for s, n in counts.items() if s != "pass" and n)
     took = f" in {clock(seconds)}" if seconds is not None else ""
+    for line in summary_lines(document):
+        print(line)
     print(f"{counts['pass']}/{total} cases passed{f' ({details})' if details else ''}{took}; "
           f"report: {os.path.join(out, INDEX_HTML)}")
     regressed = False
@@ -260,9 +288,10 @@ def merge_reports(options: argparse.Namespace, command: str) -> int:
 
 
 def _copy_artifacts(report_paths: list[str], out: str) -> None:
-    """Bring each shard's logs and reproducers along, so the merged report's links resolve."""
+    """Bring each shard's logs, reproducers and Model Explorer files along, so the merged report's
+    links resolve."""
     for path in report_paths:
-        for folder in ("logs", "reproducers"):
+        for folder in ("logs", "reproducers", "model_explorer"):
             source = os.path.join(path, folder)
             if os.path.isdir(source) and os.path.realpath(source) != os.path.realpath(os.path.join(out, folder)):
                 shutil.copytree(source, os.path.join(out, folder), dirs_exist_ok=True)

@@ -63,7 +63,21 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                              "default: onnxruntime's own")
     parser.add_argument("--graph-optimization-level", choices=OPTIMIZATION_LEVELS, default=None,
                         help="onnxruntime's graph optimisation level (overrides --ort-config's; default all)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log what the CLI does")
+    parser.add_argument("--shapes", type=int, default=None, metavar="N",
+                        help="verify each ONNX model at N sizes of its dynamic axes (the traced size first, then the "
+                             "most informative: primes, non-square, the ranges' bounds, both sides of each guard), "
+                             "instead of the one other size; zoo cases also make their image sides dynamic")
+    parser.add_argument("--backend", action="append", default=None, metavar="SPEC", dest="backends",
+                        help="a backend to verify on, repeatable: onnxruntime[:provider=cpu|cuda|tensorrt|openvino,"
+                             "level=disabled|basic|extended|all], openvino[:precision=f32|bf16|f16,"
+                             "mode=accuracy|performance], onnx.reference; the first decides each case's rows, every "
+                             "one is judged against the same fp64 truth (default: onnxruntime)")
+    parser.add_argument("--model-explorer", action="store_true",
+                        help="also write each case's graphs and per-op node data for Google's Model Explorer "
+                             "(REPORT/model_explorer/; index.html links each failing op to its node on both graphs)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="the long form of each case's line (checker, both sizes, worst op's region and truth "
+                             "errors, allowance, scope, source), and log what the CLI does")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -1,5 +1,7 @@
 """Progress of a run: a live rich display (cases running, elapsed time, ETA) on a terminal,
-plain lines for CI logs otherwise.
+plain lines for CI logs otherwise (stdout not a terminal, or CI=true in the environment). Each
+finished case prints its lines (harness.cli.lines: the short form, at most 120 characters a
+line, or with `verbose` the long one).
 
 The ETA weighs cases by their cost estimates (recorded seconds or parameter counts): the time
 so far per unit of finished cost, times the cost still to run.
@@ -7,12 +9,13 @@ so far per unit of finished cost, times the cost still to run.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Mapping
 from typing import Any, Protocol, TextIO
 
-from harness.cli.reasons import terminal_line
+from harness.cli.lines import WIDTH, case_lines
 
 
 def clock(seconds: float | None) -> str:
@@ -63,9 +66,10 @@ class _Counter:
 class PlainProgress(_Counter):
     """One line per event, for logs (stdout is not a terminal)."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, *, verbose: bool = False, width: int = WIDTH) -> None:
         super().__init__()
         self.stream = stream or sys.stdout
+        self.verbose, self.width = verbose, width
 
     def _print(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
@@ -78,9 +82,11 @@ class PlainProgress(_Counter):
 
     def case_finished(self, case: Mapping[str, Any], cost: float) -> None:
         self.finish(cost)
-        # the case's line goes last: a failing case's ends with its reason
-        self._print(f"[{self.done_cases:>3}/{self.total_cases}] (elapsed {clock(self.elapsed)}, ETA {clock(self.eta)}) "
-                    f"{terminal_line(case)}")
+        prefix = f"[{self.done_cases:>{len(str(self.total_cases))}}/{self.total_cases} ETA {clock(self.eta)}] "
+        first, *rest = case_lines(case, verbose=self.verbose, width=self.width - len(prefix))
+        self._print(prefix + first)
+        for line in rest:  # the reason, under the case
+            self._print(" " * len(prefix) + line)
 
     def message(self, text: str) -> None:
         self._print(text)
@@ -93,12 +99,13 @@ class RichProgress(_Counter):
     """A live display: the whole run's bar with elapsed time and ETA, and one line per running
     case; each finished case's line is printed above it."""
 
-    def __init__(self, console: Any = None) -> None:
+    def __init__(self, console: Any = None, *, verbose: bool = False, width: int = WIDTH) -> None:
         super().__init__()
         from rich.console import Console
         from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         self.console = console or Console()
+        self.verbose, self.width = verbose, min(width, self.console.width)
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                                  TextColumn("{task.fields[counts]}"), TimeElapsedColumn(),
                                  TextColumn("ETA {task.fields[eta]}"), console=self.console, transient=True)
@@ -120,7 +127,8 @@ class RichProgress(_Counter):
             self.progress.remove_task(task)
         self.progress.update(self.run_task, advance=cost, counts=f"{self.done_cases}/{self.total_cases}",
                              eta=clock(self.eta))
-        self.progress.console.print(terminal_line(case), highlight=False, markup=False, soft_wrap=True)
+        for line in case_lines(case, verbose=self.verbose, width=self.width):
+            self.progress.console.print(line, highlight=False, markup=False, soft_wrap=True)
 
     def message(self, text: str) -> None:
         self.progress.console.print(text, highlight=False, markup=False)
@@ -129,7 +137,13 @@ class RichProgress(_Counter):
         self.progress.stop()
 
 
-def make_progress(stream: TextIO | None = None) -> Progress:
-    """Rich on a terminal, plain lines otherwise."""
+def live_display(stream: TextIO) -> bool:
+    """Whether to draw the live display: a terminal, and not a CI job (CI=true: its log is a
+    terminal to some runners, but nobody watches it redraw)."""
+    return stream.isatty() and os.environ.get("CI", "").lower() not in ("true", "1")
+
+
+def make_progress(stream: TextIO | None = None, *, verbose: bool = False) -> Progress:
+    """Rich on a terminal, plain lines otherwise; `verbose`: each case's long line."""
     stream = stream or sys.stdout
-    return RichProgress() if stream.isatty() else PlainProgress(stream)
+    return RichProgress(verbose=verbose) if live_display(stream) else PlainProgress(stream, verbose=verbose)

@@ -51,6 +51,9 @@ class Built:
     onnx_path: str | None = None
     inputs: Any = None
     expected: Any = None
+    float_module: Any = None  # a quantized case's float module: the quantization cost is measured against it
+    sweep_axes: dict[str, Any] | None = None  # the dynamic axes exported for a shape sweep (default: options')
+    axis_ranges: dict[str, Any] = field(default_factory=dict)  # {axis: (lowest, highest)} a sweep stays inside
 
 
 def zoo_tasks(*, tier: str, pattern: str | None) -> list[Task]:
@@ -143,12 +146,15 @@ def _zoo(origin: Mapping[str, Any], seed: int) -> Built:
 
     case = model_zoo_cases.get(origin["case"])
     args, other_args = case.inputs(seed), case.other_inputs(seed + 1)
+    atol, rtol = case.output_tolerance()
     return Built(
         module=case.module(seed), args=args, other_args=other_args,
+        float_module=case.float_module(seed) if case.quantization is not None else None,
         sizes=[_size_label(case, args), _size_label(case, other_args)],
         options=dict(dynamic_axes={k: v for k, v in case.dynamic_axes.items() if k in case.input_names},
-                     input_names=case.input_names, output_atol=case.atol, output_rtol=case.rtol,
+                     input_names=case.input_names, output_atol=atol, output_rtol=rtol,
                      allowed_mismatch=case.allowed_mismatch_fraction),
+        sweep_axes=case.swept_axes(), axis_ranges=dict(case.axis_ranges),
     )
 
 
@@ -180,18 +186,20 @@ _FACTORY_OPTIONS = {"dynamic_axes": "dynamic_axes", "input_names": "input_names"
 def _factory(origin: Mapping[str, Any]) -> Built:
     made = load_factory(origin["target"], origin.get("cwd"))()
     if isinstance(made, Mapping):
-        unknown = set(made) - {"module", "args", "other_args"} - set(_FACTORY_OPTIONS)
+        unknown = set(made) - {"module", "args", "other_args", "axis_ranges"} - set(_FACTORY_OPTIONS)
         if unknown or "module" not in made or "args" not in made:
             raise TypeError(f"{origin['target']} returned a mapping with keys {sorted(made)}; expected 'module', "
-                            f"'args' and optionally 'other_args', {', '.join(sorted(_FACTORY_OPTIONS))}")
+                            f"'args' and optionally 'other_args', 'axis_ranges', {', '.join(sorted(_FACTORY_OPTIONS))}")
         module, args, other = made["module"], made["args"], made.get("other_args")
         options = {_FACTORY_OPTIONS[k]: v for k, v in made.items() if k in _FACTORY_OPTIONS}
     elif isinstance(made, tuple) and len(made) == 2:
         (module, args), other, options = made, None, {}
     else:
         raise TypeError(f"{origin['target']} returned {type(made).__name__}; expected (module, args) or a mapping")
+    ranges = dict(made.get("axis_ranges") or {}) if isinstance(made, Mapping) else {}
     return Built(module=module, args=_as_tuple(args), other_args=None if other is None else _as_tuple(other),
-                 sizes=["given args", "other args"] if other is not None else ["given args"], options=options)
+                 sizes=["given args", "other args"] if other is not None else ["given args"], options=options,
+                 axis_ranges=ranges)
 
 
 def _as_tuple(args: Any) -> tuple[Any, ...]:

@@ -47,9 +47,16 @@ def _export(built: Built, options: dict[str, Any]) -> Any:
 
     return export_for_verification(
         options["exporter"], built.module, built.args, opset_version=options.get("opset"),
-        dynamic_axes=built.options.get("dynamic_axes"), input_names=built.options.get("input_names"),
+        dynamic_axes=_dynamic_axes(built, options), input_names=built.options.get("input_names"),
         optimize=options.get("optimize", True),
     )
+
+
+def _dynamic_axes(built: Built, options: dict[str, Any]) -> Any:
+    """The axes exported dynamic: with a shape sweep, the case's swept axes (image sides too)."""
+    if options.get("shapes") and built.sweep_axes is not None:
+        return built.sweep_axes
+    return built.options.get("dynamic_axes")
 
 
 def _verify(built: Built, exported: Any, options: dict[str, Any], name: str) -> tuple[Any, Any]:
@@ -59,8 +66,15 @@ def _verify(built: Built, exported: Any, options: dict[str, Any], name: str) -> 
     judged = {k: v for k, v in built.options.items() if k not in ("dynamic_axes", "input_names")}
     common = dict(device=options["device"], tolerances=options.get("tolerances"), strict=True,
                   session_options=_ort_config(options), **judged)
+    backends = options.get("backends") or ["onnxruntime"]
     verification = verify_exported(exported, built.args, module=built.module, per_op=options["per_op"],
-                                   model_name=name, **common)
+                                   model_name=name, backends=backends, **common)
+    if options.get("shapes"):  # the sweep replaces the one other size
+        from harness.verification import sweep_shapes
+
+        sweep_shapes(verification, exported, built.module, built.args, options["shapes"],
+                     dynamic_axes=_dynamic_axes(built, options), axis_ranges=built.axis_ranges, **common)
+        return verification, None
     other = None
     fixed = _static_axes_hit(verification.onnx_model, built.other_args)
     if fixed:  # the export fixed an axis the other size changes: not a failure of the model
@@ -68,7 +82,8 @@ def _verify(built: Built, exported: Any, options: dict[str, Any], name: str) -> 
     elif built.other_args is not None:
         other = verify(built.module, built.other_args, per_op=False, onnx_model=verification.onnx_model,
                        exporter=options["exporter"], model_name=name, dynamic_axes=built.options.get("dynamic_axes"),
-                       input_names=built.options.get("input_names"), optimize=options.get("optimize", True), **common)
+                       input_names=built.options.get("input_names"), optimize=options.get("optimize", True),
+                       backends=backends[:1], **common)
     return verification, other
 
 
@@ -153,8 +168,10 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
             phase = "verify the ONNX file"
             verification = verify_onnx(built.onnx_path, built.inputs, built.expected, device=options["device"],
                                        tolerances=options.get("tolerances"), per_op=options["per_op"],
-                                       model_name=name, strict=True, session_options=_ort_config(options))
+                                       model_name=name, strict=True, session_options=_ort_config(options),
+                                       backend=(options.get("backends") or ["onnxruntime"])[0])
             other = None
+            program = None
         else:
             phase = "export"
             export_started = time.perf_counter()
@@ -162,7 +179,13 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
             export_s = time.perf_counter() - export_started
             phase = "verify"
             verification, other = _verify(built, exported, options, name)
+            program = exported.program
             verification.timings = {"export_s": export_s, **verification.timings}
+            if built.float_module is not None:
+                phase = "measure the quantization cost"
+                from harness.analysis.quant_cost import quantization_cost
+
+                verification.quantization = quantization_cost(built.float_module, built.module, built.args).to_dict()
     except Exception as error:
         logger.error("%s failed:\n%s", phase, traceback.format_exc())
         refused = phase in ("build", "export") or isinstance(error, (ExportError, BackendUnavailableError)) or (
@@ -171,9 +194,31 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         return error_case(name, error=message, internal=not refused, seconds=time.perf_counter() - started)
     case_dir = os.path.join(job["report_dir"], "reproducers", safe_filename(name, "case"))
     reproducers = _reproducers(verification, case_dir, job["report_dir"])
-    return case_from_verification(verification, name=name, other=other, seconds=time.perf_counter() - started,
-                                  reproducer=reproducers, family=task.get("family"), sizes=built.sizes,
+    case = case_from_verification(verification, name=name, other=other, seconds=time.perf_counter() - started,
+                                  reproducer=reproducers, family=task.get("family"),
+                                  sizes=built.sizes[:1] if verification.shape_sweep is not None else built.sizes,
                                   origin=task["origin"])
+    if options.get("model_explorer"):
+        _model_explorer(case, verification, program, job["report_dir"])
+    return case
+
+
+def _model_explorer(case: dict[str, Any], verification: Any, program: Any, report_dir: str) -> None:
+    """Add the case's Model Explorer files (harness.report.explorer_files) to the report; a
+    failure to write them is logged and noted on the case, never a change of its verdict."""
+    from harness.report.explorer_files import write_case_files
+
+    if verification.onnx_model is None:
+        return
+    full = verification.to_dict()["ops"]
+    rows = [{**row, "onnx_nodes": list(source.get("onnx_nodes", []))}
+            for row, source in zip(case["verification"]["ops"], full)]
+    try:
+        case["model_explorer"] = write_case_files(report_dir, safe_filename(case["name"], "case"), case=case["name"],
+                                                  rows=rows, onnx_model=verification.onnx_model, program=program)
+    except Exception as error:  # the viewer's files are a convenience: the verdict stands
+        logger.exception("could not write the Model Explorer files of %s", case["name"])
+        case["verification"]["notes"].append(f"Model Explorer files not written: {type(error).__name__}: {error}")
 
 
 

@@ -33,7 +33,8 @@ pytest_plugins = [
 ]
 
 MARKERS = (
-    "roundtrip(atol=None, rtol=None, exporter=None, opset=None, device=None, tolerances=None, dtype=None): "
+    "roundtrip(atol=None, rtol=None, exporter=None, opset=None, device=None, tolerances=None, dtype=None, "
+    "backend=None): "
     "this test's settings for the roundtrip fixture",
     "cuda: needs a CUDA GPU usable by torch and onnxruntime; skipped, with the reason, unless the run "
     "verifies on CUDA (--roundtrip-device cuda, or auto on a machine with a usable GPU)",

@@ -9,7 +9,8 @@
 
 A verification runs on the session's device, exporter, opset, tolerance table and dtype,
 overridden per test by `@pytest.mark.roundtrip(atol=, rtol=, exporter=, opset=, device=,
-tolerances=, dtype=)` and per call by the same keywords (`dtype="float16"` verifies a cast copy
+tolerances=, dtype=, backend=)` and per call by the same keywords (`backend="openvino:precision=f32"`
+or a list of specs: the first decides, every one is judged against the same fp64 truth) (`dtype="float16"` verifies a cast copy
 of the module; an ONNX file keeps its own dtype). Each one is recorded in the run's report; a
 failing one raises harness.testing.RoundtripAssertionError with the per-op table and a
 reproducer's folder.
@@ -26,11 +27,11 @@ import pytest
 
 from exporter.contract.fileio import safe_filename
 from harness.pytest_plugin.device import device_for, session_device
-from harness.pytest_plugin.options import DTYPES
+from harness.pytest_plugin.options import DTYPES, backend_specs
 from harness.pytest_plugin.records import record
 from harness.pytest_plugin.state import RunState, run_state
 
-SETTINGS = ("atol", "rtol", "exporter", "opset", "device", "tolerances", "dtype")
+SETTINGS = ("atol", "rtol", "exporter", "opset", "device", "tolerances", "dtype", "backend")
 """What the marker and each call may override."""
 REPORT_FIELDS = ("name", "family", "origin", "sizes")
 """Call keywords that describe the report's case rather than the verification."""
@@ -69,9 +70,15 @@ class Roundtrip:
         session = self._state.settings
         merged: dict[str, Any] = {"atol": None, "rtol": None, "exporter": session.exporter,
                                   "opset": session.opset, "device": None, "tolerances": session.tolerances,
-                                  "dtype": session.dtype, "ort_config": session.ort_config}
+                                  "dtype": session.dtype, "ort_config": session.ort_config,
+                                  "backend": session.backend}
         merged.update(self._marker)
         merged.update({k: v for k, v in overrides.items() if k in SETTINGS})
+        if merged["backend"] is not None and merged["backend"] is not session.backend:
+            try:
+                merged["backend"] = backend_specs(merged["backend"], "roundtrip backend=")
+            except pytest.UsageError as error:
+                pytest.fail(str(error), pytrace=False)
         merged["device"] = device_for(self._state, merged["device"])
         if merged["dtype"] is not None and str(merged["dtype"]).removeprefix("torch.") not in DTYPES:
             pytest.fail(f"roundtrip dtype={merged['dtype']!r}: choose one of {', '.join(DTYPES)}", pytrace=False)
@@ -96,6 +103,8 @@ class Roundtrip:
         settings, fields, rest = self._split(options)
         call = _verify_keywords(settings)
         call.update(exporter=settings["exporter"], opset_version=settings["opset"], dtype=settings["dtype"])
+        if settings["backend"]:
+            call["backends"] = settings["backend"]
         return self._check(lambda: verify(model, args, **call, **rest), fields)
 
     def verify_onnx(self, model_or_path: Any, inputs: Any, expected: Any = None, **options: Any) -> Any:
@@ -106,6 +115,8 @@ class Roundtrip:
 
         settings, fields, rest = self._split(options)
         call = _verify_keywords(settings)
+        if settings["backend"]:
+            call["backend"] = settings["backend"][0]
         return self._check(lambda: verify_onnx(model_or_path, inputs, expected, **call, **rest), fields)
 
     def record(self, verification: Any, *, seconds: float | None = None, reproducer: str | None = None,

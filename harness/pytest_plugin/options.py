@@ -36,7 +36,7 @@ class OptionSpec:
     help: str
     default: Any = None
     choices: tuple[str, ...] | None = None
-    kind: str = "text"  # "text" | "int" | "path"
+    kind: str = "text"  # "text" | "int" | "path" | "list" (repeatable; whitespace-separated in the ini file)
     metavar: str | None = None
 
     @property
@@ -68,6 +68,10 @@ OPTIONS = (
                "calibrated in float32, then cast); default: as built", None, DTYPES),
     OptionSpec("ort_config", "onnxruntime session settings to verify, a JSON object (graph_optimization_level, "
                "config_entries, provider_options, ...; default: onnxruntime's own)", kind="path", metavar="FILE"),
+    OptionSpec("backend", "a backend to verify on, repeatable (onnxruntime[:provider=..,level=..], "
+               "openvino[:precision=f32|bf16|f16,mode=accuracy|performance], onnx.reference); the first decides "
+               "each test, every one is judged against the same fp64 truth (default: onnxruntime)",
+               kind="list", metavar="SPEC"),
 )
 
 
@@ -84,6 +88,7 @@ class Settings:
     tolerances: str | None = None
     dtype: str | None = None
     ort_config: str | None = None
+    backend: tuple[str, ...] | None = None  # canonical specs; None: onnxruntime
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -92,7 +97,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         extra: dict[str, Any] = {"choices": spec.choices} if spec.choices else {"metavar": spec.metavar}
         if spec.kind == "int":
             extra["type"] = int
-        group.addoption(spec.flag, action="store", dest=spec.dest, default=None, help=spec.help, **extra)
+        action = "append" if spec.kind == "list" else "store"
+        group.addoption(spec.flag, action=action, dest=spec.dest, default=None, help=spec.help, **extra)
         parser.addini(spec.dest, f"{spec.help} (command line: {spec.flag})", default="")
 
 
@@ -111,6 +117,8 @@ def _ini_value(config: pytest.Config, spec: OptionSpec) -> Any:
     if spec.kind == "path":
         base = config.inipath.parent if config.inipath else config.rootpath
         return str(base / text)
+    if spec.kind == "list":
+        return text.split()
     return text
 
 
@@ -135,7 +143,24 @@ def resolve(config: pytest.Config) -> Settings:
             OrtConfig.load(values["ort_config"])
         except OrtConfigError as error:
             raise pytest.UsageError(f"--roundtrip-ort-config {error}") from None
+    if values.get("backend"):
+        values["backend"] = backend_specs(values["backend"], "--roundtrip-backend")
     return Settings(**values)
+
+
+def backend_specs(texts: Any, where: str) -> tuple[str, ...]:
+    """Backend specs, canonical; a pytest.UsageError naming `where` for an unknown backend or
+    option, or one given twice. Parsing imports no runtime package."""
+    from harness.runtime.backends import BackendSpec, BackendSpecError
+
+    texts = [texts] if isinstance(texts, str) else list(texts)
+    try:
+        specs = tuple(str(BackendSpec.parse(text)) for text in texts)
+    except BackendSpecError as error:
+        raise pytest.UsageError(f"{where} {error}") from None
+    if len(set(specs)) != len(specs):
+        raise pytest.UsageError(f"{where}: {sorted({s for s in specs if specs.count(s) > 1})} given more than once")
+    return specs
 
 
 def write_back(config: pytest.Config, settings: Settings) -> None:

@@ -223,6 +223,7 @@ def compact_verification(record: Mapping[str, Any]) -> dict[str, Any]:
         "first_nonfinite": record.get("first_nonfinite"), "overflows": list(record.get("overflows", [])),
         "backend": record.get("backend", "onnxruntime"), "backend_settings": dict(record.get("backend_settings", {})),
         "backend_results": [compact_backend_result(result, cpu_placed) for result in record.get("backend_results", [])],
+        "quantization": record.get("quantization"),
     }
 
 
@@ -255,15 +256,20 @@ def case_from_verification(verification: Any, *, name: str, other: Any = None, s
                            family: str | None = None, sizes: Sequence[str] | None = None,
                            origin: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A verified case: its verdict over the traced size and (when `other` is given) the other
-    size, the compact verification, and links to reproducers.
+    size, and on every further backend that ran (a skipped one does not count), the compact
+    verification, and links to reproducers.
 
     `verification`/`other`: Verification records or their `to_dict()`. `reproducer`: one folder
     (the worst op's) or {fx_node: folder}. `sizes`: labels of the two input sizes, e.g.
     ["batch 2", "batch 3"]. `origin`: where the case came from (zoo, ONNX file, factory).
     """
-    record = compact_verification(_as_record(verification))
+    full = _as_record(verification)
+    record = compact_verification(full)
     other_entry = _other_size(other) if other is not None else None
-    passed = record["passed"] and (other_entry is None or other_entry["passed"])
+    sweep = compact_sweep(full.get("shape_sweep"))
+    backends_pass = all(result["passed"] is not False for result in record["backend_results"])  # skipped: None
+    passed = (record["passed"] and (other_entry is None or other_entry["passed"]) and backends_pass
+              and (sweep is None or sweep["passed"]))
     if isinstance(reproducer, str):
         reproducers = {record["worst_op"] or "model": reproducer}
     else:
@@ -272,8 +278,17 @@ def case_from_verification(verification: Any, *, name: str, other: Any = None, s
         "name": name, "status": "pass" if passed else "fail", "test": test,
         "seconds": number(seconds) if seconds is not None else None, "family": family,
         "sizes": list(sizes) if sizes else ["traced", "other"], "origin": dict(origin) if origin else None,
-        "verification": record, "other": other_entry, "reproducers": reproducers,
+        "verification": record, "other": other_entry, "reproducers": reproducers, "shape_sweep": sweep,
     }
+
+
+def compact_sweep(sweep: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A ShapeSweep's `to_dict()` as a report keeps it: its numbers at four significant digits."""
+    if not sweep:
+        return None
+    sizes = [{**size, **{key: number(size.get(key)) for key in ("max_abs", "worst_ratio", "seconds")}}
+             for size in sweep.get("sizes", [])]
+    return {**sweep, "sizes": sizes, "timings": {k: number(v) for k, v in sweep.get("timings", {}).items()}}
 
 
 def crashed_case(name: str, *, reason: str, exit_code: int | None = None, signal: str | None = None,

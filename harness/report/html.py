@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Mapping
 from typing import Any
 
+from harness.report import model_explorer
 from harness.report.document import as_float
 from harness.report.markdown import headline
 from harness.report.plots import error_along_graph, headroom_by_kind
@@ -74,7 +76,19 @@ def _cells(case: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [(traced, traced), other_cell]
 
 
-def _case_view(case: Mapping[str, Any]) -> dict[str, Any]:
+def _explorer_view(case: Mapping[str, Any], report_dir: str | None) -> dict[str, Any] | None:
+    """The case's Model Explorer links and commands (when its files were written and the report
+    directory is known: the server reads models by absolute path)."""
+    entry = case.get("model_explorer")
+    if not entry or report_dir is None:
+        return None
+    base = os.path.abspath(report_dir)
+    return {"server": model_explorer.server_command(), "links": model_explorer.failing_links(case, base),
+            "command": model_explorer.open_command(entry, base),
+            "sync": os.path.join(base, entry["sync"]) if entry.get("sync") else None}
+
+
+def _case_view(case: Mapping[str, Any], report_dir: str | None = None) -> dict[str, Any]:
     reproducers = case.get("reproducers") or {}
     ops = (case.get("verification") or {}).get("ops", [])
     ranked = sorted(ops, key=lambda op: (op.get("isolated") is not None, ratio(op)), reverse=True)
@@ -85,12 +99,16 @@ def _case_view(case: Mapping[str, Any]) -> dict[str, Any]:
         "failing": [_op_row(case["name"], op, reproducers) for op in failing_ops(case)],
         "worst": [_op_row(case["name"], op, reproducers) for op in ranked[:OPS_PER_CASE]],
         "findings": numeric_findings(case.get("verification") or {}),
+        "explorer": _explorer_view(case, report_dir),
     }
 
 
-def render(document: Mapping[str, Any], *, diff: Mapping[str, Any] | None = None) -> str:
-    """index.html for `document`, with the diff against a baseline when one is given."""
-    cases = [_case_view(case) for case in document["cases"]]
+def render(document: Mapping[str, Any], *, diff: Mapping[str, Any] | None = None,
+           report_dir: str | os.PathLike | None = None) -> str:
+    """index.html for `document`, with the diff against a baseline when one is given; with
+    `report_dir`, links each failing op of a case written with Model Explorer files to its nodes."""
+    where = None if report_dir is None else os.fspath(report_dir)
+    cases = [_case_view(case, where) for case in document["cases"]]
     reproducers = {c["case"]["name"]: c["case"].get("reproducers") or {} for c in cases}
     kinds = op_kinds(document)
     return _environment().get_template(TEMPLATE).render(

@@ -32,5 +32,5 @@ def write_report_dir(document: dict[str, Any], out_dir: str | os.PathLike, *, ba
         written[DIFF_JSON] = write_text(os.path.join(out, DIFF_JSON), json.dumps(found, indent=1) + "\n")
         written[DIFF_MD] = write_text(os.path.join(out, DIFF_MD), diffs.markdown(found, heading="#") + "\n")
     written[PARITY_MD] = write_text(os.path.join(out, PARITY_MD), markdown.render(document, diff=found))
-    written[INDEX_HTML] = write_text(os.path.join(out, INDEX_HTML), html.render(document, diff=found))
+    written[INDEX_HTML] = write_text(os.path.join(out, INDEX_HTML), html.render(document, diff=found, report_dir=out))
     return written

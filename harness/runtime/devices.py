@@ -67,7 +67,14 @@ def provider_unavailable_reason(provider: str) -> str | None:
     if provider not in available:
         return (f"onnxruntime {ort.__version__} has no {provider} (available: {', '.join(available)}); "
                 "install an onnxruntime build that has it")
+    if provider in GPU_PROVIDERS:
+        reason = cuda_unavailable_reason()
+        return f"{provider} needs a CUDA GPU: {reason}" if reason else None
     return None
+
+
+GPU_PROVIDERS = ("TensorrtExecutionProvider",)
+"""Providers besides CUDA's that run only on an NVIDIA GPU."""
 
 
 def require_provider(provider: str) -> None:

@@ -2,8 +2,10 @@
 
 `run_production` runs the model as given and reports a model the backend refuses or fails to
 run as a finding (a note), never as an exception; on CUDA it also reads back which nodes
-onnxruntime placed on the CPU. `model_runner` loads and runs the variants the per-op analysis
-builds (the instrumented model, the isolation batch).
+onnxruntime placed on the CPU, and on every backend the precision each node ran at. `model_runner`
+loads and runs the variants the per-op analysis builds (the instrumented model, the isolation
+batch). Both run on onnxruntime by default, or on any `backend` (harness.runtime.backends):
+every backend's `prepare` takes the same options and uses those it knows.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 import numpy as np
 import onnx
 
+from harness.runtime.backends.base import Backend
+from harness.runtime.backends.precision import DECLARED, RuntimePrecision, is_lower
 from harness.runtime.devices import DeviceSpec
 from harness.runtime.errors import BackendRunError, ModelLoadError, first_line
 from harness.runtime.memory import release_freed_memory
@@ -37,11 +41,23 @@ class ProductionRun:
     providers: list[str] = field(default_factory=list)
     cpu_placed_nodes: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    runtime_precisions: dict[str, RuntimePrecision] = field(default_factory=dict)  # ONNX node -> as it ran
+    hints: dict[str, str] = field(default_factory=dict)  # the precision settings the backend reports
+
+    def lowest_precision(self) -> str | None:
+        """The lowest floating precision any node ran at (None: every node as declared)."""
+        floating = [p.precision for p in self.runtime_precisions.values() if p.source != DECLARED
+                    and p.precision in ("float64", "float32", "float16", "bfloat16")]
+        lowest = None
+        for precision in floating:
+            if lowest is None or is_lower(precision, lowest):
+                lowest = precision
+        return lowest
 
 
 def run_production(model: onnx.ModelProto, spec: DeviceSpec, feeds: dict[str, np.ndarray], *,
                    tf32: bool, shared: SharedWeights | None = None,
-                   ort_config: OrtConfig | None = None) -> ProductionRun:
+                   ort_config: OrtConfig | None = None, backend: Backend | None = None) -> ProductionRun:
     """Run `model` as given on the device under test.
 
     With `shared` the session gets the weight arrays directly instead of parsing them out of the
@@ -51,18 +67,21 @@ def run_production(model: onnx.ModelProto, spec: DeviceSpec, feeds: dict[str, np
     """
     loaded = shared.stubbed(model) if shared is not None else model
     try:
-        rep = prepare(loaded, spec.backend_device, tf32=tf32, profile=spec.kind == "cuda", shared_weights=shared,
-                      **_session_options(spec, ort_config))
+        rep = _prepare(backend, loaded, spec, tf32=tf32, profile=spec.kind == "cuda", shared_weights=shared,
+                       **_session_options(spec, ort_config))
     except ModelLoadError as error:
         return ProductionRun(None, notes=[f"the backend refused the model: {first_line(error)}"])
-    run = ProductionRun(None, providers=list(rep.providers))
+    run = ProductionRun(None, providers=list(getattr(rep, "providers", [])))
     try:
         try:
             run.outputs = [widened(output) for output in rep.run(feeds)]  # bfloat16 compared as float32
         except BackendRunError as error:  # onnxruntime's (or the reference's) own error, nothing else
             run.notes.append(f"the backend failed to run the model: {first_line(error)}")
             return run
-        if spec.kind == "cuda":
+        if backend is not None and not backend.RUNS_DECLARED:  # else every node runs what the model declares
+            run.runtime_precisions = rep.runtime_precisions()
+            run.hints = rep.hints() if hasattr(rep, "hints") else {}
+        if spec.kind == "cuda" and hasattr(rep, "session"):
             run.cpu_placed_nodes = cpu_placed_nodes(node_placement(rep))
             if run.cpu_placed_nodes:
                 run.notes.append(
@@ -76,12 +95,12 @@ def run_production(model: onnx.ModelProto, spec: DeviceSpec, feeds: dict[str, np
 
 
 def model_runner(spec: DeviceSpec, tf32: bool, shared: SharedWeights | None,
-                 ort_config: OrtConfig | None = None) -> ModelRunner:
+                 ort_config: OrtConfig | None = None, backend: Backend | None = None) -> ModelRunner:
     """A function that loads a model variant on the device under test and runs it once, with the
-    production run's session configuration (so that its values are the production run's)."""
+    production run's session configuration (so that its values are the production run's), on
+    `backend` (onnxruntime by default)."""
     def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        rep = prepare(model, spec.backend_device, tf32=tf32, shared_weights=shared,
-                      **_session_options(spec, ort_config))
+        rep = _prepare(backend, model, spec, tf32=tf32, shared_weights=shared, **_session_options(spec, ort_config))
         try:
             return dict(zip(rep.output_names, (widened(output) for output in rep.run(feeds))))
         finally:
@@ -89,6 +108,13 @@ def model_runner(spec: DeviceSpec, tf32: bool, shared: SharedWeights | None,
             release_freed_memory()
 
     return run
+
+
+def _prepare(backend: Backend | None, model: onnx.ModelProto, spec: DeviceSpec, **options: Any) -> Any:
+    """`model` prepared on `backend` (the seed's onnxruntime `prepare` when None)."""
+    if backend is None:
+        return prepare(model, spec.backend_device, **options)
+    return backend.prepare(model, spec.backend_device, **options)
 
 
 def _session_options(spec: DeviceSpec, ort_config: OrtConfig | None) -> dict[str, Any]:

@@ -17,10 +17,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
+import torch.fx
 import torch.utils._pytree as pytree
 
 from harness import runtime
@@ -125,7 +126,9 @@ def run_sweep(exported: Any, module: torch.nn.Module, args: tuple[Any, ...], tra
     verification at the example inputs `args`/`kwargs`; `dynamic_axes` names the declared axes,
     `axis_ranges` bounds them ({axis name: (lowest, highest)}). `make_inputs(sizes, axes)`
     returns the args at a point (default: the example's tensors cut or tiled)."""
-    settings = settings or SweepSettings()
+    from harness.verification import tolerance_table
+
+    settings = replace(settings or SweepSettings(), tolerances=tolerance_table((settings or SweepSettings()).tolerances))
     started = time.perf_counter()
     leaves = (flat_user_inputs(exported.program, args, kwargs) if exported.program is not None
               else pytree.tree_leaves((tuple(args), dict(kwargs or {}))))
@@ -141,7 +144,7 @@ def run_sweep(exported: Any, module: torch.nn.Module, args: tuple[Any, ...], tra
     if others:
         with _Session(exported, settings) as session:
             for point in others:
-                point_args, point_kwargs = _inputs_at(point, axes, args, kwargs, tensors, make_inputs)
+                point_args, point_kwargs = inputs_at(point, axes, args, kwargs, tensors, make_inputs)
                 sweep.sizes.append(_judge_size(point, exported, module, point_args, point_kwargs, session, settings))
     sweep.timings["sizes_s"] = time.perf_counter() - started
     failing = sweep.first_failing
@@ -167,8 +170,10 @@ def _why(verification: Verification) -> str:
     return ""
 
 
-def _inputs_at(point: SizePoint, axes: SweepAxes, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None,
-               tensors: list[torch.Tensor], make_inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def inputs_at(point: SizePoint, axes: SweepAxes, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None,
+              tensors: list[torch.Tensor], make_inputs: Any = None) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """(args, kwargs) at `point`: `make_inputs(sizes, axes)`, or the example's `tensors` (its
+    flattened tensor leaves) cut or tiled to the point's shapes in the example's structure."""
     if make_inputs is not None:
         return tuple(make_inputs(point.sizes, axes)), dict(kwargs or {})
     shapes = iter([axes.shape_at(index, point.sizes) for index in range(len(axes.shapes))])
@@ -288,7 +293,16 @@ def _locate(sweep: ShapeSweep, failing: SizeResult, exported: Any, module: torch
     from harness.verification import verify_exported
 
     started = time.perf_counter()
-    point_args, point_kwargs = _inputs_at(failing.point, axes, args, kwargs, tensors, make_inputs)
+    point_args, point_kwargs = inputs_at(failing.point, axes, args, kwargs, tensors, make_inputs)
+    if exported.program is not None:
+        broken = program_failure(exported.program, point_args, point_kwargs)
+        if broken is not None:  # torch's own values cannot be had from the capture at this size
+            node, error = broken
+            sweep.first_failing_op = {**_node_info(node, exported.model), "failure": "captured program fails"}
+            sweep.diagnosis = (f"at {failing.point.label()} the captured program itself fails at {node.name} "
+                               f"({node.target}): {error}; the capture fixed a size there")[:500]
+            sweep.timings["locate_s"] = time.perf_counter() - started
+            return
     try:
         at_failure = verify_exported(
             exported, point_args, kwargs=point_kwargs, module=module, device=settings.device,
@@ -324,3 +338,39 @@ def first_failing_op(verification: Verification) -> Any:
     if failed is not None:
         return failed
     return next((op for op in verification.ops if op.accumulated is not None and not op.accumulated.passed), None)
+
+
+class _Stepper(torch.fx.Interpreter):
+    """An interpreter that remembers the node it is running."""
+
+    current: Any = None
+
+    def run_node(self, node: torch.fx.Node) -> Any:
+        self.current = node
+        return super().run_node(node)
+
+
+def program_failure(program: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> tuple[Any, str] | None:
+    """(the FX node, the error's first line) where the captured program fails on these inputs;
+    None when it runs (its guards are not checked: only its ops)."""
+    from harness.analysis.torch_values import program_inputs
+
+    stepper = _Stepper(program.graph_module)
+    try:
+        with torch.no_grad():
+            stepper.run(*program_inputs(program, args, kwargs))
+    except Exception as error:  # any op's own refusal: where the capture stops holding
+        return stepper.current, f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"[:300]
+    return None
+
+
+def _node_info(node: Any, model: Any) -> dict[str, Any]:
+    """A row-like description of an FX node: its ONNX nodes, scope and source by their provenance."""
+    from exporter.contract.keys import FX_NODE_KEY, SCOPE_KEY, SOURCE_KEY
+
+    onnx_nodes = [n for n in model.graph.node
+                  if any(p.key == FX_NODE_KEY and p.value == node.name for p in n.metadata_props)]
+    meta = {p.key: p.value for p in onnx_nodes[0].metadata_props} if onnx_nodes else {}
+    return {"fx_node": node.name, "aten": str(node.target), "onnx_nodes": [n.name for n in onnx_nodes],
+            "onnx_ops": [n.op_type for n in onnx_nodes], "scope": meta.get(SCOPE_KEY, ""),
+            "source": meta.get(SOURCE_KEY, "")}

@@ -86,6 +86,9 @@ class Backend(abc.ABC):
 
     name: ClassVar[str] = ""
     OPTIONS: ClassVar[dict[str, BackendOption]] = {}
+    RUNS_DECLARED: ClassVar[bool] = True
+    """Whether the backend runs every node at the precision the model declares (onnxruntime,
+    onnx.reference): its rows' runtime precision is then the op's dtype, read from nowhere else."""
 
     def __init__(self, spec: BackendSpec | str | None = None, **options: Any) -> None:
         if spec is not None and options:

@@ -15,6 +15,7 @@ records the hints the compiled model reports.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,7 @@ class OpenVinoBackend(Backend):
     """OpenVINO runtime, CPU plugin, with its precision and execution-mode hints."""
 
     name = "openvino"
+    RUNS_DECLARED = False  # the CPU plugin's precision hint may lower it
     OPTIONS = {
         "precision": BackendOption("precision", "INFERENCE_PRECISION_HINT: f32, bf16 or f16", PRECISIONS, None),
         "mode": BackendOption("mode", "EXECUTION_MODE_HINT: accuracy or performance",
@@ -78,15 +80,22 @@ class OpenVinoBackend(Backend):
     def prepare(self, model: onnx.ModelProto, device: str = "CPU", **options: Any) -> OpenVinoModel:
         self.require(device)
         shared = options.get("shared_weights")
-        if shared is not None:
-            model = shared.restore(model)  # OpenVINO reads the weights from the model's bytes
-        serialized = options.get("serialized") if shared is None else None
         try:
-            read = _core().read_model(serialized or model.SerializeToString(), b"")
+            if shared is not None and shared.used_by(model):
+                # the skeleton written beside the shared data file (each array written once per
+                # verification), which OpenVINO maps: no weight is copied into a proto or parsed
+                path = shared.session_file(model)
+                try:
+                    read = _core().read_model(path)
+                finally:
+                    os.unlink(path)
+            else:
+                read = _core().read_model(options.get("serialized") or model.SerializeToString(), b"")
             compiled = _core().compile_model(read, "CPU", self.config())
         except RuntimeError as error:
             raise ModelLoadError(f"OpenVINO could not load the model: {str(error).strip()[:800]}") from error
-        return OpenVinoModel(model, self, compiled,
+        kept = {"shared_weights": shared} if shared is not None else {}
+        return OpenVinoModel(model, self, compiled, kept,
                              [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}],
                              [o.name for o in model.graph.output])
 
@@ -104,16 +113,18 @@ class OpenVinoModel(PreparedModel):
     model: onnx.ModelProto
     backend: OpenVinoBackend
     compiled: Any
+    options: dict[str, Any]  # what variants are prepared with (the shared weights)
     input_names: list[str]
     output_names: list[str]
     _layers: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     def run(self, inputs: Any) -> list[np.ndarray]:
-        feeds = self._feeds(inputs)
+        types = {port.get_any_name(): port.get_element_type() for port in self.compiled.inputs}
+        feeds = {name: _to_tensor(array, types.get(name)) for name, array in self._feeds(inputs).items()}
         try:
             request = self.compiled.create_infer_request()
             request.infer(feeds)
-            return [np.array(request.get_output_tensor(i).data, copy=True) for i in range(len(self.compiled.outputs))]
+            return [_from_tensor(request.get_output_tensor(i)) for i in range(len(self.compiled.outputs))]
         except RuntimeError as error:
             raise BackendRunError(f"OpenVINO failed to run the model: {str(error).strip()[:800]}") from error
 
@@ -127,7 +138,7 @@ class OpenVinoModel(PreparedModel):
         return {name: contiguous(v) for name, v in zip(self.input_names, inputs)}
 
     def variant(self, model: onnx.ModelProto) -> OpenVinoModel:
-        return self.backend.prepare(model, "CPU")
+        return self.backend.prepare(model, "CPU", **self.options)
 
     def hints(self) -> dict[str, str]:
         """The precision and execution-mode hints the compiled model reports (its defaults
@@ -171,6 +182,39 @@ class OpenVinoModel(PreparedModel):
         """The runtime layers that stand for more than one ONNX node."""
         return [RuntimeFusion(layer["layer"], layer["type"], tuple(layer["onnx_nodes"]), layer["precision"])
                 for layer in self.layers() if len(layer["onnx_nodes"]) > 1]
+
+
+def _is_bfloat16(dtype: np.dtype) -> bool:
+    return dtype.name == "bfloat16"  # ml_dtypes' bfloat16, as the harness passes bfloat16 values
+
+
+def _to_tensor(array: np.ndarray, element_type: Any) -> Any:
+    """An input for OpenVINO in the input's own element type (the harness may hand a float32
+    array to a bfloat16 input when bfloat16 holds its values exactly); a bfloat16 one as an
+    OpenVINO bf16 tensor holding the bits (OpenVINO's numpy bridge has no bfloat16 type and
+    would read the array by value as another type)."""
+    if element_type is None or not element_type.is_static():
+        return array
+    if element_type.get_type_name() != "bf16":
+        return np.ascontiguousarray(array.astype(element_type.to_dtype(), copy=False))
+    import ml_dtypes
+    import openvino
+
+    if not _is_bfloat16(array.dtype):
+        array = array.astype(ml_dtypes.bfloat16)
+    tensor = openvino.Tensor(openvino.Type.bf16, list(array.shape))
+    tensor.data.view(np.uint16)[...] = np.ascontiguousarray(array).view(np.uint16)
+    return tensor
+
+
+def _from_tensor(tensor: Any) -> np.ndarray:
+    """An output as a numpy array (a copy); bf16 as ml_dtypes' bfloat16 (OpenVINO hands out the
+    bits under another 16-bit dtype)."""
+    if tensor.get_element_type().get_type_name() == "bf16":
+        import ml_dtypes
+
+        return np.array(tensor.data.view(np.uint16).view(ml_dtypes.bfloat16), copy=True)
+    return np.array(tensor.data, copy=True)
 
 
 def _onnx_names(model: onnx.ModelProto) -> Any:

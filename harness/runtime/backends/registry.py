@@ -23,7 +23,9 @@ def register_backend(cls: B) -> B:
     name = getattr(cls, "name", "")
     if not name:
         raise ValueError(f"{cls.__name__} has no backend name")
-    if name in _REGISTRY and _REGISTRY[name] is not cls:
+    known = _REGISTRY.get(name)
+    reloaded = known is not None and (known.__module__, known.__qualname__) == (cls.__module__, cls.__qualname__)
+    if known is not None and known is not cls and not reloaded:  # a module imported again replaces its class
         raise ValueError(f"backend {name!r} is registered twice ({_REGISTRY[name].__name__}, {cls.__name__})")
     _REGISTRY[name] = cls
     return cls

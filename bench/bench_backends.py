@@ -1,0 +1,121 @@
+"""Cost of a second backend: per-op verification on two backends vs on one, in one run.
+
+For each model, ONE roundtrip export is verified (export excluded) by
+
+* single: harness.verification.verify_exported(..., backends=("onnxruntime",)), the anchor;
+* double: the same with a second backend (default openvino:precision=f32): its own production
+  run, instrumented run and isolation run, judged against the SAME torch values and fp64
+  truth (computed once per op for both backends).
+
+Each of `--repeat` rounds (at least 3) runs both sides, the order alternating, and the medians
+count. The target is double <= 1.5x single. Rows, ratios and the machine go to
+bench/results/bench_backends.json.
+
+    python bench/bench_backends.py                                   # resnet18, a small conv net
+    python bench/bench_backends.py --second onnxruntime:level=disabled --models resnet18
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+import torch
+import torchvision
+
+from _common import banner, machine_info, measure_rows, median, quiet_onnxruntime, side_by_side, write_results
+
+from harness.exporters import export_for_verification
+from harness.verification import verify_exported
+
+
+class SmallConvNet(torch.nn.Module):
+    """Three conv layers and a linear head on 32x32 images: the case CI's tests use."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 32, 3, padding=1),
+            torch.nn.ReLU(), torch.nn.Conv2d(32, 32, 3, padding=1), torch.nn.ReLU())
+        self.head = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        return self.head(self.features(x).mean((2, 3)))
+
+
+MODELS = {
+    "small_conv_net": (SmallConvNet, (2, 3, 32, 32)),
+    "resnet18": (torchvision.models.resnet18, (1, 3, 224, 224)),
+    "mobilenet_v3_small": (torchvision.models.mobilenet_v3_small, (1, 3, 224, 224)),
+}
+TARGET = 1.5  # double-backend time over single-backend time, at most
+MIN_REPEAT = 3
+
+
+def measure(name: str, second: str, *, seed: int, repeat: int) -> dict:
+    build, shape = MODELS[name]
+    torch.manual_seed(seed)
+    module = build().eval()
+    args = (torch.randn(*shape, generator=torch.Generator().manual_seed(seed + 1)),)
+    exported = export_for_verification("roundtrip", module, args)
+    single = lambda: verify_exported(exported, args, module=module, model_name=name)  # noqa: E731
+    double = lambda: verify_exported(exported, args, module=module, model_name=name,  # noqa: E731
+                                     backends=("onnxruntime", second))
+    single()  # warm-up: first-call imports, OpenVINO's plugin load
+    double()
+    seconds, results = side_by_side({"single": single, "double": double}, repeat)
+    other = results["double"].backend_results[0]
+    row = {
+        "model": name, "second": second, "onnx_nodes": len(exported.model.graph.node),
+        "ops": len(results["single"].ops),
+        "single_s": median(seconds["single"]), "double_s": median(seconds["double"]),
+        "single_runs_s": [round(s, 3) for s in seconds["single"]],
+        "double_runs_s": [round(s, 3) for s in seconds["double"]],
+        "single_timings": {k: round(v, 3) for k, v in results["single"].timings.items()},
+        "second_timings": {k: round(v, 3) for k, v in other.timings.items()},
+        "second_passed": other.passed, "second_skipped": other.skipped,
+        "second_failing_ops": [op.fx_node for op in other.ops if op.passed is False],
+        "target": TARGET,
+    }
+    row["ratio"] = row["double_s"] / row["single_s"]
+    return row
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| model | second backend | ops | one backend (s) | two backends (s) | ratio | target |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        lines.append(f"| {row['model']} | {row['second']} | {row['ops']} | {row['single_s']:.2f} | "
+                     f"{row['double_s']:.2f} | {row['ratio']:.2f}x | <= {row['target']:.1f}x |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["small_conv_net", "resnet18"], choices=list(MODELS))
+    parser.add_argument("--second", default="openvino:precision=f32", help="the second backend's spec")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeat", type=int, default=MIN_REPEAT,
+                        help=f"rounds, each running both sides interleaved (the medians count; at least {MIN_REPEAT})")
+    parser.add_argument("--json", default=None, help="where to write the results (default bench/results/bench_backends.json)")
+    options = parser.parse_args(argv)
+    if options.repeat < MIN_REPEAT:
+        parser.error(f"--repeat {options.repeat}: at least {MIN_REPEAT}, or the median is one run's luck")
+    quiet_onnxruntime()
+    logging.getLogger("torch").setLevel(logging.ERROR)
+    machine = machine_info()
+    print(banner("bench_backends", machine))
+    rows = measure_rows(options.models, lambda name: measure(name, options.second, seed=options.seed,
+                                                             repeat=options.repeat))
+    met = {row["model"]: row["ratio"] <= row["target"] for row in rows}
+    summary = {"met": met, "all_met": all(met.values())}
+    path = write_results("bench_backends", machine, rows, summary=summary, path=options.json,
+                         options={"repeat": options.repeat, "interleaved": True, "second": options.second})
+    print(markdown(rows))
+    print(f"\ntargets met: {met}; load average at the end {os.getloadavg()[0]:.2f}; results in {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

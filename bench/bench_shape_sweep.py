@@ -1,0 +1,154 @@
+"""Shape-sweep benchmark: the cost of each extra size against one full per-op verification,
+and against torch.onnx.verification checking the same sizes, side by side in one run.
+
+For each zoo case, ONE roundtrip export with the case's swept axes dynamic (image sides too) is
+verified by three sides, interleaved over `--repeat` rounds (the medians count):
+
+* per_op:  harness.verification.verify_exported at the traced size, per op (production run,
+           instrumented run, batched isolation, fp64 truth): one full per-op verification;
+* sweep:   harness.shapes.run_sweep over the extra sizes (the traced verification given, so only
+           the extra sizes run): outputs judged at each size in one onnxruntime session;
+* anchor:  torch.onnx.verification.verify_onnx_program on a torch.onnx export with the same dynamic
+           axes, once per extra size (outputs only, as the sweep checks them).
+
+The extra sizes are the sweep's points near the traced size (every axis moved to a prime, then
+each axis alone moved), so that a size costs what the traced size costs; the ranges' bounds
+(a 1-image batch, 512-px images) cost what their element count says. Ratios: per extra size over
+one per-op verification (target: at most 0.3; the target is judged on this raw ratio), the same
+divided by the extra sizes' mean element count relative to the traced inputs (batch 3 against 2
+costs half as much again), and torch.onnx.verification's time per size over ours. Rows go to bench/results/bench_shape_sweep.json.
+
+    python bench/bench_shape_sweep.py                      # resnet18, superresolution, word LM (LSTM)
+    python bench/bench_shape_sweep.py --cases resnet18 --sizes 3 --repeat 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import warnings
+
+import torch
+
+from _common import banner, machine_info, measure_rows, median, quiet_onnxruntime, side_by_side, write_results
+
+import model_zoo_cases
+from harness.exporters import export_for_verification, torch_onnx_export
+from harness.shapes.selection import SizePoint, select_sizes
+from harness.shapes.sweep import SweepSettings, inputs_at, run_sweep
+from harness.verification import verify_exported
+
+CASES = ("resnet18", "superresolution", "word_language_model_lstm")
+TARGET = 0.3  # at most this fraction of one full per-op verification per extra size
+MIN_REPEAT = 3
+
+
+def near_traced_points(sweep_axes, count: int) -> list[SizePoint]:
+    """`count` sweep points near the traced size: every axis moved to a prime, then each alone."""
+    near = [p for p in select_sizes(sweep_axes.axes, 64)[1:]
+            if p.reasons[0].startswith("moved") or p.reasons[0].endswith("alone moved")]
+    return near[:count]
+
+
+def _anchor(program, sized_args) -> None:
+    from torch.onnx.verification import verify_onnx_program
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for args in sized_args:
+            verify_onnx_program(program, args, compare_intermediates=False)
+
+
+def measure(name: str, *, sizes: int, repeat: int, seed: int) -> dict:
+    case = model_zoo_cases.get(name)
+    module, args = case.module(seed), case.inputs(seed)
+    axes = case.swept_axes()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exported = export_for_verification("roundtrip", module, args, dynamic_axes=axes,
+                                           input_names=list(case.input_names))
+        program = torch_onnx_export(module, args, dynamic_axes=axes, input_names=list(case.input_names))
+    settings = dict(output_atol=case.atol, output_rtol=case.rtol, allowed_mismatch=case.allowed_mismatch_fraction)
+    traced = verify_exported(exported, args, module=module, model_name=name, **settings)  # warm-up and the record
+    probe = run_sweep(exported, module, args, traced, 1, dynamic_axes=axes, axis_ranges=case.axis_ranges)
+    points = near_traced_points(probe.axes, sizes)
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    sized_args = [inputs_at(point, probe.axes, args, None, tensors)[0] for point in points]
+    sweep_settings = SweepSettings(model_name=name, locate=False, **settings)
+    sides = {
+        "per_op": lambda: verify_exported(exported, args, module=module, model_name=name, **settings),
+        "sweep": lambda: run_sweep(exported, module, args, traced, [p.sizes for p in points], dynamic_axes=axes,
+                                   axis_ranges=case.axis_ranges, settings=sweep_settings),
+        "anchor": lambda: _anchor(program, sized_args),
+    }
+    seconds, results = side_by_side(sides, repeat)
+    sweep = results["sweep"]
+    extra = len(sweep.sizes) - 1
+    row = {
+        "case": name, "onnx_nodes": len(exported.model.graph.node), "sizes": [s.point.label() for s in sweep.sizes],
+        "statuses": [s.status for s in sweep.sizes], "per_op_s": median(seconds["per_op"]),
+        "sweep_s": median(seconds["sweep"]), "anchor_s": median(seconds["anchor"]), "extra_sizes": extra,
+        "runs_s": {side: [round(s, 3) for s in values] for side, values in seconds.items()},
+        "ops": len(results["per_op"].ops), "target": TARGET,
+    }
+    row["per_size_s"] = row["sweep_s"] / max(extra, 1)
+    row["ratio"] = row["per_size_s"] / row["per_op_s"]
+    # the extra sizes hold more elements than the traced one (batch 3 against 2): the ratio per
+    # traced size's worth of elements says what a size costs when it is as large as the traced one
+    work = [_elements(a) / _elements(args) for a in sized_args]
+    row["work_factor"] = sum(work) / len(work) if work else 1.0
+    row["ratio_per_traced_work"] = row["ratio"] / row["work_factor"]
+    row["anchor_per_size_s"] = row["anchor_s"] / max(extra, 1)
+    row["anchor_ratio"] = row["anchor_per_size_s"] / row["per_size_s"]
+    return row
+
+
+def _elements(args) -> int:
+    return sum(a.numel() for a in args if isinstance(a, torch.Tensor))
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| case | ONNX nodes | ops | per-op verification (s) | per extra size (s) | ratio | size / traced "
+             "(elements) | ratio per traced size | target | torch.onnx.verification per size (s) | theirs / ours |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        lines.append(f"| {row['case']} | {row['onnx_nodes']} | {row['ops']} | {row['per_op_s']:.2f} | "
+                     f"{row['per_size_s']:.3f} | {row['ratio']:.3f}x | {row['work_factor']:.2f} | "
+                     f"{row['ratio_per_traced_work']:.3f}x | <= {row['target']}x | "
+                     f"{row['anchor_per_size_s']:.3f} | {row['anchor_ratio']:.1f}x |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", nargs="+", default=list(CASES))
+    parser.add_argument("--sizes", type=int, default=3, help="extra sizes per case (default 3)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeat", type=int, default=MIN_REPEAT,
+                        help=f"rounds, every side once each, interleaved (at least {MIN_REPEAT})")
+    parser.add_argument("--json", default=None, help="where to write the results")
+    options = parser.parse_args(argv)
+    if options.repeat < MIN_REPEAT:
+        parser.error(f"--repeat {options.repeat}: at least {MIN_REPEAT}, or the median is one run's luck")
+    quiet_onnxruntime()
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+    machine = machine_info()
+    print(banner("bench_shape_sweep", machine))
+    rows = measure_rows(options.cases, lambda name: measure(name, sizes=options.sizes, repeat=options.repeat,
+                                                            seed=options.seed))
+    met = {row["case"]: row["ratio"] <= TARGET for row in rows}  # the raw ratio decides
+    summary = {"met": met, "all_met": all(met.values())}
+    path = write_results("bench_shape_sweep", machine, rows, summary=summary, path=options.json,
+                         options={"repeat": options.repeat, "sizes": options.sizes, "interleaved": True})
+    print(markdown(rows))
+    for row in rows:
+        print(f"{row['case']}: each extra size costs {row['ratio']:.3f}x one per-op verification "
+              f"({row['ratio_per_traced_work']:.3f}x per traced size's worth of elements; target <= {TARGET}x); "
+              f"torch.onnx.verification takes {row['anchor_ratio']:.2f}x our time per size")
+    print(f"targets met: {met}; load average at the end {os.getloadavg()[0]:.2f}; results in {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,171 @@
+"""Per-op analysis in bounded chunks: the instrumented run in graph segments, torch's values
+streamed and released after their last reader. A tiny model, run with budgets small enough to
+force several chunks, must give the same rows (isolated errors, fp64 truth, verdicts) as the
+whole-model analysis, while no backend run returns more than a chunk of exposed values and
+torch's streamed values never all live at once."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import harness
+import harness.testing
+import harness.verification as verification_module
+from harness.analysis import fx_rows, torch_values
+from harness.onnxgraph.segments import plan_segments, segment_model, tensor_types
+
+
+class _Stack(torch.nn.Module):
+    """Eight conv blocks with a skip connection across the middle (a value read far ahead)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(
+            torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU())
+            for _ in range(8))
+
+    def forward(self, x):
+        skip = x = self.blocks[0](x)
+        for block in self.blocks[1:]:
+            x = block(x)
+        return torch.sigmoid(x + skip).mean(dim=(2, 3))
+
+
+def _inputs() -> tuple[torch.Tensor]:
+    return (torch.randn(2, 8, 48, 48, generator=torch.Generator().manual_seed(1)),)
+
+
+def _model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return _Stack().eval()
+
+
+def _row(op) -> tuple:
+    verdict = op.verdict.to_dict() if op.verdict is not None else None
+    return (op.passed, op.isolated.max_abs if op.isolated else None, op.truth.max_abs if op.truth else None,
+            op.torch_truth.max_abs if op.torch_truth else None, op.attribution, verdict)
+
+
+VALUE_BYTES = 2 * 8 * 48 * 48 * 4  # one block's activation (above torch_values.SMALL_BYTES)
+
+
+def _counting_runner(monkeypatch) -> list[int]:
+    """Record the bytes of exposed values every backend run of the analysis returns."""
+    returned: list[int] = []
+    original = verification_module.runtime.model_runner
+
+    def model_runner(*args, **kwargs):
+        run = original(*args, **kwargs)
+
+        def counted(model, feeds):
+            values = run(model, feeds)
+            returned.append(sum(v.nbytes for v in values.values()))
+            return values
+
+        return counted
+
+    monkeypatch.setattr(verification_module.runtime, "model_runner", model_runner)
+    return returned
+
+
+def test_chunked_analysis_gives_the_rows_of_the_whole(monkeypatch):
+    whole = harness.verify(_model(), _inputs(), optimize=False)
+    assert "instrumented_segments" not in whole.environment and "torch_values" not in whole.environment
+
+    returned = _counting_runner(monkeypatch)
+    monkeypatch.setattr(fx_rows, "CHUNK_BYTES", 3 * VALUE_BYTES)
+    monkeypatch.setattr(verification_module, "VALUES_BUDGET", 3 * VALUE_BYTES)
+    chunked = harness.verify(_model(), _inputs(), optimize=False)
+
+    assert chunked.passed == whole.passed
+    assert chunked.environment["instrumented_segments"] >= 4
+    assert chunked.environment["torch_values"]["streamed"]
+    assert [op.fx_node for op in chunked.ops] == [op.fx_node for op in whole.ops]
+    for streamed, reference in zip(chunked.ops, whole.ops):
+        assert _row(streamed) == _row(reference), streamed.fx_node
+        assert (streamed.accumulated is None) == (reference.accumulated is None), streamed.fx_node
+    # every run (segments, isolation batches) returns about a chunk: never every value at once
+    total = sum(v.numel() * v.element_size() for v in _all_values(_model(), _inputs()))
+    assert max(returned) <= 3 * VALUE_BYTES + 2 * VALUE_BYTES < total / 3
+    # reproducer tensors are kept for the worst ops only, and a reproducer still builds
+    assert 0 < sum(op.artifacts is not None for op in chunked.ops) <= fx_rows.KEPT_ARTIFACTS
+    assert harness.testing.reproducer_op(chunked) is not None
+
+
+def _all_values(module, args) -> list[torch.Tensor]:
+    import exporter
+
+    program = exporter.capture(module, args)
+    values = torch_values.record_values(program, args)
+    return [v for v in values.values() if isinstance(v, torch.Tensor) and v.is_floating_point()
+            and v.dim() == 4]
+
+
+def test_streamed_torch_values_are_released_after_their_readers():
+    import exporter
+
+    module, args = _model(), _inputs()
+    program = exporter.capture(module, args)
+    whole = torch_values.record_values(program, args)
+    streamed = torch_values.record_values(program, args, budget=2 * VALUE_BYTES)
+    assert isinstance(streamed, torch_values.TorchValues) and streamed.streaming
+    kept_large = [n for n, v in streamed.kept.items() if isinstance(v, torch.Tensor)
+                  and v.numel() * v.element_size() > torch_values.SMALL_BYTES and n not in dict(module.named_parameters())
+                  and not n.startswith(("p_", "b_", "x"))]
+    assert kept_large == [], kept_large  # only placeholders, outputs and small values stay from the first run
+
+    ops = [n for n in program.graph.nodes if n.op == "call_function"]
+    most_live = 0
+    for node in ops:  # measure op after op, as the analysis does
+        torch.testing.assert_close(streamed[node.name], whole[node.name], rtol=0, atol=0)
+        for source in node.all_input_nodes:
+            assert streamed.get(source.name) is not None
+        streamed.release([node.name])
+        most_live = max(most_live, len(streamed._computed))
+    assert streamed.passes == 2  # one more run of the graph, never started over
+    assert most_live <= 3  # the skip connection and the value being measured, not the whole graph
+    meta = streamed.describe(ops[0].name)
+    assert meta.device.type == "meta" and meta.shape == whole[ops[0].name].shape
+
+
+def test_segments_compute_what_the_whole_model_computes():
+    import exporter
+
+    module, args = _model(), _inputs()
+    model = exporter.export(module, args, optimize=False)
+    names = [n.output[0] for n in model.graph.node if n.op_type in ("Conv", "Relu", "BatchNormalization")]
+    segments = plan_segments(model, names, lambda name: VALUE_BYTES, 2 * VALUE_BYTES)
+    assert len(segments) >= 4
+    assert segments[0].start == 0 and segments[-1].stop == len(model.graph.node)
+    assert all(a.stop == b.start for a, b in zip(segments, segments[1:]))
+    types = tensor_types(model)
+    import onnxruntime
+
+    live = {model.graph.input[0].name: args[0].numpy()}
+    exposed: dict[str, object] = {}
+    for segment in segments:
+        piece = segment_model(model, segment, live, types)
+        assert len(piece.graph.node) == segment.stop - segment.start
+        assert {t.name for t in piece.graph.initializer} <= {t.name for t in model.graph.initializer}
+        session = onnxruntime.InferenceSession(piece.SerializeToString(), providers=["CPUExecutionProvider"])
+        outputs = dict(zip(segment.outputs, session.run(segment.outputs, {n: live[n] for n in segment.inputs})))
+        for name in segment.released:
+            live.pop(name)
+        live.update((name, outputs[name]) for name in segment.carried)
+        exposed.update((name, outputs[name]) for name in segment.exposed)
+    whole = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    final = whole.run(None, {model.graph.input[0].name: args[0].numpy()})
+    assert set(exposed) == set(names)
+    torch.testing.assert_close(torch.from_numpy(live[model.graph.output[0].name]), torch.from_numpy(final[0]),
+                               rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("budget", [0, 1 << 40])
+def test_one_segment_or_one_per_exposed_value(budget):
+    import exporter
+
+    model = exporter.export(_model(), _inputs(), optimize=False)
+    names = [n.output[0] for n in model.graph.node]
+    segments = plan_segments(model, names, lambda name: VALUE_BYTES, budget)
+    assert len(segments) == (1 if budget else len(model.graph.node))
