@@ -169,7 +169,7 @@ def write_results(name: str, machine: dict[str, Any], rows: list[dict[str, Any]]
                   summary: dict[str, Any] | None = None, options: dict[str, Any] | None = None,
                   path: str | None = None) -> str:
     """Write `{bench, machine, options, rows, summary}` as JSON (atomically); return the path."""
-    from exporter.fileio import write_text_atomic
+    from exporter.contract.fileio import write_text_atomic
 
     machine = dict(machine)
     machine["load_average_end"] = [round(x, 2) for x in os.getloadavg()]

@@ -37,8 +37,9 @@ from _common import geomean, load_note, machine_info, median, quiet_onnxruntime,
 
 import exporter
 import model_zoo_cases
-from exporter import exporting, functionalize
-from exporter.trace import eval_mode
+from exporter import api as exporting
+from exporter.capturing import functionalize
+from exporter.capturing.trace import eval_mode
 from harness.backend import prepare
 
 TARGET_GEOMEAN = 2.5

@@ -30,7 +30,7 @@ import torch
 from _common import load_note, machine_info, median, quiet_onnxruntime, side_by_side, write_results
 
 import model_zoo_cases
-from exporter.trace import eval_mode
+from exporter.capturing.trace import eval_mode
 from harness.exporters import export_for_verification
 from harness.runtime import prepare, real_inputs
 from harness.runtime.sessions import harness_session_options

@@ -40,7 +40,7 @@ from _common import geomean, load_note, machine_info, median, quiet_onnxruntime,
 
 import exporter
 import model_zoo_cases
-from exporter.trace import eval_mode
+from exporter.capturing.trace import eval_mode
 
 TARGET_LATENCY_EACH = 1.05  # ours / theirs, per model
 TARGET_LATENCY_GEOMEAN = 0.95

@@ -114,7 +114,7 @@ def splice(document: str, text: str) -> str:
 
 def splice_into(path: Path, results: dict[str, Any]) -> None:
     """Rewrite the suite section of the Markdown file at `path` from `results`."""
-    from exporter.fileio import write_text_atomic
+    from exporter.contract.fileio import write_text_atomic
 
     from . import CASES
 

@@ -24,9 +24,7 @@ from typing import Any
 import onnx
 import torch
 
-from exporter.provenance import OPTIMIZED_KEY
-from exporter.registry import DEFAULT_OPSET
-from exporter.trace import eval_mode
+from exporter.contract.keys import OPTIMIZED_KEY
 from harness.runtime.model_files import load_model_file
 
 logger = logging.getLogger(__name__)
@@ -128,6 +126,8 @@ def torch_onnx_export(model, args, *, kwargs=None, opset_version=None, dynamic_a
         options["input_names"] = list(input_names or dynamic_axes.keys())
     elif input_names:
         options["input_names"] = list(input_names)
+    from exporter.capturing.trace import eval_mode
+
     with eval_mode(model):
         return torch.onnx.export(model, args, **options)
 
@@ -136,6 +136,9 @@ def torchscript_export(model, args, *, kwargs=None, opset_version=None, dynamic_
                        input_names=None) -> onnx.ModelProto:
     """torch.onnx's TorchScript-based exporter (`dynamo=False`), run with the module in eval
     mode (then restored)."""
+    from exporter.capturing.trace import eval_mode
+    from exporter.translate.registry import DEFAULT_OPSET
+
     buffer = io.BytesIO()
     with eval_mode(model):
         torch.onnx.export(

@@ -46,6 +46,9 @@ class Verification:
     backend: str = "onnxruntime"  # the backend `outputs` and `ops` come from, as its spec reads
     backend_settings: dict[str, Any] = field(default_factory=dict)  # what that backend ran with
     backend_results: list[BackendResult] = field(default_factory=list)  # every further backend asked for
+    # a quantized module's cost of quantizing per op, float module against quantized torch module
+    # (harness.analysis.quant_cost), apart from the export's rows; None for a float model
+    quantization: dict[str, Any] | None = None
     onnx_model: Any = field(default=None, repr=False, compare=False)  # the model verified; not serialised
     shape_sweep: Any = None  # harness.shapes.ShapeSweep when verified over a sweep of sizes (shapes=)
 
@@ -128,5 +131,6 @@ class Verification:
             "first_nonfinite": self.first_nonfinite, "overflows": self.overflows,
             "backend": self.backend, "backend_settings": self.backend_settings,
             "backend_results": [result.to_dict() for result in self.backend_results],
+            "quantization": self.quantization,
             "shape_sweep": self.shape_sweep.to_dict() if self.shape_sweep is not None else None,
         }

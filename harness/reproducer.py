@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from exporter.fileio import safe_filename
+from exporter.contract.fileio import safe_filename
+from exporter.contract.keys import ATEN_KEY
 from harness.onnxgraph.isolation import Subgraph, build
 from harness.records import OpRecord, Verification
 
@@ -78,7 +79,7 @@ def write_reproducer(verification_or_op: Verification | OpRecord, directory: str
     model = built.model
     model.graph.name = safe_filename(op.name, "op")
     _type_outputs(model, artifacts.expected)
-    for key, value in (("roundtrip.reproducer_of", op.name), ("roundtrip.aten", op.aten)):
+    for key, value in (("roundtrip.reproducer_of", op.name), (ATEN_KEY, op.aten)):
         entry = model.metadata_props.add()
         entry.key, entry.value = key, value
 

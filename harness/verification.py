@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import os
 import tempfile
 import time
@@ -36,10 +37,11 @@ import onnx
 import torch
 import torch.utils._pytree as pytree
 
-from exporter.external_data import EXTERNAL_MIN_BYTES, PROTOBUF_LIMIT, is_in_memory, stub
-from exporter.provenance import describe_check, dropped_checks
+from exporter.contract.skeleton import EXTERNAL_MIN_BYTES, PROTOBUF_LIMIT, is_in_memory, stub
+from exporter.contract.metadata import describe_check, dropped_checks
 from harness import runtime
 from harness.runtime.dtypes import cast_for_dtype, run_dtype, value_dtypes
+from harness.analysis.quant_rows import DEQUANTIZE_OPS, qparams_of
 from harness.analysis.torch_values import (
     VALUES_BUDGET, describe_value, flat_user_inputs, output_values, record_values,
 )
@@ -218,7 +220,7 @@ def sweep_shapes(verification: Verification, exported: ExportedForVerification, 
                  locate: bool = True, **settings: Any) -> None:
     """Run a shape sweep (harness.shapes) of `exported` around the traced `verification`, put it
     on `verification.shape_sweep` and fold its verdict into `verification.passed`."""
-    from exporter.trace import normalize_dynamic_axes
+    from exporter.capturing.signature import normalize_dynamic_axes
     from harness.shapes.sweep import SweepSettings, run_sweep
 
     if isinstance(shapes, bool) or (isinstance(shapes, int) and shapes < 1):
@@ -334,14 +336,15 @@ def verify_exported(
                 truth = None if given and not lowered else _output_truth(verification, exported, module, torch_args, torch_kwargs,
                                                          values, timings, strict)
                 steps = _rounding_steps(exported, values)
+                quantized = quantized_outputs(exported.program, values)
                 judge_outputs(verification, actual_outputs, expected_outputs, truth, output_names, table=table,
                               device=spec.kind, atol=output_atol, rtol=output_rtol, allowed_mismatch=allowed_mismatch,
-                              rounding_steps=steps, precision=production.lowest_precision())
+                              rounding_steps=steps, precision=production.lowest_precision(), quantized=quantized)
                 for other in others:
                     other.judge(lambda record, outputs, precision: judge_outputs(
                         record, outputs, expected_outputs, truth, output_names, table=table, device=spec.kind,
                         atol=output_atol, rtol=output_rtol, allowed_mismatch=allowed_mismatch, rounding_steps=steps,
-                        precision=precision))
+                        precision=precision, quantized=quantized))
             if len(actual_outputs) != len(expected_outputs):
                 verification.notes.append(
                     f"the ONNX model has {len(actual_outputs)} outputs, torch {len(expected_outputs)}"
@@ -433,12 +436,15 @@ def output_dtype(value: Any) -> str:
 def judge_outputs(verification: Verification, actual: Sequence[Any], expected: Sequence[Any],
                   truth: Sequence[Any] | None, names: Sequence[str], *, table: ToleranceTable, device: str,
                   atol: float | None, rtol: float | None, allowed_mismatch: float, rounding_steps: int = 1,
-                  precision: str | None = None) -> None:
+                  precision: str | None = None, quantized: Sequence[Any] = ()) -> None:
     """Fill `verification.outputs` (each output against torch's, under its row) and
     `verification.output_verdicts`; the rule's floor for an output is `floor_ulps` times
     u(dtype) * sqrt(rounding_steps), the ops that rounded on the way to it. `precision`: the
     lowest precision the backend ran a node at; a floating output declared above it is judged
-    by its rule and row (a backend running convolutions in bfloat16 makes bfloat16 outputs)."""
+    by its rule and row (a backend running convolutions in bfloat16 makes bfloat16 outputs).
+    `quantized[i]`, when given, holds the quantization parameters of output i, a dequantized
+    value: it is judged by the rule alone (the float32 row's cap does not apply to a value on a
+    grid of steps), its distance from torch in steps named in the verdict."""
     rule = load_rule(load_noise_model())
     given = atol is not None or rtol is not None
     comparisons, verdicts = [], []
@@ -463,6 +469,11 @@ def judge_outputs(verification: Verification, actual: Sequence[Any], expected: S
                                    check_dtype=False, allowed_mismatch=allowed_mismatch)
             torch_side = compare(torch_array, reference_array, atol=row.atol, rtol=row.rtol, name=name,
                                  check_dtype=False)
+        qparams = quantized[index] if index < len(quantized) else None
+        if qparams is not None and backend_side is not None and not given:
+            verdicts.append(quantized_output_verdict(backend_value, torch_array, backend_side, torch_side, against_torch,
+                                                     qparams, dtype, row, rule, rounding_steps))
+            continue
         verdict = _verdict(against_torch, backend_side, torch_side, dtype, row, rule, given and not lowered,
                            rounding_steps)
         if lowered:
@@ -506,6 +517,41 @@ def _verdict(against_torch: Comparison, backend_side: Comparison | None, torch_s
         return by_row(against_torch, dtype=dtype, row=row, rule=TOLERANCE, reason=why + "; judged by the output row")
     return by_truth(backend_side, torch_side, against_torch, dtype=dtype, reduction_length=1, rule=rule, row=row,
                     cap_factor=1.0, unit=output_unit(dtype, rounding_steps))
+
+
+def _backend_ort_config(backend: Any, ort_config: Any) -> Any:
+    """The onnxruntime configuration a backend's sessions run with (its level included); None
+    for a backend that is not onnxruntime."""
+    if backend is None:
+        return ort_config
+    return backend.ort_config(ort_config) if hasattr(backend, "ort_config") else None
+
+
+def quantized_outputs(program: torch.export.ExportedProgram | None, values: Mapping[str, Any]) -> list[Any]:
+    """Per user output, the quantization parameters (analysis.quant_rows.QParams) of the
+    dequantize that writes it, else None."""
+    if program is None:
+        return []
+    from exporter.capturing.signature import user_outputs
+
+    return [qparams_of(item, values) if isinstance(item, torch.fx.Node) and str(item.target) in DEQUANTIZE_OPS
+            else None for item in user_outputs(program)]
+
+
+def quantized_output_verdict(backend: Any, torch_value: np.ndarray, backend_side: Comparison, torch_side: Comparison,
+                             against_torch: Comparison, qparams: Any, dtype: str, row: Tolerance, rule: VerdictRule,
+                             rounding_steps: int) -> Verdict:
+    """A dequantized output: the rule against the fp64 truth decides (uncapped: one step of a
+    coarse grid is far beyond the float32 row), with its distance from torch in steps."""
+    verdict = by_truth(backend_side, torch_side, against_torch, dtype=dtype, reduction_length=1, rule=rule, row=row,
+                       cap_factor=math.inf, unit=output_unit(dtype, rounding_steps))
+    steps = np.abs(np.rint(qparams.positions(as_array(backend))) - np.rint(qparams.positions(torch_value)))
+    off = int((steps >= 1).sum())
+    return replace(verdict, decided_by="rule", tolerance={}, tolerance_ratio=None,
+                   score=verdict.e_backend / verdict.allowed if verdict.allowed else 0.0,
+                   reason=(f"{verdict.reason.split(';')[0]}; a dequantized output (scale {qparams.largest_scale:.4g}): "
+                           f"max {float(steps.max(initial=0)):g} step(s) from torch, {off} of {steps.size} elements off, "
+                           "judged by the rule alone"))
 
 
 def tolerance_table(tolerances: ToleranceTable | str | None) -> ToleranceTable:
@@ -574,6 +620,7 @@ def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, pr
             backend=str(run_backend.spec) if run_backend is not None else DEFAULT_BACKEND,
             runtime_precisions=run_production_outputs.runtime_precisions,
             declared_only=run_backend is None or run_backend.RUNS_DECLARED,
+            ort_config=_backend_ort_config(run_backend, ort_config),
         ) for run_backend, run_production_outputs, environment in runs]
         results = fx_rows.analyse_backends(analyses)
     else:
@@ -614,7 +661,7 @@ def _output_tree(program: torch.export.ExportedProgram, flat: list[Any]) -> Any:
 
 
 def _mutation_notes(program: torch.export.ExportedProgram) -> list[str]:
-    from exporter.trace import describe_mutations, mutated_state
+    from exporter.capturing.trace import describe_mutations, mutated_state
 
     mutations = mutated_state(program)
     if not mutations:
@@ -627,7 +674,7 @@ def _mutation_notes(program: torch.export.ExportedProgram) -> list[str]:
 
 def _run_eager(module: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any], device: str) -> Any:
     """`module(*args, **kwargs)` in eval mode on `device`, leaving the module as it was found."""
-    from exporter.trace import eval_mode
+    from exporter.capturing.trace import eval_mode
 
     parameter = next(module.parameters(), None)
     original = parameter.device if parameter is not None else None

@@ -48,10 +48,12 @@ Family = Literal[
     "video",
     "optical_flow",
     "detection",
+    "transformer",
 ]
 # Levels: smoke (every CI run) < full (nightly) < extended (nightly: every torchvision family).
-# `detection` (nightly) stands apart: torchvision's detectors, selected only by their own tier.
-Tier = Literal["smoke", "full", "extended", "detection"]
+# `detection` and `quantized` (nightly) stand apart, each selected only by its own name:
+# torchvision's detectors; PT2E-quantized modules (model_zoo_cases.quantized).
+Tier = Literal["smoke", "full", "extended", "detection", "quantized"]
 
 FAMILIES: tuple[str, ...] = get_args(Family)
 TIERS: tuple[str, ...] = get_args(Tier)
@@ -100,6 +102,9 @@ class ModelCase:
     # Outputs hold one entry per input (a detector's list of per-image mappings), so the batch
     # is no dynamic axis: traced_batch == other_batch, and other_inputs() varies the other axes.
     fixed_batch: bool = False
+    # A PT2E quantization scheme (model_zoo_cases.quantized.SCHEMES): the module is quantized
+    # after calibration, on `calibration_steps` batches drawn like the inputs; None: float.
+    quantization: str | None = None
     # The range of each dynamic axis, {axis name: (lowest, highest)}: the sizes the case promises
     # to work at, which a shape sweep (harness.shapes, `roundtrip run --shapes N`) stays inside.
     axis_ranges: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
@@ -165,15 +170,37 @@ class ModelCase:
             if self.calibrate:
                 calibration.calibrate_batchnorm(module, make_batch, self.calibration_steps)
         module.eval()
+        if self.quantization is not None:
+            return self._quantized(module, seed, dtype)
         if dtype is not None:
             module.to(dtype)  # floating parameters and buffers only
         logger.debug("built %s (seed=%d, dtype=%s)", self.name, seed, dtype or "float32")
         return module
 
+    def float_module(self, seed: int = 0) -> nn.Module:
+        """The float module a quantized case quantizes (seeded and calibrated as `build`); the
+        module itself for a float case."""
+        if self.quantization is None:
+            return self.build(seed)
+        return dataclasses.replace(self, quantization=None).build(seed)
+
+    def _quantized(self, module: nn.Module, seed: int, dtype: torch.dtype | None) -> nn.Module:
+        from model_zoo_cases import quantized
+
+        if dtype is not None:
+            raise ValueError(f"{self.name}: a quantized case runs in float32 around its int8 tensors; "
+                             f"dtype={dtype} does not apply")
+        generator = torch.Generator().manual_seed(seed + CALIBRATION_SEED_OFFSET + 1)
+        batches = [self.input_fn(generator, self.traced_batch) for _ in range(self.calibration_steps)]
+        return quantized.quantize(module, self.inputs(seed), batches, self.quantization)
+
     def output_tolerance(self, dtype: Any = None) -> tuple[float | None, float | None]:
         """(atol, rtol) that judge the case's outputs in `dtype`: the measured `atol`/`rtol` in
         float32 (None), where they were measured; (None, None) in any other dtype, whose outputs
-        the verdict rule judges against the fp64 truth with the shipped per-dtype rows."""
+        the verdict rule judges against the fp64 truth with the shipped per-dtype rows, and for
+        a quantized case, whose dequantized outputs the rule judges alone."""
+        if self.quantization is not None:
+            return None, None
         if dtype is None or str(dtype).removeprefix("torch.") == "float32":
             return self.atol, self.rtol
         return None, None

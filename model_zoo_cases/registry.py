@@ -4,7 +4,7 @@ Tiers are levels: `smoke` (one cheap case per 2018 family, every CI run) is part
 `full` (the 2018 zoo, nightly), which is part of `extended` (every other torchvision
 classifier, segmentation, video and optical-flow model, nightly). `select(tier="extended")`
 returns all those cases. The `detection` tier (torchvision's detectors, nightly) is selected
-only by its own name.
+only by its own name, and so is `quantized` (PT2E-quantized modules: model_zoo_cases.quantized).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from model_zoo_cases import (
     detection,
     inputs,
     measurements,
+    quantized,
     superresolution,
     torchvision_extended,
     torchvision_zoo,
@@ -27,6 +28,8 @@ from model_zoo_cases import (
 from model_zoo_cases.case import TIERS, ModelCase
 
 DETECTION_TIER = "detection"
+QUANTIZED_TIER = "quantized"
+SEPARATE_TIERS = (DETECTION_TIER, QUANTIZED_TIER)  # each selected only by its own name
 
 _IMAGE_CLASSIFIER_IO: dict[str, Any] = {
     "input_names": ("image",),
@@ -334,7 +337,50 @@ def _build_cases() -> list[ModelCase]:
         _word_lm_case("LSTM", "full", tie_weights=True),
     ]
     detectors = [_detection_case(detector) for detector in detection.DETECTORS.values()]
-    return cases + _extended_cases(case.name for case in cases) + detectors
+    return cases + _extended_cases(case.name for case in cases) + detectors + _quantized_cases()
+
+
+# The quantized tier: the size the issue measured (1x3x64x64 images); a quantized module is
+# captured at one size, so its batch is fixed.
+QUANTIZED_IMAGE_SIZE = 64
+
+
+def _quantized_case(name: str, family: str, build_fn: Any, input_fn: Any, scheme: str, what: str,
+                    **io: Any) -> ModelCase:
+    """A PT2E-quantized case: `build_fn`'s seeded, calibrated module quantized with `scheme`."""
+    io = io or _IMAGE_CLASSIFIER_IO
+    return ModelCase(
+        name=f"quantized_{name}", family=family, build_fn=build_fn, input_fn=input_fn, tier=QUANTIZED_TIER,
+        dynamic_axes={}, calibrate=True, fixed_batch=True, traced_batch=1, other_batch=1, calibration_batch=2,
+        calibration_steps=4, quantization=scheme, atol=measurements.UNMEASURED_ATOL, rtol=measurements.RTOL,
+        activation_bound=measurements.UNMEASURED_ACTIVATION_BOUND,
+        description=f"{what}, PT2E-quantized ({quantized.SCHEMES[scheme].describe()}), calibrated on 4 seeded batches",
+        **io,
+    )
+
+
+def _quantized_cases() -> list[ModelCase]:
+    images = functools.partial(inputs.imagenet_images, size=QUANTIZED_IMAGE_SIZE)
+    on = f"on {QUANTIZED_IMAGE_SIZE}x{QUANTIZED_IMAGE_SIZE} ImageNet-normalised images"
+    return [
+        _quantized_case("resnet18", "resnet", functools.partial(torchvision_zoo.build_resnet, "resnet18"), images,
+                        "xnnpack", f"torchvision.models.resnet18(weights=None) {on}"),
+        _quantized_case("resnet50", "resnet", functools.partial(torchvision_zoo.build_resnet, "resnet50"), images,
+                        "xnnpack_per_channel", f"torchvision.models.resnet50(weights=None) {on}"),
+        _quantized_case("mobilenet_v2", "mobilenetv2",
+                        functools.partial(torchvision_zoo.build_torchvision, "mobilenet_v2"), images,
+                        "xnnpack_per_channel", f"torchvision.models.mobilenet_v2(weights=None) {on}"),
+        _quantized_case("mobilenet_v3_large", "mobilenetv3",
+                        functools.partial(torchvision_zoo.build_torchvision, "mobilenet_v3_large"), images,
+                        "xnnpack", f"torchvision.models.mobilenet_v3_large(weights=None) {on}"),
+        _quantized_case("vit_small", "vision_transformer", quantized.small_vit,
+                        functools.partial(inputs.imagenet_images, size=quantized.VIT_IMAGE_SIZE), "xnnpack",
+                        f"a two-layer ViT (patch 8, width 64) on {quantized.VIT_IMAGE_SIZE}x{quantized.VIT_IMAGE_SIZE} images"),
+        _quantized_case("transformer_encoder", "transformer", quantized.transformer_encoder,
+                        quantized.sequence_features, "xnnpack_dynamic",
+                        "nn.TransformerEncoder (2 layers, width 64, 4 heads) on (1, 16, 64) features",
+                        input_names=("features",), output_names=("encoded",)),
+    ]
 
 
 def _index(cases: Iterable[ModelCase]) -> dict[str, ModelCase]:
@@ -360,7 +406,7 @@ def get(name: str) -> ModelCase:
 
 
 def _in_tier(case: ModelCase, tier: str) -> bool:
-    if DETECTION_TIER in (case.tier, tier):  # a tier of its own, not a level
+    if case.tier in SEPARATE_TIERS or tier in SEPARATE_TIERS:  # a tier of its own, not a level
         return case.tier == tier
     return TIERS.index(case.tier) <= TIERS.index(tier)
 

@@ -1,4 +1,4 @@
-"""Bitwise ops with scalars, xor and shifts (exporter/symbolics/bitwise.py): one row per form."""
+"""Bitwise ops with scalars, xor and shifts (exporter/translate/symbolics/bitwise.py): one row per form."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Composite ops of torch.export's training IR that the capture keeps from torch's
-decomposition: hardswish and hardsigmoid translated whole (exporter/symbolics/hard_activations.py),
-the others rewritten by exporter/functionalize.py into the ops the decomposition makes (the
+decomposition: hardswish and hardsigmoid translated whole (exporter/translate/symbolics/hard_activations.py),
+the others rewritten by exporter/capturing/functionalize.py into the ops the decomposition makes (the
 targets name those). Inputs span the activations' kinks at -3 and 3."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """empty (zeros, since torch promises no values) and the hamming and blackman windows
-(exporter/symbolics/creation.py). Rows use only what torch defines of `empty`: its shape."""
+(exporter/translate/symbolics/creation.py). Rows use only what torch defines of `empty`: its shape."""
 
 from __future__ import annotations
 

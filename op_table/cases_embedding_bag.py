@@ -1,4 +1,4 @@
-"""nn.EmbeddingBag / F.embedding_bag (exporter/symbolics/embedding_bag.py): every mode, with
+"""nn.EmbeddingBag / F.embedding_bag (exporter/translate/symbolics/embedding_bag.py): every mode, with
 offsets and with 2-D inputs, padding and per-sample weights."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Unary math (exporter/symbolics/unary_math.py), variance, cumulative reductions and histc
-(exporter/symbolics/statistics.py) and addbmm (linalg.py): one row per form, each with a
+"""Unary math (exporter/translate/symbolics/unary_math.py), variance, cumulative reductions and histc
+(exporter/translate/symbolics/statistics.py) and addbmm (linalg.py): one row per form, each with a
 dynamic axis."""
 
 from __future__ import annotations

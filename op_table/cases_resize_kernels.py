@@ -1,4 +1,4 @@
-"""The kernel overloads of resampling (exporter/symbolics/resize_kernels.py): `.default` forms
+"""The kernel overloads of resampling (exporter/translate/symbolics/resize_kernels.py): `.default` forms
 called directly, and antialiased interpolation (`F.interpolate(..., antialias=True)`)."""
 
 from __future__ import annotations

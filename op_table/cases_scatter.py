@@ -1,4 +1,4 @@
-"""scatter, scatter_add, scatter_reduce and diagonal (exporter/symbolics/scatter.py)."""
+"""scatter, scatter_add, scatter_reduce and diagonal (exporter/translate/symbolics/scatter.py)."""
 
 from __future__ import annotations
 

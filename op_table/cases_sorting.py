@@ -1,4 +1,4 @@
-"""argmax/argmin, sort and flip (exporter/symbolics/sorting.py): one row per form."""
+"""argmax/argmin, sort and flip (exporter/translate/symbolics/sorting.py): one row per form."""
 
 from __future__ import annotations
 

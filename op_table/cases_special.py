@@ -1,6 +1,6 @@
 """Special functions: `special_erfcx` over the whole real line.
 
-Each row spans both sides of the forms' switch point (|x| = 2, exporter/symbolics/special.py),
+Each row spans both sides of the forms' switch point (|x| = 2, exporter/translate/symbolics/special.py),
 large x where exp(x^2) erfc(x) written out would give inf * 0, and large -x where erfcx
 overflows as torch's does. The export computes in float64 and rounds once; the float32 rows'
 tolerance is torch's own error: its float32 kernel rounds x*x for x < 0 before exp, an error

@@ -1,4 +1,4 @@
-"""tril and triu as ONNX Trilu (exporter/symbolics/trilu.py): batched and non-square inputs,
+"""tril and triu as ONNX Trilu (exporter/translate/symbolics/trilu.py): batched and non-square inputs,
 negative and out-of-range diagonals, a diagonal computed from dynamic sizes (a causal mask with
 a KV cache), every dtype torch triangulates, and the in-place forms."""
 

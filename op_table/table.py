@@ -20,9 +20,10 @@ import onnx
 import torch
 
 import exporter
-from exporter.provenance import REGION_KEY
-from exporter.registry import BUILTINS, normalize_target
-from exporter.trace import forward_input_names, normalize_dynamic_axes
+from exporter.contract.keys import REGION_KEY
+from exporter.translate.registry import BUILTINS, normalize_target
+from exporter.capturing.trace import forward_input_names
+from exporter.capturing.signature import normalize_dynamic_axes
 from harness.metrics.comparison import compare
 from harness.metrics.distribution import compare_distribution
 

@@ -100,7 +100,7 @@ def empty_1d_inference(sample: Any) -> bool:
 # -- the expectations, grouped by cause -------------------------------------------------------
 
 CAST_WRAP = ("the exporter emits it as is and onnxruntime refuses the graph; extend the Cast wrapping "
-             "of exporter/legalize_dtypes.py to integer types and take this expectation off")
+             "of exporter/optimize/legalize_dtypes.py to integer types and take this expectation off")
 NO_TYPE = r"does not take tensor\("
 
 
@@ -127,7 +127,7 @@ RESIZE = ("nn.functional.interpolate.bicubic", "nn.functional.interpolate.biline
           "nn.functional.interpolate.trilinear", "nn.functional.upsample_bilinear")
 
 # The int64 forms ONNX does not define at the target opset; their bfloat16 forms are wrapped
-# in Casts by the exporter (exporter.legalize_dtypes), so they run.
+# in Casts by the exporter (exporter.optimize.legalize_dtypes), so they run.
 UNDEFINED_TYPES: list[Expectation] = [
     no_onnx_type("Conv", "int64", CONV),
     no_onnx_type("ConvTranspose", "int64", CONV_TRANSPOSE),

@@ -1,4 +1,4 @@
-"""Capture rules (exporter/capture_rules): each is documented, installed only around a capture
+"""Capture rules (exporter/capturing/rules): each is documented, installed only around a capture
 and only for the capturing thread, settles the guard it names, and computes what torchvision's
 own function computes."""
 
@@ -14,9 +14,9 @@ import torchvision
 from torchvision.models.detection import roi_heads
 
 import exporter
-from exporter import capture_rules
-from exporter.capture_rules import torchvision_detection as rules
-from exporter.capture_rules.patching import CaptureRule, capturing, is_capturing
+from exporter.capturing import rules as capture_rules
+from exporter.capturing.rules import torchvision_detection as rules
+from exporter.capturing.rules.patching import CaptureRule, capturing, is_capturing
 
 
 def _boxes(gen: torch.Generator, count: int, side: float = 64.0) -> torch.Tensor:

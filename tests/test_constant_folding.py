@@ -18,11 +18,11 @@ from onnx import numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import exporter
-import exporter.external_data
+import exporter.write.external_data
 import harness
-from exporter.graph import Graph
+from exporter.translate.graph import Graph
 from exporter.optimize import FOLDED_VALUES_KEY, PASSES, WEIGHT_FOLDING, optimize
-from exporter.serialize import to_model
+from exporter.write.serialize import to_model
 from harness.runtime import prepare
 
 OPSET = 18
@@ -58,7 +58,7 @@ FOLDED = [
 def _fold(graph: Graph) -> tuple[onnx.ModelProto, dict[str, int]]:
     """`graph` through the fold_weights pass: the model (weights inline) and what changed."""
     done = optimize(to_model(graph, graph_name="g", producer_version="test"), {}, WEIGHT_FOLDING)
-    return exporter.external_data.with_weights(done.skeleton, done.weights), done.changes.get("fold_weights", {})
+    return exporter.write.external_data.with_weights(done.skeleton, done.weights), done.changes.get("fold_weights", {})
 
 
 @pytest.mark.parametrize("op_type, constants, attrs", FOLDED, ids=[f"{o}-{i}" for i, (o, _, _) in enumerate(FOLDED)])

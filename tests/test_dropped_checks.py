@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import exporter
-from exporter.provenance import DROPPED_CHECKS_KEY, dropped_checks
+from exporter.contract.keys import DROPPED_CHECKS_KEY
+from exporter.contract.metadata import dropped_checks
 
 
 class EvenBatch(torch.nn.Module):

@@ -140,11 +140,11 @@ def test_ops_onnxruntime_has_no_kernel_for_are_computed_by_onnx_reference(monkey
     op's row is computed by onnx's ReferenceEvaluator and says so."""
     import functools
 
-    import exporter.exporting
-    from exporter.legalize_dtypes import legalize_dtypes
+    import exporter.api
+    from exporter.optimize.legalize_dtypes import legalize_dtypes
 
     schemas_only = functools.partial(legalize_dtypes, onnxruntime_cpu=False)
-    monkeypatch.setattr(exporter.exporting, "legalize_dtypes", schemas_only)
+    monkeypatch.setattr(exporter.api, "legalize_dtypes", schemas_only)
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval().to(torch.bfloat16)
     verification = harness.verify(module, (torch.randn(2, 8, dtype=torch.bfloat16),))
@@ -161,7 +161,7 @@ def test_ops_onnxruntime_has_no_kernel_for_are_computed_by_onnx_reference(monkey
 def test_verify_onnx_on_a_bfloat16_file_keeps_its_inputs_bfloat16():
     """The inputs reach onnxruntime and onnx's ReferenceEvaluator as bfloat16 (a float32 feed
     would make the reference skip the rounding of x*x); outputs compare as float32."""
-    from exporter.legalize_dtypes import legalize_dtypes
+    from exporter.optimize.legalize_dtypes import legalize_dtypes
 
     graph = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["y"], name="square")], "g",
                               [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [3])],

@@ -13,7 +13,7 @@ import torch
 
 import exporter
 from exporter.errors import ExportWarning
-from exporter.specialise import static_axes_hit, static_axes_of
+from exporter.contract.static_axes import static_axes_hit, static_axes_of
 from harness.backend import prepare
 from harness.cli.sources import Built
 from harness.cli.worker import _verify

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import exporter
-from exporter.graph import Graph, Value
-from exporter.registry import BUILTINS, USER
+from exporter.translate.graph import Graph, Value
+from exporter.translate.registry import BUILTINS, USER
 from harness.backend import prepare
 
 DOMAIN = "roundtrip_test"

@@ -1,7 +1,7 @@
 """Writing exports straight from the weights, external data, and verifying models from files.
 
 A model past protobuf's 2 GB limit cannot be built in CI; the limit is lowered instead
-(`exporter.external_data.PROTOBUF_LIMIT`), which exercises the same decision and files.
+(`exporter.write.external_data.PROTOBUF_LIMIT`), which exercises the same decision and files.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import torch
 
 import exporter
 import harness
-from exporter import external_data
-from exporter.external_data import ALIGNMENT, IN_MEMORY, data_file_name, is_in_memory, write_model
+from exporter.write import external_data
+from exporter.contract.skeleton import ALIGNMENT, IN_MEMORY, is_in_memory
+from exporter.write.external_data import data_file_name, write_model
 from harness.runtime import SharedWeights, prepare
 
 

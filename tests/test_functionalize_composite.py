@@ -1,4 +1,4 @@
-"""The composite ops of training IR that exporter.functionalize rewrites (or the registry
+"""The composite ops of training IR that exporter.capturing.functionalize rewrites (or the registry
 translates whole: hardswish, hardsigmoid) spare the capture torch's decomposition, and give the
 program torch's decomposition gives."""
 
@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 
 import exporter
-from exporter import functionalize, trace
-from exporter.registry import Dispatcher
+from exporter.capturing import functionalize, trace
+from exporter.translate.registry import Dispatcher
 
 KEEP = frozenset(Dispatcher(exporter.DEFAULT_OPSET).known_targets())
 
@@ -96,7 +96,7 @@ def test_composite_op_skips_the_decomposition(name, fn, composite):
     assert composite in _targets(raw), f"training IR no longer holds {composite}: {sorted(_targets(raw))}"
     table = {op: f for op, f in torch.export.default_decompositions().items() if str(op) not in KEEP}
     decomposed = _training_ir(module, args).run_decompositions(table)
-    assert functionalize.rewrite(raw, KEEP), f"{name}: the rewrite refused; see exporter.functionalize's debug log"
+    assert functionalize.rewrite(raw, KEEP), f"{name}: the rewrite refused; see exporter.capturing.functionalize's debug log"
     rewritten = _tensor_ops(raw)
     assert all(t in KEEP for t in rewritten)
     expected = _tensor_ops(decomposed)

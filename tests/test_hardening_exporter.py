@@ -17,7 +17,7 @@ import torch
 from onnx.reference import ReferenceEvaluator
 
 import exporter
-from exporter.registry import CAPTURE_HOOKS
+from exporter.capturing.hooks import CAPTURE_HOOKS
 
 
 def _line_of(function, text: str) -> str:
@@ -445,7 +445,7 @@ def test_atomic_writes_give_new_files_the_usual_permissions_and_keep_existing_on
     import os
     import stat
 
-    from exporter.fileio import write_text_atomic
+    from exporter.contract.fileio import write_text_atomic
 
     fresh = tmp_path / "fresh.json"
     write_text_atomic(fresh, "{}")

@@ -11,7 +11,7 @@ from onnx import helper
 from torch.fx.experimental.symbolic_shapes import optimization_hint
 
 import exporter
-from exporter.trace import normalize_dynamic_axes
+from exporter.capturing.signature import normalize_dynamic_axes
 from harness.backend import prepare
 from op_table.table import all_cases, build_sample
 
@@ -58,7 +58,7 @@ def test_a_size_baked_into_a_view_fails_the_row_at_other_sizes(name):
 
 @pytest.mark.parametrize("case", DYNAMIC, ids=lambda case: case.name)
 def test_every_dynamic_row_has_samples_at_other_sizes(case):
-    from exporter.trace import forward_input_names
+    from exporter.capturing.trace import forward_input_names
     from op_table.table import resized_samples
 
     sample = build_sample(case)

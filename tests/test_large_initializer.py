@@ -83,7 +83,7 @@ def test_linear_23300_from_a_file_with_external_data(tmp_path, monkeypatch):
 
 
 def test_the_runtime_layer_reads_the_exporter_only_through_the_skeleton_contract():
-    """harness/runtime/ may import from the exporter only `exporter.skeleton`, the public
+    """harness/runtime/ may import from the exporter only `exporter.contract.skeleton`, the public
     skeleton format, which itself imports numpy and onnx only."""
     import ast
     from pathlib import Path
@@ -97,8 +97,8 @@ def test_the_runtime_layer_reads_the_exporter_only_through_the_skeleton_contract
             for name in names:
                 if name == "exporter" or name.startswith("exporter."):
                     found.setdefault(name, []).append(path.name)
-    assert set(found) == {"exporter.skeleton"}, found
-    contract = ast.parse((root / "exporter" / "skeleton.py").read_text())
+    assert set(found) == {"exporter.contract.skeleton"}, found
+    contract = ast.parse((root / "exporter" / "contract" / "skeleton.py").read_text())
     imported = {alias.name.split(".")[0] for node in ast.walk(contract) if isinstance(node, ast.Import)
                 for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(contract)

@@ -1,12 +1,17 @@
-"""The harness's layers, read from the imports with `ast`: a module imports only from its own
-layer or below, the front ends never import each other, the exporter never imports the
-harness, and no package module imports the scripts and tests around it (tools/, bench/,
-tests/), which may themselves import any package module. Relative imports are resolved
+"""The layers of the harness and the stages of the exporter, read from the imports with `ast`:
+a module imports only from its own layer (stage) or below, the front ends never import each
+other, the exporter never imports the harness, the harness's lower layers read only the
+exporter's torch-free contract (and the rest of the harness reads anything else of the exporter
+only inside functions), and no package module imports the scripts and tests around it (tools/,
+bench/, tests/), which may themselves import any package module. Relative imports are resolved
 first. A failure names the file, the line and the two layers."""
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,10 +20,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Bottom to top. A module may import its own layer and every layer listed before it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    # the exporter's torch-free contract (metadata keys, skeleton, file I/O, records): any layer reads it
+    ("exporter contract", ("exporter.contract",)),
     ("metrics", ("harness.metrics",)),
     ("runtime", ("harness.runtime",)),
     ("onnxgraph", ("harness.onnxgraph",)),
-    # the exporter sits under the analysis, the first layer that reads FX graphs
+    # the rest of the exporter sits under the analysis, the first layer that reads FX graphs
     ("exporter", ("exporter",)),
     ("analysis", ("harness.analysis",)),
     ("api", ("harness", "harness.backend", "harness.exporters", "harness.records", "harness.reproducer",
@@ -28,10 +35,20 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("front end", ("harness.cli", "harness.pytest_plugin")),
 ]
 FRONT_ENDS = ("harness.cli", "harness.pytest_plugin")
-# Exporter modules that lower layers may import, and why (each is a file-format contract).
-EXPORTER_CONTRACTS = {
-    "exporter.skeleton": "the skeleton format (in-memory weight stubs) the shared-weight sessions load",
-}
+# The exporter's stages, bottom to top: a stage imports only its own stage and the ones before it.
+# errors.py sits at the bottom with the contract; `exporter` itself (its lazy __init__) and the api
+# sit on top.
+EXPORTER_STAGES: list[tuple[str, tuple[str, ...]]] = [
+    ("contract", ("exporter.contract", "exporter.errors")),
+    ("capture", ("exporter.capturing",)),
+    ("translate", ("exporter.translate",)),
+    ("optimize", ("exporter.optimize",)),
+    ("write", ("exporter.write",)),
+    ("api", ("exporter", "exporter.api")),
+]
+# What the harness may import from the exporter at module level (the rest only inside functions,
+# so that importing the harness imports no torch through the exporter).
+HARNESS_MODULE_LEVEL_EXPORTER = ("exporter.contract",)
 # The installed packages, whose modules must not import the scripts and tests around them.
 PACKAGES = ("harness", "exporter", "op_table", "model_zoo_cases", "coverage_suite")
 OUTSIDE = ("tools", "bench", "tests", "_common")  # bench/_common.py is bench's, imported as _common
@@ -45,22 +62,23 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def layer_of(module: str) -> int | None:
+def layer_of(module: str, layers: list[tuple[str, tuple[str, ...]]] = LAYERS) -> int | None:
     """Index of the layer `module` belongs to (the longest matching prefix wins)."""
     best, best_length = None, -1
-    for index, (_, prefixes) in enumerate(LAYERS):
+    for index, (_, prefixes) in enumerate(layers):
         for prefix in prefixes:
             if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best_length:
                 best, best_length = index, len(prefix)
     return best
 
 
-def imports(path: Path, importer: str = "") -> list[tuple[int, str]]:
-    """(line, imported module) for every import in the file, lazy ones inside functions too;
-    relative ones resolved against `importer` (the file's module name)."""
+def imports(path: Path, importer: str = "", *, lazy: bool = True) -> list[tuple[int, str]]:
+    """(line, imported module) for every import in the file, lazy ones inside functions too
+    (unless `lazy=False`: module level only); relative ones resolved against `importer` (the
+    file's module name)."""
     found: list[tuple[int, str]] = []
     package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in (ast.walk if lazy else _module_level)(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -75,6 +93,16 @@ def imports(path: Path, importer: str = "") -> list[tuple[int, str]]:
             found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names
                       if base in ("harness", "exporter") or node.level]
     return found
+
+
+def _module_level(tree: ast.AST):
+    """The nodes of `tree` outside function bodies (what runs when the module is imported)."""
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        yield node
+        pending += [child for child in ast.iter_child_nodes(node)
+                    if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
 
 
 def _within(module: str, prefixes: tuple[str, ...]) -> bool:
@@ -104,14 +132,17 @@ def violations(root: Path) -> list[str]:
                 found.append(f"{where}: the package module {importer} imports {imported}; "
                              "packages never import tools/, bench/ or tests/ (move the code into the package)")
                 continue
-            if importer.startswith("exporter"):
+            if _within(importer, ("exporter",)):
                 if _within(imported, ("harness",)):
                     found.append(f"{where}: the exporter imports {imported}; exporter/ never imports harness/")
+                elif _within(imported, ("exporter",)):
+                    source_stage, target_stage = layer_of(importer, EXPORTER_STAGES), layer_of(imported, EXPORTER_STAGES)
+                    if target_stage > source_stage:
+                        found.append(f"{where}: {importer} ({EXPORTER_STAGES[source_stage][0]}) imports {imported} "
+                                     f"({EXPORTER_STAGES[target_stage][0]}), a later stage of the exporter")
                 continue
             source_layer, target_layer = layer_of(importer), layer_of(imported)
             if source_layer is None or target_layer is None:
-                continue
-            if LAYERS[target_layer][0] == "exporter" and _within(imported, tuple(EXPORTER_CONTRACTS)):
                 continue
             if target_layer > source_layer:
                 found.append(f"{where}: {importer} ({LAYERS[source_layer][0]}) imports {imported} "
@@ -119,6 +150,13 @@ def violations(root: Path) -> list[str]:
             source_front, target_front = front_end(importer), front_end(imported)
             if source_front and target_front and source_front != target_front:
                 found.append(f"{where}: front end {source_front} imports front end {target_front}")
+        if _within(importer, ("harness",)):
+            for line, imported in imports(path, importer, lazy=False):
+                where = f"{path.relative_to(root)}:{line}"
+                if (_within(imported, ("exporter",)) and not _within(imported, HARNESS_MODULE_LEVEL_EXPORTER)
+                        and not any(f.startswith(f"{where}:") for f in found)):
+                    found.append(f"{where}: {importer} imports {imported} at module level; the harness imports "
+                                 "only exporter.contract there (the rest inside the functions that need it)")
     return found
 
 
@@ -132,9 +170,33 @@ def test_every_harness_module_has_a_layer():
     assert not unplaced, f"modules outside every layer: {unplaced}; add them to LAYERS"
 
 
+def test_every_exporter_module_has_a_stage():
+    modules = [module_name(p) for p in (ROOT / "exporter").rglob("*.py")]
+    unplaced = [m for m in modules if layer_of(m, EXPORTER_STAGES) is None or
+                (EXPORTER_STAGES[layer_of(m, EXPORTER_STAGES)][0] == "api" and m not in ("exporter", "exporter.api"))]
+    assert not unplaced, f"exporter modules outside every stage: {unplaced}; put them in a stage's folder"
+
+
 def test_no_import_goes_up_a_layer():
     found = violations(ROOT)
     assert not found, "layering violations:\n" + "\n".join(found)
+
+
+def test_the_exporter_contract_imports_no_torch():
+    """Importing exporter.contract (every module of it), the exporter package itself (its public
+    names load lazily) and the harness modules that read only the contract at module level loads
+    no torch: checked in a fresh interpreter."""
+    contract = sorted(module_name(p) for p in (ROOT / "exporter" / "contract").rglob("*.py"))
+    modules = ["exporter", *contract, "exporter.errors", "harness", "harness.report", "harness.report.files",
+               "harness.reproducer", "harness.runtime.shared_weights", "harness.cli.main", "harness.cli.scheduler",
+               "harness.cli.worker", "harness.pytest_plugin", "harness.pytest_plugin.fixtures"]
+    code = ("import sys\n" + "".join(f"import {m}\n" for m in modules) +
+            "loaded = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))\n"
+            "assert not loaded, f'torch was imported: {loaded[:5]}'\n")
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "exporter.contract.keys" in contract, contract
 
 
 def test_harness_top_level_is_small():
@@ -146,14 +208,22 @@ def test_harness_top_level_is_small():
     ("harness/metrics/comparison.py", "from harness.runtime import prepare\n", "(metrics) imports harness.runtime"),
     ("harness/onnxgraph/values.py", "import harness.analysis.fx_rows\n", "(onnxgraph) imports harness.analysis"),
     ("harness/cli/main.py", "from harness.pytest_plugin import pytest_addoption\n", "front end harness.cli imports"),
-    ("exporter/graph.py", "from harness import verify\n", "exporter/ never imports harness/"),
-    ("exporter/symbolics/nn.py", "from ...harness import records\n", "exporter/ never imports harness/"),
-    ("harness/metrics/comparison.py", "from exporter.graph import Graph\n", "(metrics) imports exporter.graph"),
-    ("harness/runtime/runner.py", "import exporter.trace\n", "(runtime) imports exporter.trace"),
+    ("exporter/translate/graph.py", "from harness import verify\n", "exporter/ never imports harness/"),
+    ("exporter/translate/symbolics/nn.py", "from ....harness import records\n", "exporter/ never imports harness/"),
+    ("harness/metrics/comparison.py", "from exporter.translate.graph import Graph\n", "(metrics) imports exporter.translate.graph"),
+    ("harness/runtime/runner.py", "import exporter.capturing.trace\n", "(runtime) imports exporter.capturing.trace"),
+    ("harness/metrics/comparison.py", "from exporter.errors import ExportError\n", "(metrics) imports exporter.errors"),
+    ("harness/analysis/fx_rows.py", "from exporter.capturing.trace import eval_mode\n", "at module level"),
+    ("exporter/capturing/trace.py", "from exporter.translate.registry import Dispatcher\n",
+     "(capture) imports exporter.translate.registry (translate), a later stage"),
+    ("exporter/contract/keys.py", "import exporter.capturing.signature\n", "(contract) imports exporter.capturing"),
+    ("exporter/errors.py", "from exporter.api import export\n", "(contract) imports exporter.api (api)"),
+    ("exporter/translate/symbolics/nn.py", "from ...write import printer\n", "(translate) imports exporter.write"),
+    ("exporter/optimize/passes.py", "from exporter import api\n", "(optimize) imports exporter"),
     ("harness/analysis/fx_rows.py", "from ..cli import main\n", "(analysis) imports harness.cli"),
     ("harness/verification.py", "import tools.opinfo_sweep\n", "packages never import tools/"),
     ("op_table/table.py", "from tests.test_ops import CASES\n", "packages never import tools/, bench/ or tests/"),
-    ("exporter/trace.py", "from bench._common import median\n", "packages never import"),
+    ("exporter/capturing/trace.py", "from bench._common import median\n", "packages never import"),
     ("tools/gen_op_table.py", "from tests import test_ops\n", "tools/ and bench/ never import tests/"),
     ("bench/bench_export.py", "import tests.test_spine\n", "tools/ and bench/ never import tests/"),
 ])

@@ -1,5 +1,5 @@
 """Cast-wrapping of nodes ONNX or onnxruntime's CPU provider cannot run in float16/bfloat16
-(exporter.legalize_dtypes): before/after on hand-made graphs, and exports of small bfloat16
+(exporter.optimize.legalize_dtypes): before/after on hand-made graphs, and exports of small bfloat16
 and float16 models that onnxruntime loads."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import torch
 from onnx import TensorProto, helper
 
 import exporter
-from exporter.legalize_dtypes import legalize_dtypes, undefined_types
-from exporter.provenance import CAST_KEY, FX_NODE_KEY
+from exporter.optimize.legalize_dtypes import legalize_dtypes, undefined_types
+from exporter.contract.keys import CAST_KEY, FX_NODE_KEY
 from harness.backend import prepare
 
 BF16, FP16, FP32 = TensorProto.BFLOAT16, TensorProto.FLOAT16, TensorProto.FLOAT
@@ -163,7 +163,7 @@ def test_an_op_of_several_wrapped_nodes_rounds_once(monkeypatch):
     assert matmul.output[0] in add.input and model.graph.node[-1].output[0] == "linear"
     assert _within_half_an_ulp(model, module, x)
 
-    import exporter.legalize_dtypes as legalize
+    import exporter.optimize.legalize_dtypes as legalize
 
     monkeypatch.setattr(legalize, "_round_once_per_op", lambda nodes, *rest: nodes)
     _, _, rounded_twice = _bfloat16_linear()

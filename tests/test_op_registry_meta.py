@@ -18,8 +18,7 @@ import inspect
 import pytest
 import torch
 
-import exporter  # noqa: F401  (registers the built-ins)
-from exporter.registry import BUILTINS, MAX_OPSET, MIN_OPSET, normalize_target
+from exporter.translate.registry import BUILTINS, MAX_OPSET, MIN_OPSET, normalize_target
 from op_table.seed_ops import SEED_LIST, SEED_OPERATORS, SEED_REMOVED_IN_EVAL, seed_name
 from op_table.table import all_cases, build_sample, checked_targets, is_checked
 

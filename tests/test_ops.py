@@ -19,8 +19,8 @@ import pytest
 import torch
 
 import exporter
-from exporter import trace
-from exporter.registry import Dispatcher
+from exporter.capturing import trace
+from exporter.translate.registry import Dispatcher
 from harness.backend import prepare
 from harness.runtime.errors import first_line
 from op_table.schema import OpCase

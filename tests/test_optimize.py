@@ -18,10 +18,10 @@ import torch.nn.functional as F
 from torch import nn
 
 import exporter
-from exporter.external_data import with_weights
+from exporter.write.external_data import with_weights
 from exporter.optimize import PASSES, optimize
-from exporter.printer import format_model
-from exporter.provenance import FX_NODE_KEY, REGION_KEY
+from exporter.write.printer import format_model
+from exporter.contract.keys import FX_NODE_KEY, REGION_KEY
 from harness.runtime import prepare
 
 

@@ -15,7 +15,7 @@ from torch import nn
 
 import exporter
 from exporter.optimize import PASSES, optimize
-from exporter.provenance import ALIASED_VALUES_KEY
+from exporter.contract.keys import ALIASED_VALUES_KEY
 from test_optimize import Activations, ConvBatchNorm, LinearGelu, NoOps, Reshapes, _run
 
 

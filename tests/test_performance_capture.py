@@ -1,4 +1,4 @@
-"""Capture without a second trace (exporter.functionalize): the local rewrites must give the
+"""Capture without a second trace (exporter.capturing.functionalize): the local rewrites must give the
 program torch's decomposition gives, and refuse whatever they cannot prove safe."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import exporter
-from exporter import functionalize, trace
-from exporter.registry import Dispatcher
+from exporter.capturing import functionalize, trace
+from exporter.translate.registry import Dispatcher
 
 KEEP = frozenset(Dispatcher(exporter.DEFAULT_OPSET).known_targets())
 

@@ -9,7 +9,7 @@ import torch
 
 import exporter
 import harness
-from exporter.registry import BUILTINS
+from exporter.translate.registry import BUILTINS
 from harness.analysis.draws import random_op, tagged_random
 from harness.metrics import distribution as law
 from harness.metrics.distribution import LAWS, compare_distribution

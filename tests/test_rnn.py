@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import exporter
-from exporter.registry import CAPTURE_HOOKS
+from exporter.capturing.hooks import CAPTURE_HOOKS
 from op_table.cases_rnn import CASES, RNN_ATOL
 from op_table.schema import OpCase
 

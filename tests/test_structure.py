@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import exporter
-from exporter import registry
-from exporter.fileio import safe_filename
+from exporter.translate import registry
+from exporter.contract.fileio import safe_filename
 
 ROOT = Path(__file__).resolve().parent.parent
 _FILENAME_ALPHABET = re.compile(r"A-Za-z0-9_\.-|isalnum\(\) or \w+ in '-_\.'")
@@ -53,15 +53,15 @@ def test_safe_filename(name: str, expected: str) -> None:
 
 
 def test_one_filename_sanitiser() -> None:
-    """No module but exporter/fileio.py writes its own: a function that maps a name onto the
+    """No module but exporter/contract/fileio.py writes its own: a function that maps a name onto the
     file-name alphabet (letters, digits, "-", "_", ".") with a regex or a per-character filter.
     (HTML anchors and Python identifiers have other alphabets and other rules.)"""
     own = []
     for folder in ("harness", "exporter", "op_table", "model_zoo_cases", "tools", "bench"):
         for path in sorted((ROOT / folder).rglob("*.py")):
-            if path == ROOT / "exporter" / "fileio.py":
+            if path == ROOT / "exporter" / "contract" / "fileio.py":
                 continue
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.FunctionDef) and _FILENAME_ALPHABET.search(ast.unparse(node)):
                     own.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
-    assert not own, f"file-name sanitisers besides exporter.fileio.safe_filename: {own}"
+    assert not own, f"file-name sanitisers besides exporter.contract.fileio.safe_filename: {own}"

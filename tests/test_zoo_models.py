@@ -83,9 +83,20 @@ def test_names_unique_and_match_keys() -> None:
 def test_smoke_tier_covers_every_family() -> None:
     full_families = {case.family for case in select(tier="full")}
     assert {case.family for case in select(tier="smoke")} == full_families
-    assert {case.family for case in select(tier="extended")} == set(FAMILIES) - {"detection"}
+    quantized_only = {"transformer"}  # a family only the quantized tier has (nn.TransformerEncoder)
+    assert {case.family for case in select(tier="extended")} == set(FAMILIES) - {"detection"} - quantized_only
     assert {case.family for case in select(tier="detection")} == {"detection"}  # a tier of its own
     assert len(select(tier="detection")) == 12
+    assert quantized_only <= {case.family for case in select(tier="quantized")}
+
+
+def test_quantized_tier_stands_apart() -> None:
+    quantized = select(tier="quantized")
+    assert [case.name for case in quantized] == [
+        "quantized_resnet18", "quantized_resnet50", "quantized_mobilenet_v2", "quantized_mobilenet_v3_large",
+        "quantized_vit_small", "quantized_transformer_encoder"]
+    assert all(case.quantization and case.fixed_batch and case.output_tolerance() == (None, None) for case in quantized)
+    assert not {case.name for case in quantized} & {case.name for case in select(tier="extended")}
 
 
 def test_tiers_are_nested() -> None:
@@ -93,8 +104,10 @@ def test_tiers_are_nested() -> None:
     full = {case.name for case in select(tier="full")}
     extended = {case.name for case in select(tier="extended")}
     detection = {case.name for case in select(tier="detection")}
+    quantized = {case.name for case in select(tier="quantized")}
     assert smoke < full < extended
-    assert extended | detection == set(model_zoo_cases.CASES) and not extended & detection
+    assert extended | detection | quantized == set(model_zoo_cases.CASES)
+    assert not extended & detection and not extended & quantized and not detection & quantized
 
 
 def test_select_by_pattern() -> None:
@@ -116,7 +129,10 @@ def test_get_unknown_name_suggests_close_names() -> None:
 @pytest.mark.parametrize("any_case", model_zoo_cases.CASES.values(), ids=lambda c: c.name)
 def test_case_metadata_is_consistent(any_case: ModelCase) -> None:
     case = any_case
-    assert set(case.dynamic_axes) == set(case.input_names) | set(case.output_names)
+    if case.quantization is not None:  # a converted module was captured at one size: nothing is dynamic
+        assert case.dynamic_axes == {} and case.fixed_batch
+    else:
+        assert set(case.dynamic_axes) == set(case.input_names) | set(case.output_names)
     assert all(axes and ("batch" in axes.values() or case.fixed_batch) for axes in case.dynamic_axes.values())
     assert not case.fixed_batch or case.traced_batch == case.other_batch
     assert 0 < case.atol < 1e-2 and 0 < case.rtol <= 1e-2
@@ -131,7 +147,7 @@ def test_model_case_rejects_bad_metadata() -> None:
     good = model_zoo_cases.get("superresolution")
     fields = {f: getattr(good, f) for f in good.__dataclass_fields__}
     with pytest.raises(ValueError, match="family"):
-        ModelCase(**{**fields, "family": "transformer"})
+        ModelCase(**{**fields, "family": "not_a_family"})
     with pytest.raises(ValueError, match="batch"):
         ModelCase(**{**fields, "traced_batch": 1})
     with pytest.raises(ValueError, match="mismatch_reason"):

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from exporter.fileio import write_text_atomic  # noqa: E402
+from exporter.contract.fileio import write_text_atomic  # noqa: E402
 
 RESULTS = ROOT / "docs" / "coverage.json"
 OUTPUT = ROOT / "docs" / "COVERAGE.md"
@@ -56,9 +56,10 @@ def model_list() -> list[dict[str, str]]:
     from model_zoo_cases import huggingface
 
     cases = model_zoo_cases.CASES.values()
-    models = [{"name": c.name, "kind": "zoo", "family": c.family} for c in cases if c.tier != "detection"]
+    models = [{"name": c.name, "kind": "zoo", "family": c.family} for c in cases if c.tier not in ("detection", "quantized")]
     models += [{"name": name, "kind": "huggingface", "family": "huggingface"} for name in huggingface.MODELS]
     models += [{"name": c.name, "kind": "detection", "family": "detection"} for c in cases if c.tier == "detection"]
+    models += [{"name": c.name, "kind": "quantized", "family": c.family} for c in cases if c.tier == "quantized"]
     return models
 
 
@@ -209,7 +210,50 @@ def _detection_subject(name: str) -> dict[str, Any]:
     return subject
 
 
-SUBJECTS = {"zoo": _zoo_subject, "huggingface": _huggingface_subject, "detection": _detection_subject}
+def _quantized_subject(name: str) -> dict[str, Any]:
+    """A case of the zoo's quantized tier: the converted module at its one size, judged by the
+    rule (a dequantized output) and per op in quantization steps, at two graph optimisation levels."""
+    import model_zoo_cases
+
+    case = model_zoo_cases.get(name)
+    return {"module": case.module(0), "traced": case.inputs(0), "other": None,
+            "common": dict(model_name=name), "input": case.description, "tolerance": "quantization steps"}
+
+
+QUANTIZED_LEVELS = ("disabled", "all")
+
+
+def _verify_quantized(module, args, exporter: str, level: str, **common: Any) -> dict[str, Any]:
+    """Export with `exporter` and verify per op at onnxruntime's graph optimisation `level`: the
+    verdict, and the quantize rows' steps (largest, elements off, of those at ties)."""
+    import harness
+
+    result: dict[str, Any] = {"exported": False, "verified": False, "max_abs_error": None, "export_s": None}
+    started = time.perf_counter()
+    try:
+        verification = harness.verify(module, tuple(args), exporter=exporter,
+                                      session_options={"graph_optimization_level": level}, **common)
+    except Exception as error:  # the export (or capture) failed: the reason is the result
+        result.update(export_s=round(time.perf_counter() - started, 2), error=_first_line(error))
+        return result
+    rows = [op for op in verification.ops if op.quant_steps is not None and op.aten.startswith(
+        "quantized_decomposed.quantize")]
+    failing = [op.fx_node for op in verification.ops if op.passed is False]
+    result.update(
+        exported=True, verified=verification.passed, export_s=round(verification.timings.get("export_s", 0.0), 2),
+        max_abs_error=_max_error([verification]), quantize_rows=len(rows),
+        max_steps=max((op.quant_steps.max_steps for op in rows), default=None),
+        off=sum(op.quant_steps.off_by_one_or_more for op in rows), ties=sum(op.quant_steps.at_ties for op in rows),
+        requantized=sum(1 for op in rows if any("requantized by the runtime" in note for note in op.notes)),
+        failing=failing[:5])
+    if not verification.passed:
+        result["error"] = (f"failing rows: {', '.join(failing[:5])}" if failing
+                           else "; ".join(v.reason for v in verification.output_verdicts if not v.passed)[:300])
+    return result
+
+
+SUBJECTS = {"zoo": _zoo_subject, "huggingface": _huggingface_subject, "detection": _detection_subject,
+            "quantized": _quantized_subject}
 
 
 def measure(entry: dict[str, str], exporters: Sequence[str] | None = None) -> dict[str, Any]:
@@ -224,6 +268,14 @@ def measure(entry: dict[str, str], exporters: Sequence[str] | None = None) -> di
     }
     if entry["kind"] == "zoo":
         record.update(_activation_stats(module, subject["traced"]))
+    if entry["kind"] == "quantized":
+        for exporter in EXPORTERS:
+            if not exporters or exporter in exporters:
+                for level in QUANTIZED_LEVELS:
+                    record[f"{exporter}@{level}"] = _verify_quantized(module, subject["traced"], exporter, level,
+                                                                      **subject["common"])
+        record["torch"] = torch.__version__
+        return record
     for exporter in DETECTION_EXPORTERS if entry["kind"] == "detection" else EXPORTERS:
         if exporters and exporter not in exporters:
             continue
@@ -337,7 +389,7 @@ def render(results: dict[str, Any]) -> str:
     ]
     for entry in expected:
         record = results.get(entry["name"])
-        if record is None:
+        if record is None or entry["kind"] == "quantized":
             continue
         params = record.get("params")
         lines.append(
@@ -346,6 +398,7 @@ def render(results: dict[str, Any]) -> str:
             f"| {record.get('input', '-')} | {_note(record) or '-'} |"
         )
     lines += _detection_table(expected, results)
+    lines += _quantized_table(expected, results)
     return _with_suite_section("\n".join(lines) + "\n")
 
 
@@ -369,7 +422,7 @@ def _detection_table(expected: Sequence[dict[str, str]], results: dict[str, Any]
         "sizes with the same ONNX model (outputs matched by label and IoU; an unmatched detection",
         "fails; a continuous field's atol covers twice torch's own float32 error against the module",
         "run in float64, docs/ARCHITECTURE.md \"Detections\"). roundtrip captures the data-dependent",
-        "post-processing through its capture rules (exporter/capture_rules/); what stops the others",
+        "post-processing through its capture rules (exporter/capturing/rules/); what stops the others",
         "is in the notes.", "",
         f"| Model | {header} | Notes |",
         "|---|" + "---|" * (4 * len(DETECTION_EXPORTERS)) + "---|",
@@ -378,6 +431,42 @@ def _detection_table(expected: Sequence[dict[str, str]], results: dict[str, Any]
         cells = " | ".join(_cell(record.get(e)) for e in DETECTION_EXPORTERS)
         notes = "; ".join(f"{e}: {record[e]['error']}" for e in DETECTION_EXPORTERS if (record.get(e) or {}).get("error"))
         lines.append(f"| `{entry['name']}` | {cells} | {_ANSI.sub('', notes).replace('|', chr(92) + '|') or '-'} |")
+    return lines
+
+
+def _quantized_table(expected: Sequence[dict[str, str]], results: dict[str, Any]) -> list[str]:
+    """The quantized tier through both exporters at both graph optimisation levels."""
+    rows = [(e, results[e["name"]]) for e in expected if e["kind"] == "quantized" and e["name"] in results]
+    if not rows:
+        return []
+    lines = [
+        "", "## Quantized models (PT2E): roundtrip and torch.onnx, at two optimisation levels", "",
+        "Each case of the zoo's `quantized` tier (torchao 0.18 `prepare_pt2e`/`convert_pt2e`, XNNPACK",
+        "symmetric int8, calibrated on seeded batches) exported by both exporters and verified per op",
+        "at onnxruntime's `disabled` and `all` levels. Steps are the quantize rows' regions against",
+        "their fp64 truth (docs/ARCHITECTURE.md \"Quantized ops\"): the largest distance, elements off",
+        "by a step or more, how many of those at a rounding tie, and how many regions onnxruntime",
+        "requantized (an integer kernel, or a bias quantized to int32). torch.onnx's nodes are joined",
+        "to the FX graph through its own provenance key (`pkg.torch.onnx.fx_node`).", "",
+        "| Model | exporter | level | verified | max steps | off (at ties) | requantized regions | max output error "
+        "| export s | Notes |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for entry, record in rows:
+        for exporter in EXPORTERS:
+            for level in QUANTIZED_LEVELS:
+                result = record.get(f"{exporter}@{level}")
+                if result is None:
+                    continue
+                steps = "-" if result.get("max_steps") is None else f"{result['max_steps']:g}"
+                off = "-" if result.get("off") is None else f"{result['off']} ({result.get('ties', 0)})"
+                error = result.get("max_abs_error")
+                note = _ANSI.sub("", result.get("error") or "").replace("|", chr(92) + "|") or "-"
+                lines.append(
+                    f"| `{entry['name']}` | {exporter} | {level} | "
+                    f"{'yes' if result.get('verified') else ('**no**' if result.get('exported') else 'not exported')} | "
+                    f"{steps} | {off} | {result.get('requantized', '-')} | "
+                    f"{'-' if error is None else f'{error:.2g}'} | {result.get('export_s', '-')} | {note} |")
     return lines
 
 

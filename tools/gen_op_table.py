@@ -32,7 +32,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import exporter  # noqa: E402
-from exporter.registry import BUILTINS, MAX_OPSET  # noqa: E402
+from exporter.translate.registry import BUILTINS, MAX_OPSET  # noqa: E402
 from op_table.schema import OpCase  # noqa: E402
 from op_table.seed_ops import SEED_LIST, SEED_OPERATORS, seed_name, seed_names_by_target  # noqa: E402
 from op_table.table import ATEN_KEY, all_cases, build_sample  # noqa: E402

@@ -44,8 +44,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import exporter  # noqa: E402
-from exporter.fileio import write_text_atomic  # noqa: E402
-from exporter.registry import BUILTINS, DEFAULT_OPSET, normalize_target  # noqa: E402
+from exporter.contract.fileio import write_text_atomic  # noqa: E402
+from exporter.translate.registry import BUILTINS, DEFAULT_OPSET, normalize_target  # noqa: E402
 
 RESULTS = ROOT / "docs" / "opinfo.json"
 OPSET = DEFAULT_OPSET
@@ -387,9 +387,9 @@ def _outputs(value: Any) -> list[torch.Tensor] | None:
 
 def _compare(got: np.ndarray, want: torch.Tensor) -> str:
     """"" when `got` is torch's `want`, else what differs."""
-    from exporter.dtypes import numpy_type
+    from exporter.translate.dtypes import numpy_type
 
-    if want.dtype.is_complex:  # the model's complex values are (..., 2) real pairs (exporter/symbolics/fft.py)
+    if want.dtype.is_complex:  # the model's complex values are (..., 2) real pairs (exporter/translate/symbolics/fft.py)
         want = torch.view_as_real(want.resolve_conj())
     if want.dtype == torch.bfloat16:
         want_np = want.float().numpy()
@@ -467,7 +467,7 @@ def run_model(model: Any, tensors: Sequence[torch.Tensor]) -> tuple[list[np.ndar
     cast to float32 inside the graph (exact). onnxruntime's CPU provider has bfloat16 kernels
     for almost no operator (not even Add); where it has none, the model runs on
     `onnx.reference` (ml_dtypes bfloat16 arithmetic) and the note says so."""
-    from exporter.dtypes import to_numpy
+    from exporter.translate.dtypes import to_numpy
     from harness.backend import prepare
 
     arrays = [to_numpy(t) for t in tensors]

@@ -2,7 +2,7 @@
 
 The gap is derived, never typed in: the installed torch_lib's registry of ATen overload names
 (`onnxscript.function_libs.torch_lib.registration.default_registry`) against the built-ins of
-`exporter.registry.BUILTINS`. Each overload of the gap gets one category and a reason:
+`exporter.translate.registry.BUILTINS`. Each overload of the gap gets one category and a reason:
 
 - `complex-only`, `training-only`, `internal`: an overload an inference export of real tensors
   never meets (the reason says why);
@@ -38,8 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import exporter  # noqa: E402,F401  (registers the built-ins)
-from exporter.registry import BUILTINS, normalize_target  # noqa: E402
+from exporter.translate.registry import BUILTINS, normalize_target  # noqa: E402
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ import onnx_ir as ir
 from exporter.optimize import aliases
 from exporter.optimize.bridge import from_ir, to_ir
 from exporter.optimize.passes import PASSES, WEIGHT_FOLDING, Pass
-from exporter.provenance import ALIASED_VALUES_KEY, FOLDED_VALUES_KEY, FX_NODE_KEY
+from exporter.contract.keys import ALIASED_VALUES_KEY, FOLDED_VALUES_KEY, FX_NODE_KEY
 
 __all__ = ["FOLDED_VALUES_KEY", "PASSES", "WEIGHT_FOLDING", "Applied", "Optimized", "Pass", "optimize", "optimize_ir"]
 
@@ -88,7 +88,7 @@ def optimize_ir(model: ir.Model, passes: tuple[Pass, ...] = PASSES) -> Applied:
 
 def optimize(skeleton: onnx.ModelProto, weights: dict[str, np.ndarray],
              passes: tuple[Pass, ...] = PASSES) -> Optimized:
-    """Optimise an exported model given as skeleton and weights (exporter.external_data); the
+    """Optimise an exported model given as skeleton and weights (exporter.write.external_data); the
     weights the passes leave alone are passed through without a copy."""
     started, cpu = time.perf_counter(), time.process_time()
     model = to_ir(skeleton, weights)

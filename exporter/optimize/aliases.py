@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import onnx_ir as ir
 
+from exporter.contract.keys import MERGED_VALUES_META
+
 
 @dataclass(frozen=True)
 class Readers:
@@ -31,7 +33,7 @@ class Readers:
     outputs: tuple[str | None, ...]
 
 
-_RECORDED = "roundtrip.merged_values"  # ir.Graph.meta key: what a pass said it merged
+_RECORDED = MERGED_VALUES_META  # ir.Graph.meta key: what a pass said it merged
 
 
 def record(graph: ir.Graph, name: str | None, carrier: str | None) -> None:

@@ -1,7 +1,7 @@
 """Between the exporter's skeleton-and-weights form and onnx_ir's model, without copying weights.
 
 The exporter keeps an exported model as a skeleton (initializers of 1 KiB or more carry no
-data and are marked as held in memory) plus the arrays (exporter.external_data). The
+data and are marked as held in memory) plus the arrays (exporter.write.external_data). The
 optimisation passes work on an `onnx_ir.Model`: `to_ir` gives every in-memory initializer its
 array as an `ir.Tensor` (a view, no copy), and `from_ir` takes the arrays out again and writes a
 skeleton whose large initializers are stubs once more.
@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from exporter.external_data import EXTERNAL_MIN_BYTES, IN_MEMORY, is_in_memory
+from exporter.contract.skeleton import EXTERNAL_MIN_BYTES, IN_MEMORY, is_in_memory
 
 
 def to_ir(skeleton: onnx.ModelProto, weights: Mapping[str, np.ndarray]) -> ir.Model:
@@ -37,7 +37,7 @@ def to_ir(skeleton: onnx.ModelProto, weights: Mapping[str, np.ndarray]) -> ir.Mo
 def from_ir(model: ir.Model) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """The skeleton and the weights of an onnx_ir model: every initializer's array by name (no
     copy for those given as arrays); in the skeleton those of `EXTERNAL_MIN_BYTES` or more are
-    in-memory stubs and smaller ones stay inline, as `exporter.serialize.to_model` writes them."""
+    in-memory stubs and smaller ones stay inline, as `exporter.write.serialize.to_model` writes them."""
     weights: dict[str, np.ndarray] = {}
     stubbed: dict[str, ir.TensorProtocol] = {}
     for name, value in model.graph.initializers.items():

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 
 import onnx_ir as ir
 
-from exporter.provenance import ATEN_KEY, FX_NODE_KEY, REGION_KEY, SCOPE_KEY, SOURCE_KEY
+from exporter.contract.keys import ATEN_KEY, FX_NODE_KEY, REGION_KEY, SCOPE_KEY, SOURCE_KEY
 
 _FIELDS = (("fx_node", FX_NODE_KEY), ("aten", ATEN_KEY), ("scope", SCOPE_KEY), ("source", SOURCE_KEY))
 

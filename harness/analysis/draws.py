@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from exporter.trace import user_outputs
 from harness.analysis.rows import OpRecord
 from harness.metrics import distribution
 from harness.metrics.arrays import as_array
@@ -93,6 +92,8 @@ def output_comparisons(program: torch.export.ExportedProgram, values: Mapping[st
     ancestors = random_ancestors(program)
     if not ancestors:
         return comparisons
+    from exporter.capturing.signature import user_outputs
+
     items = [item for item in user_outputs(program) if isinstance(item, torch.fx.Node)]
     result = list(comparisons)
     for index, (item, comparison) in enumerate(zip(items, comparisons)):

@@ -32,12 +32,11 @@ import torch.fx
 
 from torch.export.graph_signature import InputKind
 
-from exporter.provenance import ALIASED_VALUES_KEY, FOLDED_VALUES_KEY, REGION_KEY, scope_of, source_of
-from exporter.serialize import renamed_values
+from exporter.contract.keys import ALIASED_VALUES_KEY, FOLDED_VALUES_KEY, FX_NODE_KEY, REGION_KEY, SCOPE_KEY, SOURCE_KEY
+from exporter.contract.metadata import renamed_values
 from harness.analysis.rows import RegionMember
 from harness.onnxgraph.values import producer_chain
 
-FX_NODE_KEY = "roundtrip.fx_node"
 TORCH_ONNX_FX_NODE_KEY = "pkg.torch.onnx.fx_node"
 _TORCH_ONNX_FX_NAME = re.compile(r"^%(\S+?) :")
 
@@ -118,6 +117,8 @@ def map_model(
             if found is not None:
                 group.outputs[index] = found
         groups[fx_node.name] = group
+    from exporter.translate.provenance import scope_of, source_of  # the translator's own reading of FX nodes
+
     known = known_values(model, groups)
     initializers = {t.name for t in model.graph.initializer}
     folded = {fx: name for name, fx in folded_values(model).items() if name in initializers}
@@ -131,8 +132,8 @@ def map_model(
         elif fx_node.name in folded:
             group.folded_into, group.mapped_by = folded[fx_node.name], "folded"
         meta = _metadata(group.nodes[0]) if group.nodes else {}
-        group.scope = meta.get("roundtrip.scope") or scope_of(fx_node, root_name or model.graph.name)
-        group.source = meta.get("roundtrip.source") or source_of(fx_node)
+        group.scope = meta.get(SCOPE_KEY) or scope_of(fx_node, root_name or model.graph.name)
+        group.source = meta.get(SOURCE_KEY) or source_of(fx_node)
         group.region = region_of(group.nodes)
     absorbed = {m.fx_node for g in groups.values() for m in g.region[:-1]}
     return {fx: g for fx, g in groups.items() if not (fx in absorbed and not g.nodes and not g.outputs)}

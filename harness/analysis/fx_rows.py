@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 import torch
 
-from harness.analysis import draws
+from harness.analysis import draws, quant_rows
 from harness.analysis.accumulated import SegmentedRun, run_instrumented
 from harness.analysis.fx_mapping import NodeGroup, output_at, value_sources
 from harness.analysis.isolated import isolate
@@ -74,6 +74,7 @@ class FxAnalysis:
     runtime_precisions: Mapping[str, RuntimePrecision] = field(default_factory=dict)  # ONNX node -> as it ran
     declared_only: bool = True  # the backend runs every node as declared: a row's precision is its dtype
     chunk_bytes: int = field(default_factory=lambda: CHUNK_BYTES)  # backend values held at once (_analyse_streamed)
+    ort_config: Any = None  # onnxruntime: the sessions' runtime.OrtConfig (which fusions it makes)
 
 
 def analyse(analysis: FxAnalysis) -> OpAnalysis:
@@ -101,6 +102,10 @@ def analyse_backends(analyses: Sequence[FxAnalysis]) -> list[OpAnalysis]:
         rule = analysis.rule or load_rule(analysis.noise_model)
         for fx, record in records.items():
             _judge(record, isolated.get(fx, {}), truths[index].get(fx, {}), rule, analysis)
+        started = time.perf_counter()
+        result.notes.extend(quant_rows.annotate(records, analysis, analysis.ort_config))
+        if any(record.quant_steps is not None for record in records.values()):
+            result.timings["quant_steps_s"] = time.perf_counter() - started
         if analysis.device == "cuda":
             started = time.perf_counter()
             _noise_floor(records, analysis)
@@ -192,6 +197,10 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
             "torch's values exceed the budget of values held at once, so they were streamed (each released once "
             f"the ops reading it were measured); reproducer inputs are kept for the {kept} op(s) with the largest "
             "errors")
+    started = time.perf_counter()
+    result.notes.extend(quant_rows.annotate_regions(records, analysis, analysis.ort_config))
+    if any(record.quant_steps is not None for record in records.values()):
+        timings["quant_steps_s"] = time.perf_counter() - started
 
     if analysis.device == "cuda":
         started = time.perf_counter()
@@ -282,6 +291,8 @@ def _measure_chunk(records: dict[str, OpRecord], analysis: FxAnalysis, sources: 
     truths = truth.measure(records, isolated)
     for fx, record in records.items():
         _judge(record, isolated.get(fx, {}), truths.get(fx, {}), rule, analysis)
+    quant_rows.annotate_rows(records, analysis)  # reads the isolated outputs, dropped next
+    for record in records.values():
         if record.artifacts is not None and record.passed is not False:
             record.artifacts.isolated_outputs = {}
     del isolated, truths

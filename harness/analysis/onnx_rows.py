@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from exporter.contract.keys import SCOPE_KEY, SOURCE_KEY
 from harness.analysis.accumulated import run_instrumented
 from harness.analysis.isolated import isolate
 from harness.analysis.rows import OpAnalysis, OpArtifacts, OpRecord, judge, worst_comparison as _worst
@@ -63,8 +64,8 @@ def node_keys(model: onnx.ModelProto) -> list[str]:
 
 def _scope_and_source(node: onnx.NodeProto) -> tuple[str, str]:
     meta = {p.key: p.value for p in node.metadata_props}
-    scope = meta.get("roundtrip.scope") or meta.get("namespace", "") or node.name
-    source = meta.get("roundtrip.source", "")
+    scope = meta.get(SCOPE_KEY) or meta.get("namespace", "") or node.name
+    source = meta.get(SOURCE_KEY, "")
     if not source and "pkg.torch.onnx.stack_trace" in meta:
         source = meta["pkg.torch.onnx.stack_trace"].strip().splitlines()[0].strip()
     return scope, source

@@ -21,8 +21,6 @@ import torch.utils._pytree as pytree
 from torch.export._tree_utils import reorder_kwargs
 from torch.export.graph_signature import InputKind
 
-from exporter.trace import user_outputs
-
 logger = logging.getLogger(__name__)
 
 VALUES_BUDGET = 256 * 2**20
@@ -133,6 +131,8 @@ def kept_whole(program: torch.export.ExportedProgram) -> set[str]:
     """The nodes whose values a streamed record keeps: placeholders, user outputs, random
     draws and what they read (their values must be the first run's: a second run would draw
     others), and the nodes that are no op of their own (getitem reads its op's value)."""
+    from exporter.capturing.signature import user_outputs
+
     keep = {n.name for n in program.graph.nodes if n.op != "call_function"}
     keep.update(a.name for a in user_outputs(program) if isinstance(a, torch.fx.Node))
     for node in program.graph.nodes:
@@ -274,4 +274,6 @@ def record_values(
 def output_values(program: torch.export.ExportedProgram, values: dict[str, Any]) -> list[Any]:
     """The program's user outputs, picked out of recorded values (the new values of buffers and
     inputs the program updates in place are not outputs: the ONNX model has no state)."""
+    from exporter.capturing.signature import user_outputs
+
     return [values[a.name] if isinstance(a, torch.fx.Node) else a for a in user_outputs(program)]

@@ -107,6 +107,70 @@ def _tensors(items: Any) -> Iterable[torch.Tensor]:
 # --- replay --------------------------------------------------------------------------------
 
 
+def _quantize_exact(input: torch.Tensor, scale: Any, zero_point: Any, quant_min: int, quant_max: int,
+                    dtype: torch.dtype, axis: int | None = None) -> torch.Tensor:
+    """torch's quantize (clamp(round(x / scale) + zero_point, quant_min, quant_max), half to
+    even) computed in the input's own float dtype: in float64 it rounds the exact quotient, where
+    torch's float32 kernel rounds x * fl(1 / scale) (one step apart at most, at a tie)."""
+    scale = torch.as_tensor(scale, dtype=input.dtype).reshape(-1)
+    zero_point = torch.as_tensor(zero_point, dtype=input.dtype).reshape(-1)
+    if axis is not None:
+        shape = [1] * input.dim()
+        shape[axis] = -1
+        scale, zero_point = scale.reshape(shape), zero_point.reshape(shape)
+    else:
+        scale, zero_point = scale.reshape(()), zero_point.reshape(())
+    return torch.clamp(torch.round(input / scale) + zero_point, quant_min, quant_max).to(dtype)
+
+
+def _quantize_per_tensor(input: torch.Tensor, scale: Any, zero_point: Any, quant_min: Any, quant_max: Any,
+                         dtype: torch.dtype) -> torch.Tensor:
+    return _quantize_exact(input, scale, zero_point, int(quant_min), int(quant_max), dtype)
+
+
+def _quantize_per_channel(input: torch.Tensor, scales: Any, zero_points: Any, axis: int, quant_min: int,
+                          quant_max: int, dtype: torch.dtype) -> torch.Tensor:
+    return _quantize_exact(input, scales, zero_points, quant_min, quant_max, dtype, axis % input.dim())
+
+
+def _choose_qparams_in_float32(target: Any) -> Any:
+    """A dynamic quantization's parameter choice, made on the float32 value as torch makes it
+    (the scale is a choice, not an approximation of a real number)."""
+    def call(input: torch.Tensor, *args: Any) -> Any:
+        return target(input.to(torch.float32), *args)
+
+    return call
+
+
+_FLOAT64_FORMS = {
+    "quantized_decomposed.quantize_per_tensor.default": _quantize_per_tensor,
+    "quantized_decomposed.quantize_per_tensor.tensor": _quantize_per_tensor,
+    "quantized_decomposed.quantize_per_tensor.tensor2": _quantize_per_tensor,
+    "quantized_decomposed.quantize_per_channel.default": _quantize_per_channel,
+}
+"""Ops whose kernels accept float32 only, as the same definition on float64 inputs."""
+_CHOSEN_IN_FLOAT32 = frozenset({"quantized_decomposed.choose_qparams.tensor",
+                                "quantized_decomposed.choose_qparams_symmetric.tensor"})
+
+
+def replay_target(node: torch.fx.Node) -> Any:
+    """What replaying `node` calls: its target, or the float64 form of an op whose kernel
+    takes float32 only (PT2E's quantize: the truth of a quantized value is the float value
+    rounded by the same definition), used when the value reaching it is float64."""
+    form = _FLOAT64_FORMS.get(str(node.target))
+    if str(node.target) in _CHOSEN_IN_FLOAT32:
+        form = _choose_qparams_in_float32(node.target)
+    if form is None:
+        return node.target
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if isinstance(args[0], torch.Tensor) and args[0].dtype == torch.float64:
+            return form(*args, **kwargs)
+        return node.target(*args, **kwargs)
+
+    return call
+
+
 def no_truth_reason(node: torch.fx.Node) -> str:
     """Why `node` gets no fp64 truth, or '' when it does."""
     tags = getattr(node.target, "tags", ())
@@ -198,7 +262,7 @@ class Replayer:
             args, kwargs = self.inputs(node)
             try:
                 with torch.no_grad():
-                    return node.target(*args, **kwargs), args
+                    return replay_target(node)(*args, **kwargs), args
             except Exception as error:  # torch's kernel refused these inputs
                 raise OpCallFailed(node, error) from error
         finally:
@@ -330,7 +394,7 @@ def replay_region(members: list[torch.fx.Node], values: dict[str, Any], *,
             kwargs["device"] = device
         try:
             with torch.no_grad():
-                output = member.target(*args, **kwargs)
+                output = replay_target(member)(*args, **kwargs)
         except Exception as error:  # torch's kernel refused these inputs
             raise OpCallFailed(member, error) from error
         replayed[member.name] = output
@@ -346,7 +410,7 @@ def program_truth(program: torch.export.ExportedProgram, values: dict[str, Any])
     inputs, parameters and buffers cast up exactly (a Replayer: large layers in slices, each fp64
     input released after its last use, each intermediate once nothing reads it any more).
     OpCallFailed when an op has no float64 kernel."""
-    from exporter.trace import user_outputs
+    from exporter.capturing.signature import user_outputs
     from harness.analysis.torch_values import output_values
 
     nodes = [node for node in program.graph.nodes if node.op == "call_function"]
@@ -373,7 +437,7 @@ def model_truth(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str
              for name, value in [*module.named_parameters(), *module.named_buffers()]}
     args64 = _convert(list(args), torch.device("cpu"), torch.float64)
     kwargs64 = {key: _convert(value, torch.device("cpu"), torch.float64) for key, value in (kwargs or {}).items()}
-    from exporter.trace import eval_mode
+    from exporter.capturing.trace import eval_mode
 
     try:
         with torch.no_grad(), eval_mode(module):

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from exporter.contract.fileio import safe_filename
 from harness.cli.progress import Progress
 from harness.cli.sources import Task
 from harness.report.document import crashed_case
@@ -106,8 +107,6 @@ class Scheduler:
                 "PYTHONUNBUFFERED": "1"}
 
     def _launch(self, task: Task, scratch: str, environment: dict[str, str]) -> _Running:
-        from exporter.fileio import safe_filename  # lazily: the exporter package imports torch
-
         stem = safe_filename(task.name, "case")
         result = os.path.join(scratch, f"{stem}.result.json")
         log = os.path.join(self.report_dir, "logs", f"{stem}.log")

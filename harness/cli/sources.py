@@ -51,6 +51,7 @@ class Built:
     onnx_path: str | None = None
     inputs: Any = None
     expected: Any = None
+    float_module: Any = None  # a quantized case's float module: the quantization cost is measured against it
     sweep_axes: dict[str, Any] | None = None  # the dynamic axes exported for a shape sweep (default: options')
     axis_ranges: dict[str, Any] = field(default_factory=dict)  # {axis: (lowest, highest)} a sweep stays inside
 
@@ -145,11 +146,13 @@ def _zoo(origin: Mapping[str, Any], seed: int) -> Built:
 
     case = model_zoo_cases.get(origin["case"])
     args, other_args = case.inputs(seed), case.other_inputs(seed + 1)
+    atol, rtol = case.output_tolerance()
     return Built(
         module=case.module(seed), args=args, other_args=other_args,
+        float_module=case.float_module(seed) if case.quantization is not None else None,
         sizes=[_size_label(case, args), _size_label(case, other_args)],
         options=dict(dynamic_axes={k: v for k, v in case.dynamic_axes.items() if k in case.input_names},
-                     input_names=case.input_names, output_atol=case.atol, output_rtol=case.rtol,
+                     input_names=case.input_names, output_atol=atol, output_rtol=rtol,
                      allowed_mismatch=case.allowed_mismatch_fraction),
         sweep_axes=case.swept_axes(), axis_ranges=dict(case.axis_ranges),
     )

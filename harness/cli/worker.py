@@ -18,7 +18,7 @@ import time
 import traceback
 from typing import Any
 
-from exporter.fileio import safe_filename
+from exporter.contract.fileio import safe_filename
 from harness.cli.sources import Built, build
 from harness.report.document import case_from_verification, error_case
 from harness.report.files import fix_directory_mode, write_text
@@ -106,12 +106,12 @@ def in_dtype(built: Built, dtype: str | None) -> Built:
 
 
 def _static_axes_hit(onnx_model: Any, other_args: Any) -> list[str]:
-    """The declared dynamic axes the export made static that `other_args` resize (exporter.specialise)."""
+    """The declared dynamic axes the export made static that `other_args` resize (exporter.capturing.specialise)."""
     if other_args is None or onnx_model is None:
         return []
     import torch.utils._pytree as pytree
 
-    from exporter.specialise import static_axes_hit
+    from exporter.contract.static_axes import static_axes_hit
 
     return static_axes_hit(onnx_model, [leaf for leaf in pytree.tree_leaves(other_args) if hasattr(leaf, "shape")])
 
@@ -181,6 +181,11 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
             verification, other = _verify(built, exported, options, name)
             program = exported.program
             verification.timings = {"export_s": export_s, **verification.timings}
+            if built.float_module is not None:
+                phase = "measure the quantization cost"
+                from harness.analysis.quant_cost import quantization_cost
+
+                verification.quantization = quantization_cost(built.float_module, built.module, built.args).to_dict()
     except Exception as error:
         logger.error("%s failed:\n%s", phase, traceback.format_exc())
         refused = phase in ("build", "export") or isinstance(error, (ExportError, BackendUnavailableError)) or (

@@ -61,9 +61,11 @@ def _positions(values: Any, scale: float, zero_point: int) -> tuple[np.ndarray, 
 
 
 def quant_steps(actual: Any, expected: Any, *, scale: float, zero_point: int = 0, qmin: int = -128,
-                qmax: int = 127) -> QuantSteps:
+                qmax: int = 127, tie_margin: float | np.ndarray = TIE_TOLERANCE) -> QuantSteps:
     """`actual` against `expected` in steps of `scale` (either may be quantized integers or
-    floats: dequantized values, or for `expected` the float reference before rounding)."""
+    floats: dequantized values, or for `expected` the float reference before rounding).
+    `tie_margin` (in steps; a number, or an array shaped like the tensors) widens the band
+    around k + 1/2 that counts as a tie, for a reference known only to within float noise."""
     if not scale > 0 or not np.isfinite(scale):
         raise ValueError(f"scale={scale!r}: a quantization scale is a positive finite number")
     if qmin >= qmax:
@@ -79,7 +81,7 @@ def quant_steps(actual: Any, expected: Any, *, scale: float, zero_point: int = 0
     finite = np.isfinite(distance)
     off = (distance >= 1.0 - TIE_TOLERANCE) | ~finite
     ties = np.zeros_like(off) if expected_quantized else (
-        np.abs(np.abs(expected_at - np.floor(expected_at)) - 0.5) <= TIE_TOLERANCE)
+        np.abs(np.abs(expected_at - np.floor(expected_at)) - 0.5) <= np.maximum(tie_margin, TIE_TOLERANCE))
     beyond = (expected_at < qmin - 0.5) | (expected_at > qmax + 0.5)
     at_bound = ((actual_at <= qmin) | (actual_at >= qmax)) & (expected_q != actual_at)
     return QuantSteps(

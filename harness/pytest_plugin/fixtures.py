@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from exporter.contract.fileio import safe_filename
 from harness.pytest_plugin.device import device_for, session_device
 from harness.pytest_plugin.options import DTYPES, backend_specs
 from harness.pytest_plugin.records import record
@@ -166,8 +167,6 @@ class Roundtrip:
         return self.record(verification, seconds=seconds, **fields)
 
     def _reproducer_dir(self) -> Path:
-        from exporter.fileio import safe_filename  # lazily: the exporter package imports torch
-
         report_dir = self._state.settings.report_dir
         base = Path(report_dir, "reproducers") if report_dir else self._scratch()
         return base / safe_filename(self._item.nodeid, "test") / str(self._count + 1)

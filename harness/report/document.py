@@ -223,6 +223,7 @@ def compact_verification(record: Mapping[str, Any]) -> dict[str, Any]:
         "first_nonfinite": record.get("first_nonfinite"), "overflows": list(record.get("overflows", [])),
         "backend": record.get("backend", "onnxruntime"), "backend_settings": dict(record.get("backend_settings", {})),
         "backend_results": [compact_backend_result(result, cpu_placed) for result in record.get("backend_results", [])],
+        "quantization": record.get("quantization"),
     }
 
 

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from exporter.contract.fileio import umask, write_text_atomic
 from harness.report.document import READABLE_VERSIONS, SCHEMA_VERSION
 
 PARITY_JSON = "parity.json"
@@ -31,8 +32,6 @@ def dumps(document: dict[str, Any]) -> str:
 def write_text(path: str | os.PathLike, text: str) -> str:
     """Write `text` atomically (a reader sees the old file or the new one), with the mode a
     plain `open()` would give under the user's umask."""
-    from exporter.fileio import umask, write_text_atomic  # lazily: the exporter package imports torch
-
     write_text_atomic(path, text)
     os.chmod(path, 0o666 & ~umask())
     return os.fspath(path)
@@ -40,8 +39,6 @@ def write_text(path: str | os.PathLike, text: str) -> str:
 
 def fix_directory_mode(path: str | os.PathLike) -> None:
     """Give a directory made with tempfile.mkdtemp (mode 0700) the mode the umask asks for."""
-    from exporter.fileio import umask
-
     os.chmod(path, 0o777 & ~umask())
 
 

@@ -125,6 +125,33 @@ def _cases(document: Mapping[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def _quantized(document: Mapping[str, Any]) -> list[str]:
+    """Quantized cases, both ends kept apart: what quantizing cost (float module against the
+    quantized torch module) and what the export and runtime added (quantized torch module
+    against the QDQ model, in steps of each quantized tensor's scale)."""
+    rows = []
+    for case in document["cases"]:
+        record = case.get("verification") or {}
+        cost = record.get("quantization")
+        if cost is None:
+            continue
+        steps = [op["quant_steps"] for op in record.get("ops", []) if op.get("quant_steps")
+                 and op.get("aten", "").startswith("quantized_decomposed.quantize")]
+        worst = max((s["max_steps"] for s in steps), default=None)
+        off = sum(s["off_by_one_or_more"] for s in steps)
+        ties = sum(s["at_ties"] for s in steps)
+        failing = sum(1 for op in record.get("ops", []) if op.get("passed") is False)
+        output_cost = ", ".join(fmt(o["max_rel"]) for o in cost.get("outputs", [])) or "-"
+        rows.append(f"| {case['name']} | {output_cost} | {cost.get('worst') or '-'} | {len(steps)} | {fmt(worst)} | "
+                    f"{off} | {ties} | {failing} |")
+    if not rows:
+        return []
+    return ["## Quantized cases: the cost of quantizing, and the export's steps", "",
+            "| case | quantizing: output max rel | quantizing: op moved most | quantized regions | export: max steps "
+            "| export: elements off | of those at ties | failing rows |",
+            "|---|---|---|---|---|---|---|---|", *rows, ""]
+
+
 def _kinds(document: Mapping[str, Any]) -> list[str]:
     kinds = op_kinds(document)
     if not kinds:
@@ -144,6 +171,6 @@ def render(document: Mapping[str, Any], *, diff: Mapping[str, Any] | None = None
     lines = [f"# {headline(document)}", ""] + _about(document)
     if diff is not None:
         lines += [diffs.markdown(diff), ""]
-    lines += _problems(document) + _worst(document) + _cases(document) + _kinds(document)
+    lines += _problems(document) + _worst(document) + _cases(document) + _quantized(document) + _kinds(document)
     lines.append("Full data: `parity.json`; plots and sortable tables: `index.html`.")
     return "\n".join(lines) + "\n"

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from exporter.contract.keys import FX_NODE_KEY, REGION_KEY
 from harness.report.document import as_float
 from harness.report.summary import measured, op_name, ratio
 
@@ -202,8 +203,8 @@ def provenance_nodes(model: Any, fx_node_of: Callable[[Any], str | None] | None 
     found = []
     for node_id, node in zip(ids, model.graph.node):
         meta = {entry.key: entry.value for entry in node.metadata_props}
-        region = [m["fx_node"] for m in json.loads(meta["roundtrip.region"])] if meta.get("roundtrip.region") else []
-        fx_node = fx_node_of(node) if fx_node_of is not None else meta.get("roundtrip.fx_node")
+        region = [m["fx_node"] for m in json.loads(meta[REGION_KEY])] if meta.get(REGION_KEY) else []
+        fx_node = fx_node_of(node) if fx_node_of is not None else meta.get(FX_NODE_KEY)
         found.append((node_id, fx_node or "", region))
     return found
 

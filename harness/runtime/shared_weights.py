@@ -1,7 +1,7 @@
 """Weights shared between onnxruntime sessions of variants of one model, never serialised.
 
 The production model, the instrumented one and the isolation model carry stub initializers
-(data-less, marked external at `IN_MEMORY`: `exporter.skeleton`'s format, a public contract);
+(data-less, marked external at `IN_MEMORY`: `exporter.contract.skeleton`'s format, a public contract);
 each session receives the weight arrays themselves, so the weights are neither copied into each
 variant nor serialised for each session, nor (on CPU) copied by onnxruntime. A CUDA session
 gets them through `add_external_initializers`, which copies them to the device as it loads. onnxruntime (1.31)
@@ -37,7 +37,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from exporter.skeleton import ALIGNMENT, IN_MEMORY, PROTOBUF_LIMIT, is_in_memory, stub, tensor_bytes
+from exporter.contract.skeleton import ALIGNMENT, IN_MEMORY, PROTOBUF_LIMIT, is_in_memory, stub, tensor_bytes
 
 DATA_FILE = "weights.data"
 """The data file of a SharedWeights' scratch folder."""

@@ -1,0 +1,394 @@
+"""The public API: `exporter.export` and its steps, capture a module once, convert the program
+at an opset.
+
+`export_program` is `capture` followed by `convert_program`; both steps are public so a caller
+may capture once and convert at several opsets. `capture` lives here, not in the capture stage,
+because the ops it keeps whole are those the registry (the translate stage) can translate.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import sys
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import IO, Any
+
+import numpy as np
+import onnx
+import torch
+import torch.utils._pytree as pytree
+
+from exporter.capturing import specialise, trace
+from exporter.capturing.signature import DynamicAxes, normalize_dynamic_axes, user_input_nodes
+from exporter.capturing.trace import capture_record, with_input_names
+from exporter.contract.fileio import write_bytes_atomic
+from exporter.contract.keys import (
+    CAPTURE_KEY, DROPPED_CHECKS_KEY, OPTIMIZED_KEY, RELAXED_GUARDS_KEY, RENAMED_VALUES_KEY,
+)
+from exporter.contract.metadata import describe_check
+from exporter.contract.static_axes import SpecialisedAxis, metadata_entry
+from exporter.errors import ExportError, ExportWarning
+from exporter.optimize import PASSES, WEIGHT_FOLDING, optimize as optimize_model
+from exporter.optimize.legalize_dtypes import legalize_dtypes
+from exporter.translate.registry import DEFAULT_OPSET, Dispatcher, check_opset
+from exporter.translate.translator import dim_names_for, translate
+from exporter.write.external_data import Written, exceeds_protobuf_limit, weight_bytes, with_weights, write_model
+from exporter.write.printer import format_model
+from exporter.write.serialize import to_model
+
+__version__ = "0.1.0"
+
+
+@dataclass
+class ExportResult:
+    """An exported model with the program it was translated from (the harness needs both).
+
+    The model is kept as a skeleton (initializers without data, marked as held in memory) and
+    its weights (arrays sharing the module's parameter memory, plus the folded ones), so that
+    writing it or handing it to onnxruntime copies each weight once at most. `model` is the
+    self-contained ModelProto, built on first use.
+    """
+
+    skeleton: onnx.ModelProto
+    weights: dict[str, np.ndarray]
+    program: torch.export.ExportedProgram
+    opset_version: int
+    input_names: list[str]
+    output_names: list[str]
+    renamed: dict[str, str] = field(default_factory=dict)
+    capture_seconds: float = 0.0
+    convert_seconds: float = 0.0  # the optimisation stage included
+    optimize_seconds: float = 0.0
+    optimize_cpu_seconds: dict[str, float] = field(default_factory=dict)  # per pass, process CPU time
+    changes: dict[str, dict[str, int]] = field(default_factory=dict)  # what each optimisation pass changed
+    _model: onnx.ModelProto | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def static_axes(self) -> list[SpecialisedAxis]:
+        """The declared dynamic axes the model fixed, exported static (exporter.capturing.specialise)."""
+        record = capture_record(self.program)
+        return list(record.static_axes) if record is not None else []
+
+    @property
+    def model(self) -> onnx.ModelProto:
+        """The model with its weights inline (protobuf copies each weight into it)."""
+        if self._model is None:
+            self._model = with_weights(self.skeleton, self.weights)
+        return self._model
+
+    @property
+    def weight_bytes(self) -> int:
+        return weight_bytes(self.weights)
+
+    def save(self, f: str | os.PathLike | IO[bytes], *, external_data: bool | None = None) -> Written:
+        """Write the model to `f` straight from the weights, each copied once (see
+        `exporter.write.external_data.write_model`); nothing else is built. Returns what was written:
+        the data file, if the weights went to one, and the model with its references to it."""
+        return write_model(f, self.skeleton, self.weights, external=external_data)
+
+
+def export(
+    model: torch.nn.Module,
+    args: Any,
+    f: str | os.PathLike | IO[bytes] | None = None,
+    *,
+    kwargs: dict[str, Any] | None = None,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    opset_version: int | None = None,
+    dynamic_axes: DynamicAxes | None = None,
+    verbose: bool = False,
+    custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
+    do_constant_folding: bool = True,
+    optimize: bool = True,
+    external_data: bool | None = None,
+    strict_dynamic: bool = False,
+) -> onnx.ModelProto:
+    """Export `model` run on `args` to ONNX; also write it to `f` when given.
+
+    `optimize=True` runs the optimisation stage after translation (exporter.optimize: constant
+    folding, BatchNorm folded into Conv, fused HardSwish/HardSigmoid, no-op removal, ...); each
+    fused node lists the FX nodes it stands for (`roundtrip.region`). `optimize=False` keeps one
+    node per op; `do_constant_folding` then still computes weight-only subgraphs (e.g. the
+    recurrent layers' gate reordering) at export and stores their results as initializers.
+    `external_data`: with `f` a path, True writes the weights to `<f>.data` beside the model,
+    None does so only when the model would pass protobuf's 2 GB limit, False never; the model
+    returned then holds external-data references instead of the weights.
+
+    `input_names`/`output_names` name the graph's inputs and outputs, `dynamic_axes` marks
+    axes as dynamic (`{"x": {0: "batch"}}`), `custom_symbolics` maps overload names to
+    symbolic functions for this call only. `verbose=True` prints the graph with scopes.
+    A dynamic axis the model fixes to one size is exported static with an ExportWarning (the
+    axis, the reason, your line) and listed in the model's `roundtrip.static_axes` metadata;
+    `strict_dynamic=True` raises ExportError instead.
+    """
+    result = export_program(
+        model, args, kwargs=kwargs, input_names=input_names, output_names=output_names,
+        opset_version=opset_version, dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics,
+        do_constant_folding=do_constant_folding, optimize=optimize, strict_dynamic=strict_dynamic,
+    )
+    model = result.model if f is None else _save_and_return(result, f, external_data)
+    if verbose:
+        sys.stdout.write(format_model(model) + "\n")  # the seed's documented behaviour
+    return model
+
+
+def _save_and_return(result: ExportResult, f: str | os.PathLike | IO[bytes],
+                     external_data: bool | None) -> onnx.ModelProto:
+    """Write `result` to `f` and return the model `export` returns: the one with external-data
+    references when the weights go to a data file, else the self-contained one. To a path, the
+    self-contained model is parsed back from the file just written (mapped, so protobuf's parse
+    is the one copy of every weight; building it from the arrays costs two, a bytes object and
+    protobuf's own); to a file object, it is built from the arrays while a thread writes."""
+    if external_data or exceeds_protobuf_limit(result.skeleton, result.weights):
+        return result.save(f, external_data=external_data).model  # refuses external_data=False past 2 GB
+    if not hasattr(f, "write"):
+        result.save(f, external_data=external_data)
+        return _parse_mapped(f)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="roundtrip-save") as pool:
+        saving = pool.submit(result.save, f, external_data=external_data)
+        try:
+            model = result.model
+        finally:
+            saving.result()  # re-raises the writer's error, after it has cleaned up
+    return model
+
+
+def _parse_mapped(path: str | os.PathLike) -> onnx.ModelProto:
+    """The model in the file at `path`, parsed from a read-only mapping of it (protobuf copies
+    what it keeps, so nothing refers to the mapping once it is closed)."""
+    model = onnx.ModelProto()
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        with memoryview(mapped) as view:
+            model.ParseFromString(view)
+    return model
+
+
+def capture(
+    model: torch.nn.Module,
+    args: Any,
+    *,
+    kwargs: dict[str, Any] | None = None,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    dynamic_axes: DynamicAxes | None = None,
+    custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
+    strict_dynamic: bool = False,
+) -> torch.export.ExportedProgram:
+    """Capture `model` run on `args` (and `kwargs`) once, for `exporter.convert` at one or more opsets.
+
+    The arguments mean what they mean to `exporter.export`; `input_names` here only say which
+    names `dynamic_axes` uses. The names are checked before anything is traced: duplicates,
+    a name used for an input and an output, more names than inputs or outputs, and dynamic
+    axes outside their tensor's rank are ExportErrors. The program keeps every op that has a
+    symbolic at any opset (or in `custom_symbolics`), so it may be converted at any supported
+    opset: the opset is the conversion's alone (`exporter.convert(opset_version=...)`). A
+    module that updates its buffers or inputs gets one ExportWarning: the ONNX model computes
+    its outputs but cannot carry those updates. A declared dynamic axis the model fixes to one
+    size is exported static with an ExportWarning saying why and where (exporter.capturing.specialise);
+    `strict_dynamic=True` refuses such a capture instead.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise ExportError(f"export() takes a torch.nn.Module, got {type(model).__name__}")
+    args = args if isinstance(args, tuple) else (args,)
+    if kwargs is not None and not (isinstance(kwargs, Mapping) and all(isinstance(k, str) for k in kwargs)):
+        raise ExportError(f"kwargs must be a dict of keyword arguments for forward(), got {type(kwargs).__name__}")
+    kwargs = dict(kwargs or {})
+    tensor_count = sum(isinstance(leaf, torch.Tensor) for leaf in pytree.tree_leaves((args, kwargs)))
+    trace.check_names(input_names, output_names, tensor_count)
+    forward_names = trace.forward_input_names(model, args)
+    names = with_input_names(forward_names, input_names)
+    clashing = sorted(set(output_names or ()) & set(names + list(kwargs)))
+    if clashing:
+        raise ExportError(
+            f"output_names {clashing} are also the names of inputs ({names + list(kwargs)}); "
+            "ONNX values need distinct names: rename the outputs (or name the inputs with input_names)"
+        )
+    parameter_names = [p.name for p in trace.forward_parameters(model) if p.kind in trace.POSITIONAL]
+    dynamic_shapes = trace.dynamic_shapes_for(args, names, dynamic_axes, output_names or (), kwargs, parameter_names)
+    keep = Dispatcher(DEFAULT_OPSET, custom_symbolics).known_targets()  # any opset: known_targets spans all
+    program = trace.capture_program(model, args, kwargs, dynamic_shapes, keep, strict_dynamic)
+    static_axes = specialise.specialised_axes(program, names + list(kwargs), normalize_dynamic_axes(dynamic_axes))
+    specialise.warn_specialised(static_axes, type(model).__name__)
+    trace.check_outputs(program, output_names, dynamic_axes)
+    trace.warn_about_mutations(program, type(model).__name__)
+    program.graph_module.meta[CAPTURE_KEY] = trace.CaptureRecord(
+        root_name=type(model).__name__,
+        forward_names=tuple(forward_names),
+        input_names=None if input_names is None else tuple(input_names),
+        output_names=None if output_names is None else tuple(output_names),
+        dynamic_axes=normalize_dynamic_axes(dynamic_axes) if dynamic_axes else None,
+        custom_symbolics=dict(custom_symbolics) if custom_symbolics else None,
+        input_keys=tuple(kwargs),
+        static_axes=tuple(static_axes),
+    )
+    return program
+
+
+def export_program(
+    model: torch.nn.Module,
+    args: Any,
+    *,
+    kwargs: dict[str, Any] | None = None,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    opset_version: int | None = None,
+    dynamic_axes: DynamicAxes | None = None,
+    custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
+    do_constant_folding: bool = True,
+    optimize: bool = True,
+    strict_dynamic: bool = False,
+) -> ExportResult:
+    """Like `export`, but return the ExportedProgram and naming alongside the model.
+
+    The same as `capture` followed by `convert_program` on its program.
+    """
+    started = time.perf_counter()
+    program = capture(
+        model, args, kwargs=kwargs, input_names=input_names, output_names=output_names,
+        dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics, strict_dynamic=strict_dynamic,
+    )
+    captured = time.perf_counter()
+    converted = convert_program(program, opset_version=opset_version, do_constant_folding=do_constant_folding,
+                                optimize=optimize)
+    return replace(converted, capture_seconds=captured - started)
+
+
+def convert(
+    program: torch.export.ExportedProgram,
+    *,
+    opset_version: int | None = None,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    dynamic_axes: DynamicAxes | None = None,
+    custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
+    graph_name: str | None = None,
+    do_constant_folding: bool = True,
+    optimize: bool = True,
+) -> onnx.ModelProto:
+    """Translate a program from `exporter.capture` to ONNX at `opset_version`.
+
+    See `convert_program`, which also returns the program and the naming.
+    """
+    return convert_program(
+        program, opset_version=opset_version, input_names=input_names, output_names=output_names,
+        dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics, graph_name=graph_name,
+        do_constant_folding=do_constant_folding, optimize=optimize,
+    ).model
+
+
+def convert_program(
+    program: torch.export.ExportedProgram,
+    *,
+    opset_version: int | None = None,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    dynamic_axes: DynamicAxes | None = None,
+    custom_symbolics: Mapping[Any, Callable[..., Any]] | None = None,
+    graph_name: str | None = None,
+    do_constant_folding: bool = True,
+    optimize: bool = True,
+) -> ExportResult:
+    """Translate a captured program to ONNX; the program is left as it is, so it may be
+    converted again (e.g. at another opset: capture keeps the ops of every opset).
+
+    `optimize` runs the optimisation stage (exporter.optimize); without it,
+    `do_constant_folding` still folds weight-only subgraphs into initializers.
+
+    `opset_version` None is `DEFAULT_OPSET` (exporter.translate.registry, the opset's one owner; capture
+    does not depend on it). Each other argument left None takes the value given to
+    `exporter.capture`: the input and output names, `dynamic_axes` (keyed by the input names,
+    which name the dynamic dims), `custom_symbolics`, and `graph_name`, the module's class name,
+    which also roots every node's scope. A program from `torch.export.export` itself is
+    accepted too: its inputs are then named after its placeholders.
+    """
+    record = capture_record(program)
+    if record is not None:
+        input_names = record.input_names if input_names is None else input_names
+        output_names = record.output_names if output_names is None else output_names
+        dynamic_axes = record.dynamic_axes if dynamic_axes is None else dynamic_axes
+        custom_symbolics = record.custom_symbolics if custom_symbolics is None else custom_symbolics
+        graph_name = record.root_name if graph_name is None else graph_name
+        default_names: Sequence[str] = (*record.forward_names, *record.input_keys)
+    else:
+        graph_name = _root_name(program) if graph_name is None else graph_name
+        default_names = [node.name for node in user_input_nodes(program)]
+    opset = check_opset(opset_version)
+
+    started = time.perf_counter()
+    conversion = translate(
+        program,
+        root_name=graph_name,
+        opset_version=opset,
+        dispatcher=Dispatcher(opset, custom_symbolics),
+        input_names=input_names,
+        output_names=output_names,
+        dim_names=dim_names_for(program, with_input_names(default_names, input_names), dynamic_axes),
+    )
+    metadata = {RENAMED_VALUES_KEY: json.dumps(conversion.renamed)} if conversion.renamed else {}
+    metadata[OPTIMIZED_KEY] = "true" if optimize else "false"
+    metadata.update(metadata_entry(record.static_axes if record is not None else ()))
+    checks = [*program.graph_module.meta.get(RELAXED_GUARDS_KEY, []), *conversion.graph.dropped_checks]
+    if checks:
+        metadata[DROPPED_CHECKS_KEY] = json.dumps(checks)
+        warn_dropped_checks(checks, graph_name)
+    skeleton = to_model(conversion.graph, graph_name=graph_name, producer_version=__version__,
+                        metadata=metadata, weights_inline=False)
+    weights = dict(conversion.graph.initializers)
+    if optimize:
+        passes = PASSES if do_constant_folding else tuple(p for p in PASSES if p.name != "fold_constants")
+    else:
+        passes = WEIGHT_FOLDING if do_constant_folding else ()
+    optimized = optimize_model(skeleton, weights, passes) if passes else None
+    if optimized is not None:
+        skeleton, weights = optimized.skeleton, optimized.weights
+    # Last, so that what the optimiser fused is legal too: Casts around ops ONNX or onnxruntime
+    # cannot run in float16/bfloat16.
+    legalize_dtypes(skeleton)
+    return ExportResult(
+        skeleton=skeleton,
+        weights=weights,
+        program=program,
+        opset_version=opset,
+        input_names=conversion.user_input_names,
+        output_names=conversion.output_names,
+        renamed=conversion.renamed,
+        convert_seconds=time.perf_counter() - started,
+        optimize_seconds=optimized.seconds if optimized else 0.0,
+        optimize_cpu_seconds=optimized.cpu_seconds if optimized else {},
+        changes=optimized.changes if optimized else {},
+    )
+
+
+def save(model: onnx.ModelProto, f: str | os.PathLike | IO[bytes]) -> None:
+    """Write `model` to a path (atomically: a reader never sees half a file) or a binary file.
+    (`ExportResult.save` writes an export straight from its weights instead.)"""
+    if hasattr(f, "write"):
+        f.write(model.SerializeToString())
+    else:
+        write_bytes_atomic(f, model.SerializeToString())
+
+
+def warn_dropped_checks(checks: Sequence[dict[str, str]], model_name: str) -> None:
+    """One ExportWarning listing the runtime checks the ONNX model does not carry."""
+    lines = "\n".join(f"  - {describe_check(check)}" for check in checks)
+    warnings.warn(ExportWarning(
+        f"{model_name}: {len(checks)} runtime check(s) of the captured program are not in the ONNX model "
+        f"(ONNX has no assertion; they are listed in its '{DROPPED_CHECKS_KEY}' metadata):\n{lines}"
+    ), stacklevel=3)
+
+
+def _root_name(program: torch.export.ExportedProgram) -> str:
+    """The captured module's class name, read off the root of a node's module stack."""
+    for node in program.graph.nodes:
+        for path, module_type in (node.meta.get("nn_module_stack") or {}).values():
+            if path == "":
+                name = module_type if isinstance(module_type, str) else getattr(module_type, "__qualname__", "")
+                return name.rsplit(".", 1)[-1] or "main"
+    return "main"

@@ -1,0 +1,224 @@
+"""Capture rules for torchvision's detection models (Faster/Mask/Keypoint R-CNN, RetinaNet,
+FCOS, SSD, SSDlite): each replaces one torchvision function during capture only.
+
+Every rule keeps torchvision's arithmetic; what changes is how a decision on an unbacked size
+is taken. `guard_or_false(cond)` answers a size question torch can decide (a backed or static
+size) exactly as Python would, and answers False where the size is data dependent: the rule
+then takes the branch that is correct for every size, which its `soundness` argues.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any
+
+import torch
+from torch.fx.experimental.symbolic_shapes import guard_or_false
+
+from exporter.capturing.rules.patching import original_of, rule
+
+
+@rule(
+    "torchvision.ops.boxes:batched_nms",
+    settles="Eq(4*u1, 0) and 4*u1 > 4000 (torchvision/ops/boxes.py: batched_nms and "
+    "_batched_nms_coordinate_trick test boxes.numel() before NMS)",
+    soundness="torchvision picks between two equal algorithms by box count for speed only "
+    "(per-class NMS loop vs. one NMS over boxes offset by class); the offset form is correct for "
+    "every count, and an empty input keeps no box in both. The empty early return is kept where "
+    "the count is known to be 0.",
+)
+def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, iou_threshold: float) -> torch.Tensor:
+    """torchvision's `_batched_nms_coordinate_trick`, without a guard on an unbacked count."""
+    if guard_or_false(boxes.numel() == 0):
+        return torch.empty((0,), dtype=torch.int64, device=boxes.device)
+    max_coordinate = boxes.max()
+    offsets = idxs.to(boxes) * (max_coordinate + torch.tensor(1).to(boxes))
+    return torch.ops.torchvision.nms(boxes + offsets[:, None], scores, iou_threshold)
+
+
+@rule(
+    "torchvision.ops.poolers:_multiscale_roi_align",
+    settles="Min(<detections>, u2) (torchvision/ops/poolers.py: num_rois = len(rois) makes the "
+    "unbacked ROI count a Python int; the per-level `result[idx_in_level] = ...` scatters by "
+    "data-dependent indices)",
+    soundness="RoIAlign pools each ROI independently of the others, so pooling every ROI at every "
+    "level and keeping, per ROI, the level the LevelMapper chose gives the same values, bit for "
+    "bit, as pooling each level's subset and scattering it back; no size is read as an int.",
+)
+def multiscale_roi_align(
+    x_filtered: list[torch.Tensor],
+    boxes: list[torch.Tensor],
+    output_size: list[int],
+    sampling_ratio: int,
+    scales: list[float] | None,
+    mapper: Any,
+) -> torch.Tensor:
+    """torchvision's `_multiscale_roi_align`, merging the levels by selection instead of scatter."""
+    from torchvision.ops.poolers import _convert_to_roi_format
+    from torchvision.ops.roi_align import roi_align
+
+    if scales is None or mapper is None:
+        raise ValueError("scales and mapper should not be None")
+    rois = _convert_to_roi_format(boxes)
+    pooled = [
+        roi_align(feature, rois, output_size=output_size, spatial_scale=scale, sampling_ratio=sampling_ratio)
+        for feature, scale in zip(x_filtered, scales)
+    ]
+    if len(pooled) == 1:
+        return pooled[0]
+    levels = mapper(boxes).view(-1, 1, 1, 1)
+    result = pooled[0]
+    for level in range(1, len(pooled)):
+        result = torch.where(levels == level, pooled[level].to(result.dtype), result)
+    return result
+
+
+@rule(
+    "torchvision.models.detection.anchor_utils:AnchorGenerator.forward",
+    settles="an unspecified value: the anchor strides are `torch.empty(()).fill_(stride)`, and the "
+    "empty tensor's contents (uninitialised memory in torch) would be a row no backend can match",
+    soundness="`torch.empty(()).fill_(v)` and `torch.full((), v)` are the same tensor; the rest of "
+    "forward() is torchvision's.",
+)
+def anchor_generator_forward(self: Any, image_list: Any, feature_maps: list[torch.Tensor]) -> list[torch.Tensor]:
+    """AnchorGenerator.forward with the strides made by `torch.full`."""
+    grid_sizes = [feature_map.shape[-2:] for feature_map in feature_maps]
+    image_size = image_list.tensors.shape[-2:]
+    dtype, device = feature_maps[0].dtype, feature_maps[0].device
+    strides = [
+        [torch.full((), image_size[0] // g[0], dtype=torch.int64, device=device),
+         torch.full((), image_size[1] // g[1], dtype=torch.int64, device=device)]
+        for g in grid_sizes
+    ]
+    self.set_cell_anchors(dtype, device)
+    anchors_over_all_feature_maps = self.grid_anchors(grid_sizes, strides)
+    return [torch.cat(list(anchors_over_all_feature_maps)) for _ in range(len(image_list.image_sizes))]
+
+
+@rule(
+    "torchvision.models.detection.transform:paste_masks_in_image",
+    settles="Min(<detections>, u5) (torchvision/models/detection/roi_heads.py: paste_masks_in_image "
+    "loops over the detections in Python, and each mask's size int(box[2] - box[0] + 1) is a "
+    "data-dependent int)",
+    soundness="each pasted mask is torchvision's: the box's own bilinear resize (align_corners=False, "
+    "source index (j + 0.5) * M / w - 0.5 clamped at 0, the upper neighbour clamped to the last "
+    "row) evaluated at every image pixel the box covers, zero elsewhere; only the loop over the "
+    "detections becomes a batch, so the values agree to fp32 rounding.",
+)
+def paste_masks_in_image(masks: torch.Tensor, boxes: torch.Tensor, img_shape: tuple[int, int],
+                         padding: int = 1) -> torch.Tensor:
+    """torchvision's `paste_masks_in_image`, every detection at once."""
+    from torchvision.models.detection.roi_heads import expand_boxes, expand_masks
+
+    masks, scale = expand_masks(masks, padding=padding)
+    boxes = expand_boxes(boxes, scale).to(dtype=torch.int64)
+    im_h, im_w = img_shape
+    mask = masks[:, 0]  # [N, M, M]
+    rows = _bilinear_taps(boxes[:, 1], boxes[:, 3], mask.shape[-2], im_h)  # per image row
+    cols = _bilinear_taps(boxes[:, 0], boxes[:, 2], mask.shape[-1], im_w)  # per image column
+    index0, index1, weight0, weight1, inside_y = rows
+    top = torch.gather(mask, 1, index0[:, :, None].expand(-1, -1, mask.shape[-1]))
+    bottom = torch.gather(mask, 1, index1[:, :, None].expand(-1, -1, mask.shape[-1]))
+    resized_rows = weight0[:, :, None] * top + weight1[:, :, None] * bottom  # [N, im_h, M]
+    index0, index1, weight0, weight1, inside_x = cols
+    left = torch.gather(resized_rows, 2, index0[:, None, :].expand(-1, resized_rows.shape[1], -1))
+    right = torch.gather(resized_rows, 2, index1[:, None, :].expand(-1, resized_rows.shape[1], -1))
+    pasted = weight0[:, None, :] * left + weight1[:, None, :] * right  # [N, im_h, im_w]
+    inside = inside_y[:, :, None] & inside_x[:, None, :]
+    return torch.where(inside, pasted, torch.zeros((), dtype=pasted.dtype))[:, None]
+
+
+def _bilinear_taps(start: torch.Tensor, end: torch.Tensor, mask_size: int, image_size: Any):
+    """For every image pixel along one axis and every box [start, end] (ints): the two source
+    rows of the box's resized mask, their weights, and whether the pixel is inside the box."""
+    extent = torch.clamp(end - start + 1, min=1)  # torchvision: max(int(box[2] - box[0] + 1), 1)
+    pixel = torch.arange(image_size, dtype=torch.int64, device=start.device)[None, :]
+    offset = pixel - start[:, None]  # position inside the resized mask
+    inside = (pixel >= start[:, None]) & (pixel <= end[:, None])
+    # torch's scale is input size / output size, a division in fp32
+    scale = torch.full_like(extent, mask_size, dtype=torch.float32) / extent.to(torch.float32)
+    source = torch.clamp(scale[:, None] * (offset.to(torch.float32) + 0.5) - 0.5, min=0.0)
+    index0 = torch.clamp(source.to(torch.int64), max=mask_size - 1)
+    index1 = torch.clamp(index0 + 1, max=mask_size - 1)
+    weight1 = source - index0.to(torch.float32)
+    return index0, index1, 1.0 - weight1, weight1, inside
+
+
+# -- Keypoint R-CNN: heatmaps to keypoints -------------------------------------------------------
+
+_IMAGE_BOUND: contextvars.ContextVar[tuple[Any, Any] | None] = contextvars.ContextVar(
+    "roundtrip_keypoint_image_bound", default=None)
+BICUBIC_A = -0.75  # torch's cubic convolution constant (upsample_bicubic2d)
+
+
+@rule(
+    "torchvision.models.detection.roi_heads:RoIHeads.forward",
+    settles="nothing itself: it tells the keypoint rule below the largest image size of the batch "
+    "(max of image_shapes), the bound of every ROI the heads see",
+    soundness="it calls torchvision's RoIHeads.forward unchanged; the ROIs are boxes clipped to their "
+    "image (box_ops.clip_boxes_to_image), so no ROI is larger than the largest image.",
+)
+def roi_heads_forward(self: Any, features: Any, proposals: Any, image_shapes: list[tuple[int, int]],
+                      targets: Any = None) -> Any:
+    """RoIHeads.forward, with the image-size bound set for `heatmaps_to_keypoints`."""
+    bound = (max(h for h, _ in image_shapes), max(w for _, w in image_shapes))
+    token = _IMAGE_BOUND.set(bound)
+    try:
+        return original_of("torchvision.models.detection.roi_heads:RoIHeads.forward")(
+            self, features, proposals, image_shapes, targets)
+    finally:
+        _IMAGE_BOUND.reset(token)
+
+
+@rule(
+    "torchvision.models.detection.roi_heads:heatmaps_to_keypoints",
+    settles="Min(<detections>, u5) (torchvision/models/detection/roi_heads.py: heatmaps_to_keypoints "
+    "allocates len(rois) rows, loops over the ROIs in Python and resizes each heatmap to "
+    "int(widths_ceil[i].item()) columns, a data-dependent int)",
+    soundness="each ROI's heatmaps are resized as torch's bicubic upsample does (align_corners=False: "
+    "source (j + 0.5) * 56 / size - 0.5, four taps clamped to the map, A = -0.75), written as two "
+    "interpolation matrices over a canvas of the largest image size (no ROI is larger); the "
+    "argmax runs over the ROI's own rows and columns only, in the same row-major order, so the "
+    "first maximum, the keypoint and its score are torchvision's up to fp32 rounding.",
+)
+def heatmaps_to_keypoints(maps: torch.Tensor, rois: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """torchvision's `heatmaps_to_keypoints` for every ROI at once (inside RoIHeads.forward)."""
+    bound = _IMAGE_BOUND.get()
+    if bound is None:  # called outside RoIHeads: no bound on the ROI sizes
+        return original_of("torchvision.models.detection.roi_heads:heatmaps_to_keypoints")(maps, rois)
+    offset_x, offset_y = rois[:, 0], rois[:, 1]
+    widths = (rois[:, 2] - rois[:, 0]).clamp(min=1)
+    heights = (rois[:, 3] - rois[:, 1]).clamp(min=1)
+    widths_ceil, heights_ceil = widths.ceil(), heights.ceil()
+    rows = _bicubic_matrix(heights_ceil, maps.shape[2], bound[0])  # [N, H, Hm]
+    cols = _bicubic_matrix(widths_ceil, maps.shape[3], bound[1])  # [N, W, Wm]
+    resized = rows[:, None] @ maps @ cols[:, None].transpose(2, 3)  # [N, K, H, W]
+    inside_y = torch.arange(bound[0], device=maps.device)[None, :] < heights_ceil[:, None]
+    inside_x = torch.arange(bound[1], device=maps.device)[None, :] < widths_ceil[:, None]
+    inside = (inside_y[:, :, None] & inside_x[:, None, :])[:, None]
+    resized = torch.where(inside, resized, torch.full((), float("-inf"), dtype=resized.dtype))
+    scores, position = resized.flatten(2).max(dim=2)  # the first maximum, row-major as torchvision's
+    x_int = position % bound[1]
+    y_int = torch.div(position - x_int, bound[1], rounding_mode="floor")
+    x = (x_int.float() + 0.5) * (widths / widths_ceil)[:, None]
+    y = (y_int.float() + 0.5) * (heights / heights_ceil)[:, None]
+    xy = torch.stack([x + offset_x[:, None], y + offset_y[:, None], torch.ones_like(x)], dim=2)
+    return xy, scores
+
+
+def _bicubic_matrix(out_sizes: torch.Tensor, in_size: int, bound: Any) -> torch.Tensor:
+    """[N, bound, in_size]: row j of matrix n resamples a length-`in_size` signal to
+    `out_sizes[n]` samples as torch's bicubic upsample (rows past the size are unused)."""
+    scale = torch.full_like(out_sizes, in_size) / out_sizes  # torch: input size / output size, in fp32
+    position = torch.arange(bound, device=out_sizes.device).to(out_sizes.dtype)[None, :]
+    real = scale[:, None] * (position + 0.5) - 0.5
+    index = torch.clamp(torch.floor(real), max=in_size - 1)
+    t = torch.clamp(real - index, 0.0, 1.0)
+    a = BICUBIC_A
+    near = lambda x: ((a + 2) * x - (a + 3)) * x * x + 1  # noqa: E731  |x| <= 1
+    far = lambda x: ((a * x - 5 * a) * x + 8 * a) * x - 4 * a  # noqa: E731  1 < |x| < 2
+    weights = torch.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], dim=2)  # [N, bound, 4]
+    taps = index.to(torch.int64)[:, :, None] + torch.arange(-1, 3, device=out_sizes.device)
+    taps = torch.clamp(taps, 0, in_size - 1)
+    one_hot = (taps[..., None] == torch.arange(in_size, device=out_sizes.device)).to(weights.dtype)
+    return (weights[..., None] * one_hot).sum(dim=2)

@@ -1,0 +1,127 @@
+"""Detection: torchvision's NMS and RoIAlign, TopK with a data-dependent k, and the few factory,
+rounding and SymInt ops torchvision's detection models reach with data-dependent sizes.
+
+The counts these ops see (boxes past a score threshold, boxes NMS kept) are unbacked SymInts
+at capture: they reach the symbolics as 0-d int64 Values computed in the graph, never as
+Python ints, so every size below is read from the graph (Shape) or taken as an input.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from exporter.translate.graph import Graph, Value
+from exporter.translate.registry import symbolic
+from exporter.translate.symbolics._helpers import (
+    cast_to,
+    int64_vector,
+    normalize_dim,
+    promote,
+    rank_of,
+    scalar_of,
+    squeeze,
+    unsqueeze,
+)
+
+# -- TopK -------------------------------------------------------------------------------------------
+
+
+@symbolic("aten::topk")
+def topk(g: Graph, self: Value, k, dim: int = -1, largest: bool = True, sorted: bool = True) -> tuple[Value, Value]:
+    """topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)
+
+    ONNX TopK takes k as a 1-D int64 input, so a k computed in the graph (`min(pre_nms_top_n,
+    num_anchors)` at a dynamic size) needs no constant. ONNX always sorts; an unsorted torch
+    topk leaves the order unspecified, so sorted output is one of its answers.
+    """
+    axis = normalize_dim(dim, rank_of(self))
+    values, indices = g.op("TopK", self, int64_vector(g, [k]), axis_i=axis, largest_i=int(largest),
+                           sorted_i=1, outputs=2)
+    return values, indices
+
+
+# -- torchvision::nms -------------------------------------------------------------------------------
+
+
+@symbolic("torchvision::nms")
+def nms(g: Graph, boxes: Value, scores: Value, iou_threshold: float) -> Value:
+    """nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor
+
+    ONNX NonMaxSuppression on one batch and one class: boxes [1, N, 4] in corner form, scores
+    [1, 1, N], at most N kept (a count read from the graph), IoU strictly above the threshold
+    suppresses, as in torchvision. It returns (batch, class, box) triples in decreasing score
+    order; the box column is torchvision's `keep`. `batched_nms` reaches here with its boxes
+    offset by class, so one call separates the classes.
+    """
+    boxes, scores = promote(g, boxes, scores, dtype=torch.float32)
+    batched_boxes = unsqueeze(g, boxes, [0])
+    batched_scores = unsqueeze(g, unsqueeze(g, scores, [0]), [0])
+    max_kept = g.op("Shape", scores)  # [N]: every box may be kept
+    selected = g.op("NonMaxSuppression", batched_boxes, batched_scores, max_kept,
+                    g.constant([float(iou_threshold)], torch.float32), center_point_box_i=0)
+    box_column = g.op("Gather", selected, g.constant(2, torch.int64), axis_i=1)
+    return box_column
+
+
+# -- torchvision::roi_align -------------------------------------------------------------------------
+
+
+@symbolic("torchvision::roi_align")
+def roi_align(g: Graph, input: Value, rois: Value, spatial_scale: float, pooled_height: int, pooled_width: int,
+              sampling_ratio: int, aligned: bool) -> Value:
+    """roi_align(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, SymInt pooled_width, int sampling_ratio, bool aligned) -> Tensor
+
+    ONNX RoiAlign (average mode; opset >= 16 for its coordinate_transformation_mode) with rois [K, 5] split into batch indices (column 0) and
+    corners. torchvision's `aligned=True` shifts by half a pixel ("half_pixel"); `aligned=False`
+    does not ("output_half_pixel"), and both clamp a ROI to at least one cell in that mode as
+    onnxruntime does. A sampling ratio <= 0 means adaptive in torchvision, 0 in ONNX.
+    The multi-scale form (MultiScaleRoIAlign) reaches here once per pyramid level.
+    """
+    dtype = input.dtype or torch.float32
+    batch_indices = cast_to(g, squeeze(g, g.op("Slice", rois, g.constant([0], torch.int64),
+                                                g.constant([1], torch.int64), g.constant([1], torch.int64)), [1]),
+                            torch.int64)
+    corners = g.op("Slice", rois, g.constant([1], torch.int64), g.constant([5], torch.int64),
+                   g.constant([1], torch.int64))
+    corners = cast_to(g, corners, dtype)
+    return g.op(
+        "RoiAlign", input, corners, batch_indices,
+        mode_s="avg", output_height_i=int(pooled_height), output_width_i=int(pooled_width),
+        sampling_ratio_i=max(int(sampling_ratio), 0), spatial_scale_f=float(spatial_scale),
+        coordinate_transformation_mode_s="half_pixel" if aligned else "output_half_pixel",
+    )
+
+
+# -- what the detectors' pre- and post-processing reach besides ---------------------------------
+
+
+def _sym_extreme(g: Graph, onnx_op: str, python_op, a, b):
+    if not isinstance(a, Value) and not isinstance(b, Value):
+        return python_op(a, b)
+    a, b = (scalar_of(g, v, torch.int64) for v in (a, b))
+    return g.op(onnx_op, a, b)
+
+
+@symbolic("torch.sym_min")
+def sym_min(g: Graph, a, b):
+    """min(SymInt a, SymInt b): `keep[:detections_per_img]` and friends on a data-dependent count."""
+    return _sym_extreme(g, "Min", min, a, b)
+
+
+@symbolic("torch.sym_max")
+def sym_max(g: Graph, a, b):
+    """max(SymInt a, SymInt b), as int64 scalars."""
+    return _sym_extreme(g, "Max", max, a, b)
+
+
+# -- SymFloat arithmetic: the transform's resize to `min_size` at a dynamic image size -------------
+
+
+@symbolic("math.trunc")
+def sym_trunc(g: Graph, a):
+    """math.trunc(SymFloat a) -> SymInt: a Cast to int64, which truncates toward zero like trunc."""
+    if not isinstance(a, Value):
+        return math.trunc(a)
+    return cast_to(g, scalar_of(g, a, torch.float64), torch.int64)

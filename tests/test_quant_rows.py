@@ -1,0 +1,93 @@
+"""Quantized rows in quantization steps (harness.analysis.quant_rows): the rule on planted
+integer outputs, the cut at quantized tensors, and the float64 form of torch's quantize."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from onnx import TensorProto, helper
+
+from harness.analysis.quant_rows import QParams, cut_at_quantized, judge_region
+from harness.analysis.truth import _quantize_exact
+
+INT8 = QParams(np.asarray(0.5), np.asarray(0.0), -128, 127, "int8")
+
+
+def _region(truth, actual, fused=False, noise_steps=0.0, torch_offset=0.0):
+    truth = np.asarray(truth, dtype=np.float64)
+    torch_int = np.clip(np.rint(truth), -128, 127).astype(np.int8)
+    return judge_region(np.asarray(actual, np.int8), torch_int, truth, truth + torch_offset, INT8, fused, noise_steps)
+
+
+@pytest.mark.parametrize("name, truth, actual, fused, noise, beyond, off, ties", [
+    ("exact", [1.2, -3.7, 10.0], [1, -4, 10], False, 0.0, 0, 0, 0),
+    ("one step off, not at a tie", [1.2, -3.7, 10.0], [2, -4, 10], False, 0.0, 1, 1, 0),
+    ("one step off at an exact tie", [2.5, -3.7], [3, -4], False, 0.0, 0, 1, 1),
+    ("one step off within the noise band of a tie", [2.4999, -3.7], [3, -4], False, 1e-3, 0, 1, 1),
+    ("one step off outside the noise band", [2.49, -3.7], [3, -4], False, 1e-3, 1, 1, 0),
+    ("fused kernel: one step allowed anywhere", [1.2, -3.7], [2, -3], True, 0.0, 0, 2, 0),
+    ("fused kernel: two steps are a divergence", [1.2, -3.7], [3, -4], True, 0.0, 1, 1, 0),
+    ("fused kernel: two steps at a tie", [2.5, -3.7], [4, -4], True, 0.0, 0, 1, 1),
+    ("saturation is no excuse", [300.0, 1.0], [126, 1], False, 0.0, 1, 1, 0),
+])
+def test_region_rule(name, truth, actual, fused, noise, beyond, off, ties):
+    backend, torch_side, allowed, found = _region(truth, actual, fused, noise)
+    assert found == beyond, name
+    assert backend.off_by_one_or_more == off and backend.at_ties == ties, name
+    assert allowed == (1 if fused else 0)
+    assert torch_side.max_steps == 0  # torch's integers are the truth rounded here
+
+
+def test_saturated_element_is_named():
+    backend, _, _, beyond = _region([300.0, 1.0], [126, 1])
+    assert backend.at_saturation == 1 and backend.max_steps == 1 and beyond == 1
+
+
+def test_noise_band_follows_torchs_own_distance():
+    # torch's own float32 value lies 1e-3 steps from the truth: a tie within 4x that is either side
+    *_, beyond = _region([2.4985, 0.0], [3, 0], torch_offset=1e-3)
+    assert beyond == 0
+    *_, beyond = _region([2.49, 0.0], [3, 0], torch_offset=1e-3)
+    assert beyond == 1
+
+
+def test_per_channel_positions():
+    qp = QParams(np.asarray([0.5, 2.0]), np.asarray([0.0, 1.0]), -128, 127, "int8", axis=0)
+    values = np.asarray([[1.0, -1.0], [4.0, -2.0]])
+    np.testing.assert_array_equal(qp.positions(values), [[2.0, -2.0], [3.0, 0.0]])
+
+
+def test_quantize_exact_rounds_the_quotient_half_to_even():
+    x = torch.tensor([0.25, 0.75, -0.25, 1000.0, -1000.0], dtype=torch.float64)
+    q = _quantize_exact(x, 0.5, 1, -128, 127, torch.int8)
+    assert q.tolist() == [1, 3, 1, 127, -128]  # 0.5 -> 0 (+1), 1.5 -> 2 (+1), -0.5 -> 0 (+1), clamped
+
+
+def test_cut_at_quantized_feeds_readers_and_keeps_writers():
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q"),
+        helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], name="d"),
+        helper.make_node("Relu", ["d"], ["r"], name="r"),
+        helper.make_node("QuantizeLinear", ["r", "s", "z"], ["q2"], name="q2"),
+        helper.make_node("DequantizeLinear", ["q2", "s", "z"], ["y"], name="y"),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        [helper.make_tensor("s", TensorProto.FLOAT, [], [0.5]), helper.make_tensor("z", TensorProto.INT8, [], [0])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    cut, renamed = cut_at_quantized(model, {"q": "quantize_per_tensor", "q2": "quantize_per_tensor_1"},
+                                    {"q": (4,), "q2": (4,)})
+    assert renamed == {"q": "q__quantized_region", "q2": "q2__quantized_region"}
+    assert {i.name for i in cut.graph.input} == {"x", "q"}  # q2's reader (y) is no region's: pruned
+    assert [o.name for o in cut.graph.output] == ["q__quantized_region", "q2__quantized_region"]
+    onnx.checker.check_model(cut)
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(cut.SerializeToString(), providers=["CPUExecutionProvider"])
+    q, q2 = session.run(None, {"x": np.asarray([1.0, -1.0, 0.3, 2.0], np.float32),
+                               "q": np.asarray([4, -4, 7, 0], np.int8)})
+    assert q.tolist() == [2, -2, 1, 4]  # from x
+    assert q2.tolist() == [4, 0, 7, 0]  # from the fed integers, not from q
