@@ -259,6 +259,7 @@ python bench/bench_verify.py                         # ResNet-18 and DenseNet-12
 python bench/bench_floor.py --tier full
 python bench/bench_memory.py --cases vgg16
 python bench/bench_memory.py --cases linear3g        # alone: about 8 GB
+python bench/bench_memory.py --cases fasterrcnn_resnet50_fpn   # alone: the detector at 800 px (scale)
 python bench/bench_shape_sweep.py                    # ResNet-18, super-resolution, word LM (LSTM)
 python tools/gen_performance_doc.py
 ```

@@ -53,11 +53,43 @@ capture hooks patch torch's operator tables, so captures from several threads ru
 _MESSAGE_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]+)\n(?P<code>[^\n]*)')
 
 
+def refuses_mode_switch(model: torch.nn.Module) -> bool:
+    """Whether `model` refuses `.eval()`: a GraphModule from PT2E quantization, whose `train` and
+    `eval` torchao's prepare_pt2e/convert_pt2e replace with methods that raise. Its graph already
+    holds the mode it was captured in (or moved to by move_exported_model_to_eval)."""
+    return isinstance(model, torch.fx.GraphModule) and "eval" in vars(model)
+
+
+# ATen calls that run in training mode, with the index of their `train`/`training` argument
+_TRAINING_ARGUMENT = {"aten.dropout.default": 2, "aten.batch_norm.default": 5, "aten.native_batch_norm.default": 5,
+                      "aten._native_batch_norm_legit.default": 5}
+
+
+def _training_calls(model: torch.fx.GraphModule) -> list[str]:
+    """The nodes of `model`'s graph that run in training mode (dropout, batch norm)."""
+    found = []
+    for node in model.graph.nodes:
+        index = _TRAINING_ARGUMENT.get(str(node.target))
+        if index is not None and len(node.args) > index and node.args[index] is True:
+            found.append(node.name)
+    return found
+
+
 @contextmanager
 def eval_mode(model: torch.nn.Module):
-    """Put every submodule in eval mode and restore each one's flag afterwards."""
+    """Put every submodule in eval mode and restore each one's flag afterwards. A module that
+    refuses eval() (`refuses_mode_switch`) is captured as its graph stands, unless that graph
+    runs dropout or batch norm in training mode: ExportError says how to move it to eval."""
     flags = {m: m.training for m in model.modules()}
-    model.eval()
+    if refuses_mode_switch(model):
+        training = _training_calls(model)
+        if training:
+            raise ExportError(
+                f"{type(model).__name__} refuses eval() (a PT2E-prepared or converted module) and its graph runs "
+                f"{', '.join(training[:4])} in training mode; call "
+                "torchao.quantization.pt2e.move_exported_model_to_eval(model) before exporting it")
+    else:
+        model.eval()
     try:
         yield model
     finally:
