@@ -22,8 +22,12 @@ runs on the file alone; the ratio is against the same weight bytes.
 
 Cases: `vgg16` (the zoo case, 528 MB of weights, on `--batch` images, 1 by default),
 `linear3g` (three Linear(16384, 16384) layers, 3.2 GB) and `linear23300` (one Linear(23300,
-23300): 2.17 GB in a single initializer, past protobuf's limit on its own). Run the large ones
-alone: they need about 8 GB. `--ort-config FILE` verifies with those onnxruntime settings
+23300): 2.17 GB in a single initializer, past protobuf's limit on its own); and at scale, where
+the activations, not the weights, set the peak: `fasterrcnn_resnet50_fpn` and
+`maskrcnn_resnet50_fpn` at their default transform (a 600 x 800 image resized to 800 x 1066),
+`llama` (a random-config LlamaForCausalLM of 0.40B parameters on 128 tokens, transformers, no
+download) and `unet` (a diffusers UNet2DConditionModel laid out as Stable Diffusion's, 64 x 64
+latents). Run the large ones alone, after checking `free -g`: they need 4 to 8 GB. `--ort-config FILE` verifies with those onnxruntime settings
 (e.g. `{"config_entries": {"session.disable_prepacking": "1"}}`, to measure what prepacking costs).
 
     python bench/bench_memory.py --cases vgg16

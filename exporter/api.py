@@ -33,7 +33,7 @@ from exporter.contract.keys import (
     RENAMED_VALUES_KEY,
 )
 from exporter.contract.metadata import describe_check
-from exporter.contract.static_axes import SpecialisedAxis, metadata_entry
+from exporter.contract.static_axes import SpecialisedAxis, fixed_sizes_entry, metadata_entry
 from exporter.errors import ExportError, ExportWarning
 from exporter.optimize import PASSES, WEIGHT_FOLDING, baked_sizes, optimize as optimize_model
 from exporter.optimize.legalize_dtypes import legalize_dtypes
@@ -214,9 +214,15 @@ def capture(
     parameter_names = [p.name for p in trace.forward_parameters(model) if p.kind in trace.POSITIONAL]
     dynamic_shapes = trace.dynamic_shapes_for(args, names, dynamic_axes, output_names or (), kwargs, parameter_names)
     keep = Dispatcher(DEFAULT_OPSET, custom_symbolics).known_targets()  # any opset: known_targets spans all
-    program = trace.capture_program(model, args, kwargs, dynamic_shapes, keep, strict_dynamic)
+    small = trace.has_small_dynamic_example(args, kwargs, names, dynamic_axes)
+    program = trace.capture_program(model, args, kwargs, dynamic_shapes, keep, strict_dynamic, size_oblivious=small)
     static_axes = specialise.specialised_axes(program, names + list(kwargs), normalize_dynamic_axes(dynamic_axes))
     specialise.warn_specialised(static_axes, type(model).__name__)
+    fixed = specialise.fixed_sizes(program) if dynamic_axes else []
+    if fixed and strict_dynamic:
+        raise ExportError(f"{type(model).__name__}: strict_dynamic refuses a size the export would fix: "
+                          + "; ".join(size.describe() for size in fixed))
+    specialise.warn_fixed_sizes(fixed, type(model).__name__)
     trace.check_outputs(program, output_names, dynamic_axes)
     trace.warn_about_mutations(program, type(model).__name__)
     program.graph_module.meta[CAPTURE_KEY] = trace.CaptureRecord(
@@ -228,6 +234,7 @@ def capture(
         custom_symbolics=dict(custom_symbolics) if custom_symbolics else None,
         input_keys=tuple(kwargs),
         static_axes=tuple(static_axes),
+        fixed_sizes=tuple(fixed),
     )
     return program
 
@@ -341,6 +348,7 @@ def convert_program(
     metadata = {RENAMED_VALUES_KEY: json.dumps(conversion.renamed)} if conversion.renamed else {}
     metadata[OPTIMIZED_KEY] = "true" if optimize else "false"
     metadata.update(metadata_entry(record.static_axes if record is not None else ()))
+    metadata.update(fixed_sizes_entry(record.fixed_sizes if record is not None else ()))
     checks = [*program.graph_module.meta.get(RELAXED_GUARDS_KEY, []), *conversion.graph.dropped_checks]
     if checks:
         metadata[DROPPED_CHECKS_KEY] = json.dumps(checks)

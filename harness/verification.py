@@ -239,7 +239,12 @@ def sweep_shapes(verification: Verification, exported: ExportedForVerification, 
 
 def training_mode_note(model: torch.nn.Module) -> str:
     """The note for a module found in training mode ('' in eval mode): every exporter captures
-    it in eval mode, so eval-mode behaviour is what gets verified."""
+    it in eval mode, so eval-mode behaviour is what gets verified. A PT2E-quantized module, which
+    refuses eval(), is captured as its graph stands: its flags say nothing, so no note."""
+    from exporter.capturing.trace import refuses_mode_switch
+
+    if refuses_mode_switch(model):
+        return ""
     training = [name or type(model).__name__ for name, module in model.named_modules() if module.training]
     if not training:
         return ""

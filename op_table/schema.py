@@ -20,7 +20,9 @@ class OpCase:
     cannot claim coverage it does not have (xfail and refused rows claim none). `seed_ops`
     names the seed-list operators covered; the meta-tests hold each name to the row's targets.
     A row with `dynamic_axes` is also run at other sizes of each dynamic axis (re-running the
-    exported model). `reference`, when given, computes torch's expected outputs from the
+    exported model): larger than traced by default, and at each of `sizes` (dim name -> size,
+    every dim named; 0 and 1 allowed), for forms whose size arithmetic must hold at an empty or
+    a single-element axis too. `reference`, when given, computes torch's expected outputs from the
     inputs instead of the module: for forms torch's CPU kernels refuse (e.g. a half_to_float
     softmax), whose result torch defines through an equivalent call. `law`, for a row whose
     outputs are random draws, gives their distribution from the inputs (a
@@ -37,6 +39,7 @@ class OpCase:
     rtol: float = 1e-4
     opsets: tuple[int, ...] = ALL_OPSETS
     dynamic_axes: Mapping[str, Mapping[int, str]] | None = None
+    sizes: tuple[Mapping[str, int], ...] = ()  # further sizes of the dynamic dims, by dim name
     xfail: str | None = None  # mandatory reason when the form is known not to work
     refused: str | None = None  # the exporter must raise ExportError whose message contains this
     tags: tuple[str, ...] = field(default_factory=tuple)

@@ -106,10 +106,12 @@ def flat_laws(laws: Any) -> list[Any]:
 
 
 def resized_samples(case: OpCase, sample: Sample) -> list[Sample]:
-    """The row's sample with every dynamic axis at each of the other sizes (traced + step, one
-    size per dim name, shared by the inputs that name it). An input's slices along a dynamic
-    axis are drawn from its own slices, so values stay in the row's domain (indices valid,
-    signs kept); floats are then scaled by a random factor in [0.9, 1.1], so no slice repeats."""
+    """The row's sample with every dynamic axis at each of the other sizes: traced + step (one
+    size per dim name, shared by the inputs that name it), then each of the row's `sizes`. An
+    input's slices along a dynamic axis are drawn from its own slices, so values stay in the
+    row's domain (indices valid, signs kept); floats are then scaled by a random factor in
+    [0.9, 1.1], so no slice repeats. An axis traced empty has no slices to draw: it is filled
+    afresh (normal floats, small non-negative integers, random bools)."""
     if not case.dynamic_axes:
         return []
     names = forward_input_names(sample.module, sample.args)
@@ -118,9 +120,14 @@ def resized_samples(case: OpCase, sample: Sample) -> list[Sample]:
     for name, arg in zip(names, sample.args):
         for axis, dim_name in axes_by_name.get(name, {}).items():
             traced.setdefault(dim_name, arg.shape[axis])
+    other_sizes = [{dim_name: size + step for dim_name, size in traced.items()} for step in OTHER_SIZE_STEPS]
+    for sizes in case.sizes:
+        if set(sizes) != set(traced):
+            raise ValueError(f"row {case.name!r}: sizes {dict(sizes)} must name every dynamic dim {sorted(traced)}")
+        other_sizes.append(dict(sizes))
     samples = []
-    for step in OTHER_SIZE_STEPS:
-        sizes = {dim_name: size + step for dim_name, size in traced.items()}
+    for index, sizes in enumerate(other_sizes):
+        step = OTHER_SIZE_STEPS[index] if index < len(OTHER_SIZE_STEPS) else 100 + index
         gen = torch.Generator().manual_seed(sample.seed + step)
         args = tuple(_resized(arg, axes_by_name.get(name, {}), sizes, gen) for name, arg in zip(names, sample.args))
         samples.append(Sample(sample.module, args, sample.seed))
@@ -131,11 +138,25 @@ def _resized(arg: Any, axes: dict[int, str], sizes: dict[str, int], gen: torch.G
     if not isinstance(arg, torch.Tensor) or not axes:
         return arg
     for axis, dim_name in axes.items():
+        if arg.shape[axis] == 0:
+            arg = _fresh(arg, axis, sizes[dim_name], gen)
+            continue
         picks = torch.randint(0, arg.shape[axis], (sizes[dim_name],), generator=gen)
         arg = arg.index_select(axis, picks)
     if arg.is_floating_point():
         arg = arg * (0.9 + 0.2 * torch.rand(arg.shape, generator=gen)).to(arg.dtype)
     return arg
+
+
+def _fresh(arg: torch.Tensor, axis: int, size: int, gen: torch.Generator) -> torch.Tensor:
+    """`arg` with `axis` at `size`, filled with new values of its dtype."""
+    shape = list(arg.shape)
+    shape[axis] = size
+    if arg.dtype == torch.bool:
+        return torch.rand(shape, generator=gen) > 0.5
+    if arg.is_floating_point():
+        return torch.randn(shape, generator=gen).to(arg.dtype)
+    return torch.randint(0, 5, shape, generator=gen).to(arg.dtype)
 
 
 def capture_case(case: OpCase, sample: Sample) -> torch.export.ExportedProgram:

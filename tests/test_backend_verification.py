@@ -188,3 +188,17 @@ def test_output_tolerances_given_for_float32_do_not_hold_a_backend_running_bfloa
     assert verdict.rule == "truth" and verdict.dtype == "bfloat16" and verdict.passed
     assert verdict.reason.startswith("the backend ran below the declared float32: judged as bfloat16")
     assert verification.backend_results[0].passed
+
+
+@pytest.mark.nightly
+def test_resnet18_on_openvino_in_bfloat16_is_judged_in_bfloat16_with_no_export_blame():
+    import model_zoo_cases
+
+    case = model_zoo_cases.get("resnet18")
+    verification = harness.verify(case.module(), case.inputs(),
+                                  backends=("onnxruntime", available("openvino:precision=bf16")))
+    result = verification.backend_results[0]
+    convs = [r for r in result.ops if "Conv" in r.onnx_ops]  # batch norms folded into their convolutions
+    assert len(convs) == 20 and all(r.runtime_precision.precision == "bfloat16" for r in convs)
+    assert result.passed and verification.passed
+    assert not [r.fx_node for r in result.ops if r.blame in ("export", "runtime")]

@@ -86,9 +86,18 @@ def test_the_axes_the_model_does_not_fix_stay_dynamic() -> None:
     assert _dims(onnx_model) == [["b", 3], ["n"]]
 
 
-def test_an_example_of_size_one_is_named_as_the_reason() -> None:
+class Flatten18(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.view(18)  # holds only for a batch of 1
+
+
+def test_an_example_of_size_one_keeps_its_axis_dynamic_unless_the_model_fixes_it() -> None:
     onnx_model, messages = _export(FixedView(), (torch.randn(1, 18),), {"x": {0: "b"}})
-    assert len(messages) == 1 and "example's size is 1" in messages[0] and "size 2 or more" in messages[0]
+    assert not messages and _dims(onnx_model)[0] == ["b", 18]  # view(6, -1) holds for every b
+    x = torch.randn(4, 18)
+    np.testing.assert_allclose(prepare(onnx_model, "CPU").run([x.numpy()])[0], FixedView()(x).numpy())
+    onnx_model, messages = _export(Flatten18(), (torch.randn(1, 18),), {"x": {0: "b"}})
+    assert len(messages) == 1 and "the model's code requires size 1" in messages[0], messages
     assert static_axes_of(onnx_model)[0]["size"] == 1
 
 

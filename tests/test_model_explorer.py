@@ -227,14 +227,19 @@ def server(tmp_path):
     command = [*me.server_command(port), "--host=127.0.0.1"]
     process = subprocess.Popen([SERVER, *command[1:]], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
-        while process.poll() is None:
+        healthy = False
+        for _ in range(1200):  # a guard against a server that never answers, not a speed check
+            if process.poll() is not None:
+                break
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/check_health") as reply:
-                    if reply.read() == b"model_explorer_ok":
-                        break
+                    healthy = reply.read() == b"model_explorer_ok"
             except OSError:
-                time.sleep(0.5)
-        assert process.poll() is None, (tmp_path / "server.log").read_text()
+                pass
+            if healthy:
+                break
+            time.sleep(0.5)
+        assert healthy and process.poll() is None, (tmp_path / "server.log").read_text()
         yield port
     finally:
         process.terminate()

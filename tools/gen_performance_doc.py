@@ -22,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results")
 OUTPUT = os.path.join(ROOT, "docs", "PERFORMANCE.md")
 GIB = 2**30
-BENCHES = ("bench_export", "bench_inference", "bench_verify", "bench_floor", "bench_memory")
+BENCHES = ("bench_export", "bench_inference", "bench_verify", "bench_floor", "bench_memory", "bench_shape_sweep")
 
 
 def load(name: str, folder: str = RESULTS) -> dict[str, Any] | None:
@@ -181,6 +181,30 @@ def verify_section(document: dict[str, Any]) -> list[str]:
     return lines
 
 
+_SHAPE_SWEEP_COLUMNS: list[tuple[str, Any]] = [
+    ("case", lambda row: row["case"]),
+    ("per-op (s)", lambda row: f"{row['per_op_s']:.2f}"),
+    ("per extra size (s)", lambda row: f"{row['per_size_s']:.3f}"),
+    ("ratio", lambda row: f"{row['ratio']:.3f}x"),
+    ("size / traced", lambda row: _fmt(row.get("work_factor"))),
+    ("ratio per traced size", lambda row: f"{_fmt(row.get('ratio_per_traced_work'), '.3f')}x"),
+    ("target", lambda row: f"<= {row['target']}x"),
+    ("torch.onnx.verification per size (s)", lambda row: f"{row['anchor_per_size_s']:.3f}"),
+    ("theirs / ours", lambda row: f"{row['anchor_ratio']:.2f}x"),
+]
+
+
+def shape_sweep_section(document: dict[str, Any]) -> list[str]:
+    intro = ("One roundtrip export with the case's swept axes dynamic: *per-op* is `verify_exported` at the traced "
+             "size; *per extra size* is `run_sweep` over sizes near the traced one (outputs judged in one session) "
+             "divided by their count; *per traced size* divides that by the sizes' element count relative to the "
+             "traced inputs; torch.onnx.verification is `verify_onnx_program` once per size on a torch.onnx export.")
+    lines = _heading("Shape sweep: each extra size against one per-op verification", intro, document,
+                     [name for name, _ in _SHAPE_SWEEP_COLUMNS], len(_SHAPE_SWEEP_COLUMNS) - 1)
+    lines += ["| " + " | ".join(cell(row) for _, cell in _SHAPE_SWEEP_COLUMNS) + " |" for row in document["rows"]]
+    return lines + [""]
+
+
 def floor_section(document: dict[str, Any]) -> list[str]:
     limit = document.get("summary", {}).get("limit", 3.0)
     lines = _heading(
@@ -223,7 +247,7 @@ def memory_section(document: dict[str, Any]) -> list[str]:
 
 
 SECTIONS = {"bench_export": export_section, "bench_inference": inference_section, "bench_verify": verify_section, "bench_floor": floor_section,
-            "bench_memory": memory_section}
+            "bench_memory": memory_section, "bench_shape_sweep": shape_sweep_section}
 
 COMMANDS = """## Reproducing
 
@@ -235,6 +259,8 @@ python bench/bench_verify.py                         # ResNet-18 and DenseNet-12
 python bench/bench_floor.py --tier full
 python bench/bench_memory.py --cases vgg16
 python bench/bench_memory.py --cases linear3g        # alone: about 8 GB
+python bench/bench_memory.py --cases fasterrcnn_resnet50_fpn   # alone: the detector at 800 px (scale)
+python bench/bench_shape_sweep.py                    # ResNet-18, super-resolution, word LM (LSTM)
 python tools/gen_performance_doc.py
 ```
 """

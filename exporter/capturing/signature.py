@@ -46,8 +46,10 @@ def check_output_names(output_names: Sequence[str] | None, count: int) -> None:
 
 
 def user_outputs(program: torch.export.ExportedProgram) -> list[Any]:
-    """The output node's arguments that are user outputs (not buffer or input updates), in order."""
+    """The output node's arguments that are user outputs (not buffer or input updates), in order.
+    A None forward() returns is no output: the ONNX model's outputs are the others, in order
+    (as torch.onnx exports them)."""
     output_node = next(n for n in program.graph.nodes if n.op == "output")
     kinds = [spec.kind for spec in program.graph_signature.output_specs]
-    return [item for item, kind in zip(output_node.args[0], kinds) if kind == OutputKind.USER_OUTPUT]
+    return [item for item, kind in zip(output_node.args[0], kinds) if kind == OutputKind.USER_OUTPUT and item is not None]
 

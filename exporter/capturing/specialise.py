@@ -17,6 +17,7 @@ by a constant is recorded with the stack of the user's code at that moment.
 from __future__ import annotations
 
 import logging
+import re
 import traceback
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,8 +29,8 @@ import torch
 
 from exporter.capturing.frames import is_user_file, short_path
 from exporter.capturing.signature import user_input_nodes
-from exporter.contract.keys import SPECIALISED_META
-from exporter.contract.static_axes import SpecialisedAxis
+from exporter.contract.keys import FIXED_SIZES_META, SIZE_OBLIVIOUS_KEY, SPECIALISED_META
+from exporter.contract.static_axes import FixedSize, SpecialisedAxis
 from exporter.errors import ExportWarning
 
 logger = logging.getLogger(__name__)
@@ -103,6 +104,7 @@ def specialised_axes(program: torch.export.ExportedProgram, names: Sequence[str]
     from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
     recorded: Specialisations | None = program.graph_module.meta.get(SPECIALISED_META)
+    oblivious = program.graph_module.meta.get(SIZE_OBLIVIOUS_KEY)  # True, or why it was refused
     out = []
     for name, node in zip(names, user_input_nodes(program)):
         val = node.meta.get("val")
@@ -112,24 +114,30 @@ def specialised_axes(program: torch.export.ExportedProgram, names: Sequence[str]
             size = val.shape[axis]
             if is_concrete_int(size):  # an int, or a SymInt torch replaced by a constant
                 size = int(size)
-                reason, lines = _why(recorded, name, axis % val.dim(), size)
+                reason, lines = _why(recorded, name, axis % val.dim(), size, oblivious)
                 out.append(SpecialisedAxis(name, axis, dim_name, size, reason, lines))
     return out
 
 
-def _why(recorded: Specialisations | None, name: str, axis: int, size: int) -> tuple[str, list[str]]:
-    """The reason an axis became `size`, and the user's lines that made it so."""
-    if size in (0, 1):
+def _why(recorded: Specialisations | None, name: str, axis: int, size: int,
+         oblivious: Any = None) -> tuple[str, list[str]]:
+    """The reason an axis became `size`, and the user's lines that made it so. An example of
+    size 0 or 1 is the reason only where no size-oblivious capture was tried (which keeps such
+    an axis dynamic unless the model's code fixes it; its refusal then says where)."""
+    if size in (0, 1) and hasattr(oblivious, "reason"):
+        return f"the model's code requires size {size} (torch: {oblivious.reason})", list(oblivious.lines)
+    if size in (0, 1) and not oblivious:
         return (f"torch.export specialises sizes 0 and 1, and the example's size is {size}; export with an "
                 "example of size 2 or more to keep the axis dynamic"), []
-    refusal = _first_line(recorded.refusal) if recorded else "torch.export fixed it"
+    refusal = first_line(recorded.refusal) if recorded else "torch.export fixed it"
     candidates = [(source, lines) for source, constant, lines in (recorded.constants if recorded else [])
                   if constant == size and source.endswith(f".size()[{axis}]")]
     named = [c for c in candidates if f"['{name}']" in c[0]] or candidates
     return f"the model's code requires size {size} (torch: {refusal})", (named[0][1] if named else [])
 
 
-def _first_line(text: str) -> str:
+def first_line(text: str) -> str:
+    """torch's refusal in one line: its first "- " item (the violated guard), else its first line."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip().startswith("- ")]
     line = lines[0][2:] if lines else text.strip().splitlines()[0] if text.strip() else ""
     return line.split(". If you", 1)[0][:300]
@@ -139,5 +147,65 @@ def warn_specialised(axes: Sequence[SpecialisedAxis], model_name: str) -> None:
     """One ExportWarning per fixed axis, as torch.onnx warns: the axis, the reason, the line."""
     for axis in axes:
         message = f"{model_name}: {axis.describe()}"
+        logger.info("%s", message)
+        warnings.warn(message, ExportWarning, stacklevel=4)
+
+
+_SOURCE_SIZE = re.compile(r"L\['(\w+)'\]((?:\[\d+\])*)\.size\(\)\[(\d+)\]")  # L['x'].size()[0]
+_LONG_FLOAT = re.compile(r"\b(\d+\.\d*?)0{4,}\b")  # 0.75000000000000000 -> 0.75
+
+
+@contextmanager
+def recording_fixed_sizes() -> Iterator[list[tuple[Any, int, list[str]]]]:
+    """Record (expression, value, user lines) each time the trace turns a size computed from
+    dynamic sizes into a Python int (`int(h * 0.5)`), unless the size is the same for every
+    input size. Callers hold exporter.capturing.trace.CAPTURE_LOCK (SymNode is patched)."""
+    from torch.fx.experimental.sym_node import SymNode
+
+    found: list[tuple[Any, int, list[str]]] = []
+    original = SymNode.guard_int
+
+    def record(self: SymNode, file: str, line: int) -> int:
+        expr, env = self.expr, self.shape_env
+        varies = (env is not None and getattr(expr, "free_symbols", None) and not expr.is_Symbol
+                  and env._maybe_evaluate_static(expr) is None)
+        value = original(self, file, line)
+        if varies:
+            found.append((_in_input_terms(env, expr), int(value), _user_lines()))
+        return value
+
+    SymNode.guard_int = record
+    try:
+        yield found
+    finally:
+        SymNode.guard_int = original
+
+
+def _in_input_terms(env: Any, expr: Any) -> str:
+    """`expr` as Python over the inputs' sizes: math.trunc(0.75*torch.sym_float(x.shape[0]))."""
+    from torch.utils._sympy.printers import PythonPrinter
+
+    text = PythonPrinter().doprint(expr)
+    for symbol in sorted(expr.free_symbols, key=lambda s: -len(str(s))):
+        sources = env.var_to_sources.get(symbol) or []
+        if sources:
+            name = _SOURCE_SIZE.sub(lambda m: f"{m[1]}{m[2]}.shape[{m[3]}]", sources[0].name)
+            text = re.sub(rf"\b{re.escape(str(symbol))}\b", name, text)
+    return _LONG_FLOAT.sub(r"\1", text)
+
+
+def fixed_sizes(program: torch.export.ExportedProgram) -> list[FixedSize]:
+    """The sizes the program's trace fixed (recorded by `recording_fixed_sizes`), one per
+    expression and value, with the user's lines."""
+    seen: dict[tuple[str, int], FixedSize] = {}
+    for expression, size, lines in program.graph_module.meta.get(FIXED_SIZES_META, []):
+        seen.setdefault((expression, size), FixedSize(expression, size, lines))
+    return list(seen.values())
+
+
+def warn_fixed_sizes(sizes: Sequence[FixedSize], model_name: str) -> None:
+    """One ExportWarning per size the export fixed: the expression, the constant, the line."""
+    for size in sizes:
+        message = f"{model_name}: {size.describe()}"
         logger.info("%s", message)
         warnings.warn(message, ExportWarning, stacklevel=4)

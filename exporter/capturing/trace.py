@@ -30,12 +30,15 @@ import torch
 from torch.export.graph_signature import OutputKind
 
 from exporter.capturing import functionalize, specialise
+from exporter.capturing.module_state import module_state_kept
 from exporter.capturing import rules as capture_rules
 from exporter.capturing.frames import is_user_file, short_path
 from exporter.capturing.hooks import CAPTURE_HOOKS
 from exporter.capturing.signature import DynamicAxes, check_output_names, normalize_dynamic_axes, user_outputs
-from exporter.contract.keys import CAPTURE_KEY, RELAXED_GUARDS_KEY, SPECIALISED_META
-from exporter.contract.static_axes import SpecialisedAxis
+from exporter.contract.keys import (
+    CAPTURE_KEY, FIXED_SIZES_META, RELAXED_GUARDS_KEY, SIZE_OBLIVIOUS_KEY, SPECIALISED_META,
+)
+from exporter.contract.static_axes import FixedSize, SpecialisedAxis
 from exporter.errors import ExportError, ExportWarning
 
 
@@ -50,11 +53,43 @@ capture hooks patch torch's operator tables, so captures from several threads ru
 _MESSAGE_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]+)\n(?P<code>[^\n]*)')
 
 
+def refuses_mode_switch(model: torch.nn.Module) -> bool:
+    """Whether `model` refuses `.eval()`: a GraphModule from PT2E quantization, whose `train` and
+    `eval` torchao's prepare_pt2e/convert_pt2e replace with methods that raise. Its graph already
+    holds the mode it was captured in (or moved to by move_exported_model_to_eval)."""
+    return isinstance(model, torch.fx.GraphModule) and "eval" in vars(model)
+
+
+# ATen calls that run in training mode, with the index of their `train`/`training` argument
+_TRAINING_ARGUMENT = {"aten.dropout.default": 2, "aten.batch_norm.default": 5, "aten.native_batch_norm.default": 5,
+                      "aten._native_batch_norm_legit.default": 5}
+
+
+def _training_calls(model: torch.fx.GraphModule) -> list[str]:
+    """The nodes of `model`'s graph that run in training mode (dropout, batch norm)."""
+    found = []
+    for node in model.graph.nodes:
+        index = _TRAINING_ARGUMENT.get(str(node.target))
+        if index is not None and len(node.args) > index and node.args[index] is True:
+            found.append(node.name)
+    return found
+
+
 @contextmanager
 def eval_mode(model: torch.nn.Module):
-    """Put every submodule in eval mode and restore each one's flag afterwards."""
+    """Put every submodule in eval mode and restore each one's flag afterwards. A module that
+    refuses eval() (`refuses_mode_switch`) is captured as its graph stands, unless that graph
+    runs dropout or batch norm in training mode: ExportError says how to move it to eval."""
     flags = {m: m.training for m in model.modules()}
-    model.eval()
+    if refuses_mode_switch(model):
+        training = _training_calls(model)
+        if training:
+            raise ExportError(
+                f"{type(model).__name__} refuses eval() (a PT2E-prepared or converted module) and its graph runs "
+                f"{', '.join(training[:4])} in training mode; call "
+                "torchao.quantization.pt2e.move_exported_model_to_eval(model) before exporting it")
+    else:
+        model.eval()
     try:
         yield model
     finally:
@@ -163,12 +198,23 @@ class CaptureRecord:
     custom_symbolics: Mapping[Any, Callable[..., Any]] | None
     input_keys: tuple[str, ...] = ()  # the keyword inputs' names, which name their dynamic axes
     static_axes: tuple[SpecialisedAxis, ...] = ()  # declared dynamic, exported static
+    fixed_sizes: tuple[FixedSize, ...] = ()  # sizes computed from dynamic ones, exported constant
 
 
 def capture_record(program: torch.export.ExportedProgram) -> CaptureRecord | None:
     """The record `capture` left on `program`; None for a program captured some other way."""
     record = program.graph_module.meta.get(CAPTURE_KEY)
     return record if isinstance(record, CaptureRecord) else None
+
+
+def has_small_dynamic_example(args: Sequence[Any], kwargs: Mapping[str, Any], names: Sequence[str],
+                              dynamic_axes: DynamicAxes | None) -> bool:
+    """Whether an axis `dynamic_axes` declares has an example of size 0 or 1 (which torch.export
+    would fix to that size); `names[i]` names the i-th positional input."""
+    values = {**dict(zip(names, args)), **kwargs}
+    return any(isinstance(values.get(name), torch.Tensor) and values[name].dim() > 0
+               and values[name].shape[axis] in (0, 1)
+               for name, axes in normalize_dynamic_axes(dynamic_axes).items() for axis in axes)
 
 
 def check_names(input_names: Sequence[str] | None, output_names: Sequence[str] | None, input_count: int) -> None:
@@ -244,45 +290,116 @@ def capture_program(
     dynamic_shapes: tuple[Any, ...] | dict[str, Any] | None,
     keep: Iterable[str],
     strict_dynamic: bool = False,
+    size_oblivious: bool = False,
 ) -> torch.export.ExportedProgram:
     """Export `model` and decompose everything except the overloads named in `keep`.
 
     Runs under CAPTURE_LOCK; torch's diagnostics of a failed capture (the partial FX graph it
     prints, its warnings) are kept off stderr and logged at DEBUG, and the ExportError names
-    the line of the user's code that stopped the capture.
+    the line of the user's code that stopped the capture. `size_oblivious` (a dynamic axis
+    whose example is 0 or 1) first captures as torch.onnx does, with torch's sizes
+    "oblivious" to 0 and 1, which keeps such axes dynamic instead of fixing them to the
+    example's size; where that capture fails, the usual one runs.
     """
     keep_set = frozenset(keep)
     if isinstance(dynamic_shapes, tuple) and _takes_only_var_positional(model):
         dynamic_shapes = (dynamic_shapes,)  # forward(*args): torch.export nests them under `args`
     with CAPTURE_LOCK, eval_mode(model), _capture_hooks(model, keep_set), capture_rules.applied():
-        try:
-            program = _export_specialising(model, args, kwargs, dynamic_shapes, strict_dynamic)
-        except ExportError:
-            raise  # a capture hook's refusal, which already says what to do
-        except Exception as error:  # torch raises many types; all mean "could not capture"
-            raise ExportError(capture_failure_message(type(model).__name__, error)) from error
-        guards = program.graph_module.meta.get(RELAXED_GUARDS_KEY, [])
-        if functionalize.rewrite(program, keep_set):
-            # run_decompositions would trace the whole graph again (as long as the capture
-            # itself) for what local rewrites do: in-place ops, eval batch_norm and dropout, and
-            # the composite ops training IR keeps (silu, reshape, to, the factories, ...).
-            return program
-        table = torch.export.default_decompositions()
-        for op in list(table.keys()):
-            if str(op) in keep_set:
-                table.pop(op)
-        try:
-            with _torch_diagnostics_held():
-                decomposed = program.run_decompositions(table)
-            decomposed.graph_module.meta[RELAXED_GUARDS_KEY] = guards
-            if SPECIALISED_META in program.graph_module.meta:
-                decomposed.graph_module.meta[SPECIALISED_META] = program.graph_module.meta[SPECIALISED_META]
-            return decomposed
-        except Exception as error:
-            raise ExportError(
-                f"decomposing the captured graph of {type(model).__name__} failed: "
-                f"{type(error).__name__}: {_first_lines(str(error))}"
-            ) from error
+        program = _size_oblivious_capture(model, args, kwargs, dynamic_shapes) if size_oblivious else None
+        if not isinstance(program, torch.export.ExportedProgram):
+            refused = program
+            try:
+                program = _export_specialising(model, args, kwargs, dynamic_shapes, strict_dynamic)
+            except ExportError:
+                raise  # a capture hook's refusal, which already says what to do
+            except Exception as error:  # torch raises many types; all mean "could not capture"
+                raise ExportError(capture_failure_message(type(model).__name__, error)) from error
+            if refused is not None:  # the model's code, not the example's size, fixed the axis
+                program.graph_module.meta[SIZE_OBLIVIOUS_KEY] = refused
+        with _oblivious_sizes(program.graph_module.meta.get(SIZE_OBLIVIOUS_KEY) is True):
+            return _decomposed(model, program, keep_set)
+
+
+def _decomposed(model: torch.nn.Module, program: torch.export.ExportedProgram,
+                keep_set: frozenset[str]) -> torch.export.ExportedProgram:
+    """The captured program with every op outside `keep_set` decomposed (locally where
+    functionalize can, else by torch's run_decompositions)."""
+    if functionalize.rewrite(program, keep_set):
+        # run_decompositions would trace the whole graph again (as long as the capture
+        # itself) for what local rewrites do: in-place ops, eval batch_norm and dropout, and
+        # the composite ops training IR keeps (silu, reshape, to, the factories, ...).
+        return program
+    table = torch.export.default_decompositions()
+    for op in list(table.keys()):
+        if str(op) in keep_set:
+            table.pop(op)
+    try:
+        with _torch_diagnostics_held():
+            decomposed = program.run_decompositions(table)
+        for key in (RELAXED_GUARDS_KEY, SIZE_OBLIVIOUS_KEY, SPECIALISED_META, FIXED_SIZES_META):
+            if key in program.graph_module.meta:
+                decomposed.graph_module.meta[key] = program.graph_module.meta[key]
+        return decomposed
+    except Exception as error:
+        raise ExportError(
+            f"decomposing the captured graph of {type(model).__name__} failed: "
+            f"{type(error).__name__}: {_first_lines(str(error))}"
+        ) from error
+
+
+@dataclass(frozen=True)
+class ObliviousRefusal:
+    """Why the size-oblivious capture failed: torch's first line and the user's lines."""
+
+    reason: str
+    lines: list[str]
+
+
+@contextmanager
+def _oblivious_sizes(enabled: bool) -> Iterator[None]:
+    """torch's sizes oblivious to 0 and 1 (`backed_size_oblivious`, what torch.onnx captures
+    with) while the block runs, when `enabled`."""
+    if not enabled:
+        yield
+        return
+    with torch.fx.experimental._config.patch(backed_size_oblivious=True):
+        yield
+
+
+def _size_oblivious_capture(
+    model: torch.nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any] | None,
+    dynamic_shapes: tuple[Any, ...] | dict[str, Any] | None,
+) -> torch.export.ExportedProgram | ObliviousRefusal:
+    """The capture of a model whose dynamic axis has an example of size 0 or 1, with sizes
+    oblivious to 0 and 1: torch then reasons about the axis as about any size instead of
+    fixing it to the example's (the ops whose result depends on a size being 1, squeeze and
+    numel, are then decided at run time by their symbolics). Why not, where torch refuses it
+    (a model that does fix the axis, or whose guards torch cannot prove for every size), for
+    the usual capture to run: it then fixes the axis or drops the guards, and says so."""
+    try:
+        with _oblivious_sizes(True), _torch_diagnostics_held():
+            program = _torch_export(model, args, kwargs, dynamic_shapes)
+    except ExportError:
+        raise
+    except Exception as error:  # torch raises many types; the usual capture says why
+        logger.info("the size-oblivious capture failed (%s); capturing as torch.export specialises",
+                    _first_lines(str(error), 3))
+        return ObliviousRefusal(specialise.first_line(str(error)), user_frames(error))
+    program.graph_module.meta[SIZE_OBLIVIOUS_KEY] = True
+    return program
+
+
+def _torch_export(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any] | None,
+                  dynamic_shapes: Any) -> torch.export.ExportedProgram:
+    """One torch.export trace (non-strict); the module's attributes are restored afterwards,
+    whether it succeeds or not (exporter.capturing.module_state), so a module that caches in
+    forward neither keeps this trace's FakeTensors nor hands them to the next attempt."""
+    with module_state_kept(model), specialise.recording_fixed_sizes() as fixed:
+        program = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+    program.graph_module.meta[FIXED_SIZES_META] = fixed
+    return program
 
 
 def _export_specialising(
@@ -303,8 +420,7 @@ def _export_specialising(
         refusal = str(error)
     logger.debug("a dynamic dim was fixed to one size (%s); capturing with Dim.AUTO", _first_lines(refusal))
     with specialise.recording_constants() as constants, _torch_diagnostics_held():
-        program = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=specialise.auto_dims(dynamic_shapes),
-                                      strict=False)
+        program = _torch_export(model, args, kwargs, specialise.auto_dims(dynamic_shapes))
     program.graph_module.meta[SPECIALISED_META] = specialise.Specialisations(refusal, constants)
     return program
 
@@ -322,7 +438,7 @@ def _export_relaxing_unproven_guards(
     refusing it. A dim the model really fixes to one size still fails there, with torch's reason."""
     try:
         with _torch_diagnostics_held():
-            return torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+            return _torch_export(model, args, kwargs, dynamic_shapes)
     except Exception as error:
         relaxed = _relaxed_dims(dynamic_shapes)
         if relaxed is None or not _is_unproven_guard(error):
@@ -331,7 +447,7 @@ def _export_relaxing_unproven_guards(
                     "conversion warns about each guard the ONNX model does not check)", _first_lines(str(error)))
         guards = relaxed_guards(error, model)
     with _torch_diagnostics_held():
-        program = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=relaxed, strict=False)
+        program = _torch_export(model, args, kwargs, relaxed)
     program.graph_module.meta[RELAXED_GUARDS_KEY] = guards
     return program
 

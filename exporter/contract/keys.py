@@ -35,6 +35,9 @@ DROPPED_CHECKS_KEY = "roundtrip.dropped_checks"
 BAKED_SIZES_KEY = "roundtrip.baked_sizes"
 # Model metadata: JSON list of SpecialisedAxis dicts, the declared dynamic axes exported static.
 STATIC_AXES_KEY = "roundtrip.static_axes"
+# Model metadata: JSON list of FixedSize dicts, sizes computed from dynamic axes that the export
+# fixed to their value at the traced shapes (`int(h * 0.5)`).
+STATIC_SIZES_KEY = "roundtrip.static_sizes"
 
 # graph_module.meta of a captured program: where `capture` keeps its CaptureRecord.
 CAPTURE_KEY = "roundtrip.capture"
@@ -42,5 +45,10 @@ CAPTURE_KEY = "roundtrip.capture"
 RELAXED_GUARDS_KEY = "roundtrip.relaxed_guards"
 # graph_module.meta: what the Dim.AUTO retry recorded (exporter.capturing.specialise).
 SPECIALISED_META = "roundtrip.specialised"
+# graph_module.meta: True when the program was captured with sizes oblivious to 0 and 1 (a
+# dynamic axis whose example was 0 or 1).
+SIZE_OBLIVIOUS_KEY = "roundtrip.size_oblivious"
+# graph_module.meta: the sizes computed from dynamic sizes that the trace turned into Python ints.
+FIXED_SIZES_META = "roundtrip.fixed_sizes"
 # ir.Graph.meta during optimisation: what a pass said it merged.
 MERGED_VALUES_META = "roundtrip.merged_values"

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from exporter.contract.keys import STATIC_AXES_KEY
+from exporter.contract.keys import STATIC_AXES_KEY, STATIC_SIZES_KEY
 
 
 @dataclass(frozen=True)
@@ -60,3 +60,37 @@ def static_axes_hit(model: Any, inputs: Sequence[Any]) -> list[str]:
             hits.append(f"declared dynamic, exported static: {SpecialisedAxis(**entry).describe()}; "
                         f"this input has size {shape[axis]} there")
     return hits
+
+
+@dataclass(frozen=True)
+class FixedSize:
+    """A size computed from dynamic axes that the export fixed to its value at the traced
+    shapes, and the user's lines: `int(h * 0.5)` in forward, where Python's int() must return a
+    plain int, so torch.export turns the size into a constant (and guards it)."""
+
+    expression: str  # in the inputs' terms: math.trunc(0.5*torch.sym_float(x.shape[2]))
+    size: int
+    source: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        where = f" at {self.source[-1]}" if self.source else ""
+        return (f"the size {self.expression} is exported as the constant {self.size} (its value at the traced "
+                f"shapes){where}: what depends on it keeps that size at every input size. torch.export fixes a "
+                "size that int() takes from a dynamic size; write it with math.floor, math.ceil, // or "
+                "torch.sym_int to keep it computed from the input's shape")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def fixed_sizes_entry(sizes: Sequence[FixedSize]) -> dict[str, str]:
+    """The model metadata recording the fixed sizes (empty when none)."""
+    return {STATIC_SIZES_KEY: json.dumps([s.to_dict() for s in sizes])} if sizes else {}
+
+
+def static_sizes_of(model: Any) -> list[dict[str, Any]]:
+    """The fixed sizes an ONNX model records (`roundtrip.static_sizes`), as dicts; [] for none."""
+    for prop in getattr(model, "metadata_props", ()):
+        if prop.key == STATIC_SIZES_KEY:
+            return json.loads(prop.value)
+    return []

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -126,7 +126,9 @@ def run_sweep(exported: Any, module: torch.nn.Module, args: tuple[Any, ...], tra
     verification at the example inputs `args`/`kwargs`; `dynamic_axes` names the declared axes,
     `axis_ranges` bounds them ({axis name: (lowest, highest)}). `make_inputs(sizes, axes)`
     returns the args at a point (default: the example's tensors cut or tiled)."""
-    settings = settings or SweepSettings()
+    from harness.verification import tolerance_table
+
+    settings = replace(settings or SweepSettings(), tolerances=tolerance_table((settings or SweepSettings()).tolerances))
     started = time.perf_counter()
     leaves = (flat_user_inputs(exported.program, args, kwargs) if exported.program is not None
               else pytree.tree_leaves((tuple(args), dict(kwargs or {}))))

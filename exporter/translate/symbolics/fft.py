@@ -27,7 +27,7 @@ import torch.fx
 
 from exporter.translate.graph import Graph, Value
 from exporter.translate.registry import symbolic
-from exporter.translate.symbolics._helpers import cast_to, normalize_dim, unsqueeze
+from exporter.translate.symbolics._helpers import cast_to, normalize_dim, rank_of, squeeze, unsqueeze
 from exporter.translate.symbolics.shape import assert_tensor_metadata
 
 DFT_AXIS_INPUT_SINCE = 20
@@ -252,7 +252,18 @@ def _complex_to_copy(g: Graph, self: Value, **options) -> Value:
     return cast_to(g, g.op("Gather", self, g.constant(0, torch.int64), axis_i=-1), target)
 
 
+def _complex_squeeze(g: Graph, self: Value, dim) -> Value:
+    """squeeze.dim(Tensor(a) self, int dim) -> Tensor(a), of a complex tensor: the dim of the
+    complex shape (the pairs' last axis is not one of its dims); stft of a 1-D signal ends so."""
+    rank = rank_of(self) - 1
+    dims = sorted({normalize_dim(d, rank) for d in (dim if isinstance(dim, (list, tuple)) else [dim])})
+    dropped = [d for d in dims if self.shape is not None and self.shape[d] == 1]
+    return squeeze(g, self, dropped) if dropped else self
+
+
 COMPLEX_FORMS = {
+    "aten.squeeze.dim": _complex_squeeze,
+    "aten.squeeze.dims": _complex_squeeze,
     "aten.transpose.int": _complex_transpose,
     "aten.abs.default": _complex_abs,
     "aten.mul.Tensor": _complex_mul,

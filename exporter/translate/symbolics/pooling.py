@@ -22,7 +22,9 @@ import torch
 
 from exporter.translate.graph import Graph, Value
 from exporter.translate.registry import symbolic
-from exporter.translate.symbolics._helpers import expand_list, output_used, rank_of, reduce, static_ints
+from exporter.translate.symbolics._helpers import (
+    cast_to, dim_size, expand_list, output_used, rank_of, reduce, squeeze, static_ints, unsqueeze,
+)
 from exporter.translate.symbolics.conv import add_batch_axis, drop_batch_axis
 
 
@@ -215,6 +217,17 @@ def _adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
     return [((i * size) // out, -((-(i + 1) * size) // out)) for i in range(out)]
 
 
+def _adaptive_out(g: Graph, output_size, spatial: int) -> list[int]:
+    """The output size as ints; one computed at run time is refused, naming the op and sizes."""
+    out = expand_list(output_size, spatial)
+    if any(not isinstance(o, int) for o in out):
+        raise ValueError(
+            f"{g.ctx.target} to an output size computed at run time ({out}): ONNX's pooling ops take their "
+            "window counts as attributes, so the output size must be known at export; pass fixed ints as "
+            "output_size (the input's sizes may stay dynamic)")
+    return [int(o) for o in out]
+
+
 def _adaptive_sizes(x: Value, spatial: int, output_size, what: str) -> tuple[list[int], list[int]]:
     out = static_ints(expand_list(output_size, spatial), f"{what} output_size")
     sizes = _static_spatial(x, spatial)
@@ -238,18 +251,21 @@ def _average_along(g: Graph, x: Value, axis: int, rank: int, size: int, out: int
 
 def _adaptive_avg_pool(g: Graph, x: Value, spatial: int, output_size) -> Value:
     x, added = add_batch_axis(g, x, spatial)
-    out = static_ints(expand_list(output_size, spatial), "adaptive_avg_pool output_size")
+    out = _adaptive_out(g, output_size, spatial)
     if all(o == 1 for o in out):
         return drop_batch_axis(g, g.op("GlobalAveragePool", x), added)
-    sizes, out = _adaptive_sizes(x, spatial, output_size, "adaptive_avg_pool")
-    rank = rank_of(x)
-    kernel = [s // o if s % o == 0 else 1 for s, o in zip(sizes, out)]
+    sizes = _static_spatial(x, spatial)  # None: known only at run time
+    rank, source = rank_of(x), x
+    kernel = [s // o if s is not None and s % o == 0 else 1 for s, o in zip(sizes, out)]
     dtype = x.dtype or torch.float32
     if any(k > 1 for k in kernel):  # the evenly dividing axes: plain AveragePool
         x = g.op("AveragePool", x, kernel_shape_i=kernel, strides_i=kernel)
     for position, (size, o) in enumerate(zip(sizes, out)):
-        if size % o:
-            x = _average_along(g, x, rank - spatial + position, rank, size, o, dtype)
+        axis = rank - spatial + position
+        if size is None:
+            x = _run_time_average_along(g, x, source, axis, rank, o, dtype)
+        elif size % o:
+            x = _average_along(g, x, axis, rank, size, o, dtype)
     return drop_batch_axis(g, x, added)
 
 
@@ -290,6 +306,10 @@ def _adaptive_max_by_gather(g: Graph, x: Value, sizes: list[int], out: list[int]
 
 def _adaptive_max_pool(g: Graph, x: Value, spatial: int, output_size, indices: bool):
     x, added = add_batch_axis(g, x, spatial)
+    out = _adaptive_out(g, output_size, spatial)
+    if any(s is None for s in _static_spatial(x, spatial)):
+        values, where = _run_time_adaptive_max(g, x, spatial, out, indices)
+        return drop_batch_axis(g, values, added), (drop_batch_axis(g, where, added) if indices else None)
     sizes, out = _adaptive_sizes(x, spatial, output_size, "adaptive_max_pool")
     if all(s % o == 0 for s, o in zip(sizes, out)):
         kernel = [s // o for s, o in zip(sizes, out)]
@@ -298,6 +318,85 @@ def _adaptive_max_pool(g: Graph, x: Value, spatial: int, output_size, indices: b
     else:
         values, where = _adaptive_max_by_gather(g, x, sizes, out, indices)
     return drop_batch_axis(g, values, added), (drop_batch_axis(g, where, added) if indices else None)
+
+
+# -- adaptive pooling over sizes known only at run time -----------------------------------------
+# torch's windows over a length L into `out` cells are [floor(i*L/out), ceil((i+1)*L/out)): with
+# L a run-time size they are computed in the graph as an [L, out] membership mask, which serves
+# every L (dividing evenly or not; L < out overlaps windows, as torch does).
+
+
+def _run_time_windows(g: Graph, source: Value, axis: int, out: int) -> tuple[Value, Value]:
+    """([L, out] bool mask of the positions in each window, [out] window lengths), for the
+    pooled input's run-time length L along `axis`."""
+    length = dim_size(g, source, axis)
+    length = g.constant(length, torch.int64) if isinstance(length, int) else squeeze(g, length, [0])
+    cells = g.constant(np.arange(out, dtype=np.int64))
+    divisor = g.constant(out, torch.int64)
+    starts = g.op("Div", g.op("Mul", cells, length), divisor)
+    ends = g.op("Div", g.op("Add", g.op("Mul", g.op("Add", cells, g.constant(1, torch.int64)), length),
+                            g.constant(out - 1, torch.int64)), divisor)
+    positions = unsqueeze(g, g.op("Range", g.constant(0, torch.int64), length, g.constant(1, torch.int64)), [1])
+    inside = g.op("And", g.op("GreaterOrEqual", positions, starts), g.op("Less", positions, ends))
+    return inside, g.op("Sub", ends, starts)
+
+
+def _run_time_average_along(g: Graph, x: Value, source: Value, axis: int, rank: int, out: int,
+                            dtype: torch.dtype) -> Value:
+    """Adaptive average over one run-time-sized axis of `source` (x is `source` pooled along
+    other axes): a MatMul with the windows' weights."""
+    inside, lengths = _run_time_windows(g, source, axis, out)
+    weights = g.op("Div", cast_to(g, inside, dtype), cast_to(g, lengths, dtype))
+    return _matmul_along(g, x, weights, axis, rank)
+
+
+def _matmul_along(g: Graph, x: Value, matrix: Value, axis: int, rank: int) -> Value:
+    """x's `axis` (length L) contracted with an [L, out] matrix, the result's axis in its place."""
+    if axis == rank - 1:
+        return g.op("MatMul", x, matrix)
+    perm = list(range(rank))
+    perm[axis], perm[-1] = perm[-1], perm[axis]
+    return g.op("Transpose", g.op("MatMul", g.op("Transpose", x, perm_i=perm), matrix), perm_i=perm)
+
+
+def _run_time_max_along(g: Graph, x: Value, source: Value, axis: int, rank: int, out: int, with_index: bool):
+    """Adaptive maximum over one run-time-sized axis: x spread over the windows ([.., L, out,
+    ..], the positions outside each window at the dtype's lowest value), reduced over L. The
+    index is each window's first maximum (ArgMax), as torch's scan keeps the first."""
+    inside, _ = _run_time_windows(g, source, axis, out)
+    trailing = rank - axis - 1
+    if trailing:
+        inside = unsqueeze(g, inside, list(range(2, 2 + trailing)))
+    dtype = source.dtype or torch.float32
+    floor = -math.inf if dtype.is_floating_point else torch.iinfo(dtype).min
+    spread = g.op("Where", inside, unsqueeze(g, x, [axis + 1]), g.constant(floor, dtype))
+    values = reduce(g, "ReduceMax", spread, [axis], keepdims=False)
+    index = g.op("ArgMax", spread, axis_i=axis, keepdims_i=0) if with_index else None
+    return values, index
+
+
+def _run_time_adaptive_max(g: Graph, x: Value, spatial: int, out: list[int], with_indices: bool):
+    """Adaptive max pooling with run-time spatial sizes, one axis at a time from the last (the
+    maximum of a window is the maximum of its rows' maxima). The flat index torch returns
+    (h * W + w) is the first maximum in row-major order: each later axis's index is gathered
+    at the row an earlier axis chose."""
+    rank = rank_of(x)
+    values, chosen = x, []  # chosen: (axis, index tensor shaped like `values`)
+    for position in reversed(range(spatial)):
+        axis = rank - spatial + position
+        values, index = _run_time_max_along(g, values, x, axis, rank, out[position], with_indices)
+        if with_indices:
+            chosen = [(a, g.op("GatherElements", t, index, axis_i=axis)) for a, t in chosen] + [(axis, index)]
+    if not with_indices:
+        return values, None
+    flat, stride = None, None
+    for axis, index in sorted(chosen, reverse=True):  # last axis first: stride 1
+        term = index if stride is None else g.op("Mul", index, stride)
+        flat = term if flat is None else g.op("Add", flat, term)
+        length = dim_size(g, x, axis)
+        length = g.constant(length, torch.int64) if isinstance(length, int) else squeeze(g, length, [0])
+        stride = length if stride is None else g.op("Mul", stride, length)
+    return values, flat
 
 
 @symbolic("aten::adaptive_max_pool1d", "aten::adaptive_max_pool2d", "aten::adaptive_max_pool3d")

@@ -7,6 +7,7 @@ them); `int64_vector` turns a mixed size list into one 1-D int64 Value.
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from collections.abc import Callable
@@ -103,13 +104,25 @@ def repeat(g: Graph, self: Value, repeats) -> Value:
 
 
 def _squeeze(g: Graph, self: Value, dims) -> Value:
-    """Squeeze the dims of static size 1 among `dims`; torch ignores the others."""
+    """Squeeze the dims of size 1 among `dims`; torch leaves the others. A dim of static size 1
+    is squeezed here; a dim known only at run time (a dynamic axis, perhaps 1 only at some
+    sizes) is squeezed where the run gives it size 1, as torch does: the output's shape is
+    then the input's without those dims (Compress of the shape), so the output's rank follows
+    the run, as torch's does."""
     rank = rank_of(self)
     if rank == 0:
         return self
     axes = sorted({normalize_dim(d, rank) for d in dims})
-    axes = [a for a in axes if self.shape[a] == 1]
-    return squeeze(g, self, axes) if axes else self
+    dynamic = [a for a in axes if not isinstance(self.shape[a], int)]
+    static = [a for a in axes if self.shape[a] == 1]
+    if not dynamic:
+        return squeeze(g, self, static) if static else self
+    if len(axes) == rank:  # every dim: ONNX's Squeeze without axes drops the 1s of the run
+        return g.op("Squeeze", self)
+    shape = g.op("Shape", self)
+    asked = g.constant([a in axes for a in range(rank)], torch.bool)
+    dropped = g.op("And", asked, g.op("Equal", shape, g.constant([1] * rank, torch.int64)))
+    return g.op("Reshape", self, g.op("Compress", shape, g.op("Not", dropped), axis_i=0), allowzero_i=1)
 
 
 @symbolic("aten::squeeze")
@@ -217,14 +230,16 @@ def constant_pad_nd(g: Graph, self: Value, pad, value=0) -> Value:
     """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor
 
     `pad` lists (begin, end) pairs from the last dim backwards. Positive amounts are a Pad with
-    `value`, negative ones crop with a Slice.
-    Limits: pad amounts must be static.
+    `value`, negative ones crop with a Slice. An amount computed from dynamic sizes (a U-Net's
+    pad to a multiple, `(8 - h % 8) % 8`) is computed in the graph: its positive part pads, its
+    negative part crops, whichever it is at run time.
     """
     rank = rank_of(self)
-    amounts = static_ints(pad, "constant_pad_nd pads")
     begins, ends = [0] * rank, [0] * rank
-    for i in range(len(amounts) // 2):
-        begins[rank - 1 - i], ends[rank - 1 - i] = amounts[2 * i], amounts[2 * i + 1]
+    for i in range(len(pad) // 2):
+        begins[rank - 1 - i], ends[rank - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    if any(isinstance(a, Value) for a in (*begins, *ends)):
+        return _pad_run_time_amounts(g, self, begins, ends, value)
     out = self
     growth = [max(b, 0) for b in begins] + [max(e, 0) for e in ends]
     if any(growth):
@@ -237,11 +252,43 @@ def constant_pad_nd(g: Graph, self: Value, pad, value=0) -> Value:
     return out
 
 
+def _pad_run_time_amounts(g: Graph, self: Value, begins: list, ends: list, value) -> Value:
+    """constant_pad_nd with amounts known only at run time (0-d int64 Values among ints): Pad
+    by max(amount, 0), then Slice off -min(amount, 0) on the axes whose amount is a Value."""
+    zero = g.constant(0, torch.int64)
+
+    def part(amount, op_type: str):
+        if isinstance(amount, Value):
+            return g.op(op_type, scalar_of(g, amount, torch.int64), zero)
+        return max(amount, 0) if op_type == "Max" else min(amount, 0)
+
+    growth = int64_vector(g, [part(a, "Max") for a in (*begins, *ends)])
+    out = g.op("Pad", self, growth, scalar_of(g, value, self.dtype), mode_s="constant")
+    axes = [a for a in range(len(begins)) if isinstance(begins[a], Value) or isinstance(ends[a], Value)
+            or begins[a] < 0 or ends[a] < 0]
+    starts = int64_vector(g, [g.op("Neg", part(begins[a], "Min")) if isinstance(begins[a], Value)
+                              else -min(begins[a], 0) for a in axes])
+    stops = []
+    for a in axes:
+        if isinstance(ends[a], Value):
+            end = scalar_of(g, ends[a], torch.int64)
+            stops.append(g.op("Where", g.op("Less", end, zero), end, g.constant(INT64_MAX, torch.int64)))
+        else:
+            stops.append(ends[a] if ends[a] < 0 else INT64_MAX)
+    return g.op("Slice", out, starts, int64_vector(g, stops), g.constant(axes, torch.int64))
+
+
 # -- factories ----------------------------------------------------------------------------------------
 
 
 def _fill(g: Graph, shape: Value, fill_value) -> Value:
-    value = to_numpy(torch.tensor([fill_value], dtype=g.ctx.output_dtype))  # bfloat16 too (ml_dtypes)
+    """A tensor of `shape` holding `fill_value`: a Python number (ConstantOfShape) or a 0-d
+    Value, a fill read from a tensor at run time (`torch.full(size, t)` with a 0-d `t`),
+    which is cast to the result's dtype and expanded."""
+    dtype = g.ctx.output_dtype
+    if isinstance(fill_value, Value):
+        return g.op("Expand", scalar_of(g, fill_value, dtype), shape)
+    value = to_numpy(torch.tensor([fill_value], dtype=dtype))  # bfloat16 too (ml_dtypes)
     return g.op("ConstantOfShape", shape, value_t=value)
 
 
@@ -275,8 +322,11 @@ def arange(g: Graph, start, end, step=1, **options) -> Value:
 
     A constant when the bounds are static. Otherwise torch's own arithmetic: integer bounds of
     an integer result count in int64 (a Range); any other form counts `ceil((end - start) /
-    step)` elements and computes `start + i * step` in float64, then casts, as torch's kernel
-    does. A Range in float32 would count in float32 and could return one element more.
+    step)` elements in float64 (the size torch.export records; a float32 Range could count one
+    more or one fewer). A floating result is `start + i * step` in float64, then cast. An
+    integer result is `trunc(start) + i * trunc(step)` in int64, then cast: torch's kernel
+    converts the bounds to the result's integer type before it steps, so
+    arange(2, 8.5, 1.5, dtype=int64) is [2, 3, 4, 5, 6], not the casts of 2, 3.5, 5, 6.5, 8.
     """
     dtype = g.ctx.output_dtype
     bounds = (start, end, step)
@@ -284,10 +334,22 @@ def arange(g: Graph, start, end, step=1, **options) -> Value:
         return g.constant(torch.arange(start, end, step, dtype=dtype))
     if not dtype.is_floating_point and all(_is_integral(v) for v in bounds):
         return cast_to(g, g.op("Range", *(scalar_of(g, v, torch.int64) for v in bounds)), dtype)
-    start, end, step = (scalar_of(g, v, torch.float64) for v in bounds)
-    count = g.op("Ceil", g.op("Div", g.op("Sub", end, start), step))
-    index = g.op("Range", g.constant(0.0, torch.float64), count, g.constant(1.0, torch.float64))
-    return cast_to(g, g.op("Add", start, g.op("Mul", index, step)), dtype)
+    first, last, stride = (scalar_of(g, v, torch.float64) for v in bounds)
+    count = g.op("Ceil", g.op("Div", g.op("Sub", last, first), stride))
+    if dtype.is_floating_point:
+        index = g.op("Range", g.constant(0.0, torch.float64), count, g.constant(1.0, torch.float64))
+        return cast_to(g, g.op("Add", first, g.op("Mul", index, stride)), dtype)
+    index = g.op("Range", g.constant(0, torch.int64), cast_to(g, count, torch.int64), g.constant(1, torch.int64))
+    first, stride = _truncated(g, start), _truncated(g, step)
+    return cast_to(g, g.op("Add", first, g.op("Mul", index, stride)), dtype)
+
+
+def _truncated(g: Graph, value) -> Value:
+    """A bound as torch's integer arange takes it: truncated toward zero, a 0-d int64
+    (ONNX's Cast of a float to an integer truncates toward zero too)."""
+    if isinstance(value, Value):
+        return scalar_of(g, value, torch.int64)
+    return g.constant(math.trunc(value), torch.int64)
 
 
 def _is_integral(value) -> bool:
