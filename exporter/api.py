@@ -29,12 +29,13 @@ from exporter.capturing.signature import DynamicAxes, normalize_dynamic_axes, us
 from exporter.capturing.trace import capture_record, with_input_names
 from exporter.contract.fileio import write_bytes_atomic
 from exporter.contract.keys import (
-    CAPTURE_KEY, DROPPED_CHECKS_KEY, OPTIMIZED_KEY, RELAXED_GUARDS_KEY, RENAMED_VALUES_KEY,
+    BAKED_SIZES_KEY, CAPTURE_KEY, DROPPED_CHECKS_KEY, FOLDED_VALUES_KEY, OPTIMIZED_KEY, RELAXED_GUARDS_KEY,
+    RENAMED_VALUES_KEY,
 )
 from exporter.contract.metadata import describe_check
 from exporter.contract.static_axes import SpecialisedAxis, fixed_sizes_entry, metadata_entry
 from exporter.errors import ExportError, ExportWarning
-from exporter.optimize import PASSES, WEIGHT_FOLDING, optimize as optimize_model
+from exporter.optimize import PASSES, WEIGHT_FOLDING, baked_sizes, optimize as optimize_model
 from exporter.optimize.legalize_dtypes import legalize_dtypes
 from exporter.translate.registry import DEFAULT_OPSET, Dispatcher, check_opset
 from exporter.translate.translator import dim_names_for, translate
@@ -263,7 +264,7 @@ def export_program(
     )
     captured = time.perf_counter()
     converted = convert_program(program, opset_version=opset_version, do_constant_folding=do_constant_folding,
-                                optimize=optimize)
+                                optimize=optimize, strict_dynamic=strict_dynamic)
     return replace(converted, capture_seconds=captured - started)
 
 
@@ -301,9 +302,15 @@ def convert_program(
     graph_name: str | None = None,
     do_constant_folding: bool = True,
     optimize: bool = True,
+    strict_dynamic: bool = False,
 ) -> ExportResult:
     """Translate a captured program to ONNX; the program is left as it is, so it may be
     converted again (e.g. at another opset: capture keeps the ops of every opset).
+
+    An initializer that holds a value depending on a dynamic axis (exporter.optimize.baked_sizes:
+    the capture read a size as an int, or a symbolic value was folded) is an ExportWarning naming
+    it, its FX node and line, and is listed in the model's `roundtrip.baked_sizes` metadata;
+    `strict_dynamic=True` raises ExportError instead.
 
     `optimize` runs the optimisation stage (exporter.optimize); without it,
     `do_constant_folding` still folds weight-only subgraphs into initializers.
@@ -359,6 +366,7 @@ def convert_program(
     # Last, so that what the optimiser fused is legal too: Casts around ops ONNX or onnxruntime
     # cannot run in float16/bfloat16.
     legalize_dtypes(skeleton)
+    _check_baked_sizes(program, skeleton, weights, graph_name, strict_dynamic)
     return ExportResult(
         skeleton=skeleton,
         weights=weights,
@@ -390,6 +398,21 @@ def warn_dropped_checks(checks: Sequence[dict[str, str]], model_name: str) -> No
         f"{model_name}: {len(checks)} runtime check(s) of the captured program are not in the ONNX model "
         f"(ONNX has no assertion; they are listed in its '{DROPPED_CHECKS_KEY}' metadata):\n{lines}"
     ), stacklevel=3)
+
+
+def _check_baked_sizes(program: torch.export.ExportedProgram, skeleton: onnx.ModelProto,
+                       weights: Mapping[str, np.ndarray], model_name: str, strict: bool) -> None:
+    """Warn about (strict: refuse) initializers holding size-dependent values; record them."""
+    folded_entry = next((p.value for p in skeleton.metadata_props if p.key == FOLDED_VALUES_KEY), None)
+    baked = baked_sizes.check_initializers(program, skeleton, weights, json.loads(folded_entry) if folded_entry else None)
+    if not baked:
+        return
+    message = baked_sizes.describe_all(baked, model_name)
+    if strict:
+        raise ExportError(message)
+    onnx.helper.set_model_props(skeleton, {**{p.key: p.value for p in skeleton.metadata_props},
+                                           BAKED_SIZES_KEY: json.dumps([b.to_dict() for b in baked])})
+    warnings.warn(ExportWarning(message), stacklevel=4)
 
 
 def _root_name(program: torch.export.ExportedProgram) -> str:

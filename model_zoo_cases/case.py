@@ -111,6 +111,10 @@ class ModelCase:
     # Axes declared dynamic only when the case is swept (image sides): the two-size checks and the
     # committed baseline keep verifying the export of `dynamic_axes` alone.
     sweep_axes: dict[str, dict[int, str]] = dataclasses.field(default_factory=dict)
+    # Sizes ({axis name: size}) the same ONNX model is verified at besides the traced one, in place
+    # of other_inputs()'s halved axes; `sized_input_fn(generator, sizes)` draws the args there.
+    other_sizes: tuple[dict[str, int], ...] = ()
+    sized_input_fn: Callable[[torch.Generator, dict[str, int]], tuple[torch.Tensor, ...]] | None = None
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -130,6 +134,13 @@ class ModelCase:
             raise ValueError(f"{self.name}: allowed_mismatch_fraction must be in [0, 1]")
         if self.allowed_mismatch_fraction > 0.0 and not self.mismatch_reason:
             raise ValueError(f"{self.name}: a nonzero allowed_mismatch_fraction needs a mismatch_reason")
+        if self.other_sizes and self.sized_input_fn is None:
+            raise ValueError(f"{self.name}: other_sizes needs a sized_input_fn to draw inputs at them")
+        axes = {axis for dims in self.dynamic_axes.values() for axis in dims.values()}
+        for sizes in self.other_sizes:
+            if set(sizes) - axes:
+                raise ValueError(f"{self.name}: other_sizes names {sorted(set(sizes) - axes)}, not dynamic axes "
+                                 f"({sorted(axes)})")
         unknown = set(self.dynamic_axes) - set(self.input_names) - set(self.output_names)
         if unknown:
             raise ValueError(f"{self.name}: dynamic_axes names {sorted(unknown)} are not inputs or outputs")
@@ -243,6 +254,12 @@ class ModelCase:
         return {name: {**self.dynamic_axes.get(name, {}), **self.sweep_axes.get(name, {})}
                 for name in self.input_names if name in self.dynamic_axes or name in self.sweep_axes}
 
+    def inputs_at(self, sizes: dict[str, int], seed: int = 1) -> tuple[torch.Tensor, ...]:
+        """Args at one of `other_sizes` ({axis name: size}), drawn from a generator seeded with `seed`."""
+        if self.sized_input_fn is None:
+            raise ValueError(f"{self.name} draws no inputs at given sizes (it has no sized_input_fn)")
+        return tuple(self.sized_input_fn(torch.Generator().manual_seed(seed), dict(sizes)))
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data for reports (no callables)."""
         return {
@@ -269,6 +286,7 @@ class ModelCase:
             "fixed_batch": self.fixed_batch,
             "axis_ranges": {axis: list(bounds) for axis, bounds in self.axis_ranges.items()},
             "sweep_axes": {k: {str(d): v for d, v in axes.items()} for k, axes in self.sweep_axes.items()},
+            "other_sizes": [dict(sizes) for sizes in self.other_sizes],
         }
 
 

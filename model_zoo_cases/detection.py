@@ -5,8 +5,11 @@ keep it cheap on a CPU and make it return detections: small images, few proposal
 candidates, and a score threshold of 0 so that an untrained head (scores near 1/num_classes)
 still keeps `detections_per_img` boxes. One image per call: a detector returns one mapping per
 image, so the batch is fixed by the output's structure; the image's height and width are the
-dynamic axes, and the other verification runs the same ONNX model at half the image size (the
-model's transform resizes both to its own size, the dynamic-size Resize).
+dynamic axes. The traced image is square; the same ONNX model is then verified at two
+non-square sizes (OTHER_SIZES) that the transform resizes to other internal sizes than the
+traced one: its `min_size` and `max_size` differ (as torchvision's defaults, 800 and 1333, do),
+so one size is bound by `min_size` and the other by `max_size`, and the padded batch, the
+feature maps and the anchors all change size with the image.
 
 Outputs are compared matched (harness.metrics.detections): boxes paired by label and IoU,
 masks and keypoints through their boxes.
@@ -34,6 +37,14 @@ SCORE_THRESHOLD = 0.0  # untrained heads score near 1/num_classes: keep every ca
 # Fewer classes than COCO's 91: an untrained head's softmax then separates its scores better.
 NUM_CLASSES = 11
 KEYPOINTS = 17  # COCO's person keypoints (torchvision's default)
+# The transform's sizes for the cases that keep the aspect ratio: small for a CPU, in
+# torchvision's ratio of max_size to min_size (1333 / 800 ~ 1.67).
+MIN_SIZE = 160
+MAX_SIZE = 256
+# (height, width) of the other verifications. At 192x192 (traced) the image becomes 160x160
+# inside; 160x224 stays 160x224 (min_size binds: 160 / 160 < 256 / 224); 288x128 becomes
+# 256x113, padded to 256x128 (max_size binds: 256 / 288 < 160 / 128).
+OTHER_SIZES: tuple[tuple[int, int], ...] = ((160, 224), (288, 128))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,8 +52,9 @@ class Detector:
     """How one detection case builds and feeds its model."""
 
     name: str
-    image_size: int  # the traced input's side; the other run uses half of it
-    internal_size: int | None  # the transform's min_size = max_size (None: the model's fixed size)
+    image_size: int  # the traced input's side (a square image)
+    # the transform's (min_size, max_size), keeping the aspect ratio (None: the model's fixed size)
+    transform_sizes: tuple[int, int] | None
     kind: str  # "rcnn", "dense" (RetinaNet, FCOS) or "ssd"
     outputs: tuple[str, ...] = ("boxes", "labels", "scores")
     smoke: bool = False  # the one detector every CI run verifies
@@ -59,8 +71,8 @@ class Detector:
         else:
             options.update(num_classes=NUM_CLASSES, topk_candidates=TOPK_CANDIDATES,
                            detections_per_img=DETECTIONS_PER_IMAGE, score_thresh=SCORE_THRESHOLD)
-        if self.internal_size is not None:
-            options.update(min_size=self.internal_size, max_size=self.internal_size)
+        if self.transform_sizes is not None:
+            options.update(min_size=self.transform_sizes[0], max_size=self.transform_sizes[1])
         return options
 
     def build(self) -> nn.Module:
@@ -73,13 +85,17 @@ class Detector:
         feature maps are 1x1, so one image gives one value per channel, too few to calibrate)."""
         return (inputs.uniform_images(generator, batch, 3, self.image_size),)
 
+    def images_at(self, generator: torch.Generator, height: int, width: int) -> tuple[torch.Tensor]:
+        """One image of `height` x `width` in [0, 1] (the other sizes' inputs)."""
+        return (inputs.uniform_images(generator, 1, 3, (height, width)),)
+
 
 def _rcnn(name: str, outputs: tuple[str, ...] = ("boxes", "labels", "scores"), **fields: Any) -> Detector:
-    return Detector(name, image_size=192, internal_size=160, kind="rcnn", outputs=outputs, **fields)
+    return Detector(name, image_size=192, transform_sizes=(MIN_SIZE, MAX_SIZE), kind="rcnn", outputs=outputs, **fields)
 
 
 def _dense(name: str) -> Detector:
-    return Detector(name, image_size=192, internal_size=160, kind="dense")
+    return Detector(name, image_size=192, transform_sizes=(MIN_SIZE, MAX_SIZE), kind="dense")
 
 
 DETECTORS: dict[str, Detector] = {d.name: d for d in (
@@ -94,8 +110,8 @@ DETECTORS: dict[str, Detector] = {d.name: d for d in (
     _dense("retinanet_resnet50_fpn_v2"),
     _dense("fcos_resnet50_fpn"),
     # SSD and SSDlite resize every image to their own fixed size (300 and 320)
-    Detector("ssd300_vgg16", image_size=192, internal_size=None, kind="ssd"),
-    Detector("ssdlite320_mobilenet_v3_large", image_size=192, internal_size=None, kind="ssd"),
+    Detector("ssd300_vgg16", image_size=192, transform_sizes=None, kind="ssd"),
+    Detector("ssdlite320_mobilenet_v3_large", image_size=192, transform_sizes=None, kind="ssd"),
 )}
 
 if set(DETECTORS) != set(DETECTION_MODELS):  # a torchvision release added or dropped a detector

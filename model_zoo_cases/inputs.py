@@ -20,12 +20,14 @@ _COARSE_FACTOR = 8
 _FINE_WEIGHT = 0.25
 
 
-def uniform_images(generator: torch.Generator, batch: int, channels: int, size: int) -> torch.Tensor:
-    """Images in [0, 1], shape (batch, channels, size, size)."""
-    coarse_size = max(2, size // _COARSE_FACTOR)
-    coarse = torch.rand(batch, channels, coarse_size, coarse_size, generator=generator)
-    smooth = F.interpolate(coarse, size=(size, size), mode="bilinear", align_corners=False)
-    fine = torch.rand(batch, channels, size, size, generator=generator)
+def uniform_images(generator: torch.Generator, batch: int, channels: int, size: int | tuple[int, int]) -> torch.Tensor:
+    """Images in [0, 1], shape (batch, channels, size, size), or (batch, channels, height, width)
+    for a `size` of (height, width)."""
+    height, width = (size, size) if isinstance(size, int) else size
+    coarse = torch.rand(batch, channels, max(2, height // _COARSE_FACTOR), max(2, width // _COARSE_FACTOR),
+                        generator=generator)
+    smooth = F.interpolate(coarse, size=(height, width), mode="bilinear", align_corners=False)
+    fine = torch.rand(batch, channels, height, width, generator=generator)
     return ((1.0 - _FINE_WEIGHT) * smooth + _FINE_WEIGHT * fine).clamp_(0.0, 1.0)
 
 

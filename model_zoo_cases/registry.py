@@ -255,9 +255,13 @@ def _detection_case(detector: detection.Detector) -> ModelCase:
         axis_ranges={"height": DETECTOR_SIDE_RANGE, "width": DETECTOR_SIDE_RANGE},
         traced_batch=1, other_batch=1, calibration_batch=2, calibration_steps=2,
         atol=DETECTION_ATOL, rtol=DETECTION_RTOL, activation_bound=DETECTION_ACTIVATION_BOUND,
+        other_sizes=tuple({"height": height, "width": width} for height, width in detection.OTHER_SIZES),
+        sized_input_fn=lambda generator, sizes: detector.images_at(generator, sizes["height"], sizes["width"]),
         description=(f"{detector.name}: one {detector.image_size}x{detector.image_size} image in [0, 1] -> "
-                     f"{', '.join(detector.outputs)} (at most {detection.DETECTIONS_PER_IMAGE}); verified again "
-                     f"at {detector.image_size // 2}x{detector.image_size // 2}"),
+                     f"{', '.join(detector.outputs)} (at most {detection.DETECTIONS_PER_IMAGE}); the same ONNX "
+                     f"model verified again at " + " and ".join(f"{h}x{w}" for h, w in detection.OTHER_SIZES)
+                     + ("" if detector.transform_sizes is None else
+                        f" (transform min_size {detector.transform_sizes[0]}, max_size {detector.transform_sizes[1]})")),
     )
 
 

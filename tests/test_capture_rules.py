@@ -139,6 +139,58 @@ def test_anchor_generator_rule_equals_torchvision() -> None:
     assert len(got) == len(expected) and all(torch.equal(a, b) for a, b in zip(got, expected))
 
 
+# (height, width): square, min_size binding, max_size binding, a size the scale rounds down, tiny
+TRANSFORM_SIZES = [(192, 192), (160, 224), (288, 128), (97, 333), (31, 17)]
+
+
+@pytest.mark.parametrize("height, width", TRANSFORM_SIZES)
+def test_resize_rule_equals_torchvision(height: int, width: int) -> None:
+    from torchvision.models.detection import transform
+
+    image = torch.rand(3, height, width, generator=torch.Generator().manual_seed(height * width))
+    expected, _ = transform._resize_image_and_masks(image, 160, 256)
+    got, target = rules.resize_image_and_masks(image, 160, 256)
+    assert target is None and got.shape == expected.shape and torch.equal(got, expected)
+
+
+@pytest.mark.parametrize("height, width", TRANSFORM_SIZES)
+def test_batch_images_rule_equals_torchvision(height: int, width: int) -> None:
+    from torchvision.models.detection.transform import GeneralizedRCNNTransform
+
+    transform = GeneralizedRCNNTransform(160, 256, [0.0] * 3, [1.0] * 3)
+    images = [torch.rand(3, height, width), torch.rand(3, width, height + 5)]
+    for batch in (images[:1], images):
+        expected = transform.batch_images(batch, size_divisible=32)
+        got = rules.batch_images(transform, batch, size_divisible=32)
+        assert got.shape == expected.shape and torch.equal(got, expected)
+
+
+def test_the_transform_rules_keep_a_non_square_image_symbolic_in_the_capture() -> None:
+    """Captured on a square image, the resize and the padding follow the image's own sizes: the
+    exported transform matches torchvision's at non-square sizes with one ONNX model."""
+    import onnxruntime
+    from torchvision.models.detection.transform import GeneralizedRCNNTransform
+
+    class Transform(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.transform = GeneralizedRCNNTransform(160, 256, [0.5] * 3, [0.25] * 3)
+
+        def forward(self, images: torch.Tensor) -> torch.Tensor:
+            return self.transform(list(images))[0].tensors
+
+    module = Transform().eval()
+    model = exporter.export(module, (torch.rand(1, 3, 192, 192),), input_names=["images"],
+                            dynamic_axes={"images": {2: "height", 3: "width"}}, strict_dynamic=True)
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for height, width in TRANSFORM_SIZES[:3]:
+        images = torch.rand(1, 3, height, width)
+        (got,) = session.run(None, {"images": images.numpy()})
+        expected = module(images)
+        assert got.shape == tuple(expected.shape)
+        torch.testing.assert_close(torch.from_numpy(got), expected, atol=1e-4, rtol=0)
+
+
 def test_keypoint_rule_equals_torchvision_inside_roi_heads() -> None:
     gen = torch.Generator().manual_seed(3)
     maps = torch.randn(5, 17, 56, 56, generator=gen)

@@ -1,25 +1,35 @@
 """torchvision's detectors exported by roundtrip (capture rules + detection symbolics) and
-verified with matched outputs, at two image sizes with one ONNX model.
+verified with matched outputs: traced on a square image, then the same ONNX model at two
+non-square sizes whose internal sizes (the transform keeps the aspect ratio, min_size !=
+max_size) differ from the traced one, so the padded batch, the feature maps and the anchors
+must all follow the image's size.
 
-One small detector runs in every CI run (a small image and few proposals); the whole
+One small detector runs in every CI run (small images and few proposals); the whole
 `detection` tier runs nightly (`-m nightly`). The export is most of a case's cost, so each is
-exported once: the other size verifies the same ONNX model against the module run eagerly.
+exported once: the other sizes verify the same ONNX model against the module run eagerly.
 """
 
 from __future__ import annotations
 
 import functools
+import warnings
 
 import pytest
 import torch
 
 import model_zoo_cases
+from exporter.contract.keys import BAKED_SIZES_KEY
+from exporter.errors import ExportWarning
 from harness.exporters import ExportedForVerification, export_for_verification
 from harness.verification import verify_exported
 from model_zoo_cases import detection
 
 # The CI detector: the smallest of the tier at a smaller image (its FPN still has two levels).
-CI_DETECTOR = detection.Detector("fasterrcnn_mobilenet_v3_large_320_fpn", image_size=128, internal_size=128, kind="rcnn")
+CI_DETECTOR = detection.Detector("fasterrcnn_mobilenet_v3_large_320_fpn", image_size=128, transform_sizes=(128, 192),
+                                 kind="rcnn")
+# Traced at 128x128 (128x128 inside). 112x128: min_size binds (128 / 112 < 192 / 128), 128x146
+# inside, padded to 128x160; 176x80: max_size binds (192 / 176 < 128 / 80), 192x87 padded to 192x96.
+CI_SIZES = ((112, 128), (176, 80))
 AXES = {"images": {2: "height", 3: "width"}}
 
 
@@ -33,38 +43,42 @@ def _ci_model() -> torch.nn.Module:
     return module
 
 
-def _verify_two_sizes(module: torch.nn.Module, images: torch.Tensor, other: torch.Tensor, *, atol: float,
-                      rtol: float, per_op: bool = True):
+def _verify_sizes(module: torch.nn.Module, images: torch.Tensor, others: list[torch.Tensor], *, atol: float,
+                  rtol: float, per_op: bool = True):
     """Export once at `images`, verify there (per op, against the captured program's values) and
-    at `other` (outputs only, the same ONNX model against the module run eagerly)."""
-    exported = export_for_verification("roundtrip", module, (images,), dynamic_axes=AXES, input_names=["images"])
+    at each of `others` (outputs only, the same ONNX model against the module run eagerly). A
+    size-dependent initializer (exporter.optimize.baked_sizes) fails the export."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", "initializer.* hold values that depend on a dynamic axis", ExportWarning)
+        exported = export_for_verification("roundtrip", module, (images,), dynamic_axes=AXES, input_names=["images"])
     common = dict(module=module, output_atol=atol, output_rtol=rtol, strict=True)
     traced = verify_exported(exported, (images,), per_op=per_op, **common)
     same_model = ExportedForVerification(exported.model, None, "roundtrip", weights=exported.weights)
-    resized = verify_exported(same_model, (other,), per_op=False, **common)
-    return traced, resized
+    return traced, [verify_exported(same_model, (other,), per_op=False, **common) for other in others]
 
 
 def _failures(verification) -> list:
     return [c.to_dict() for c in verification.outputs if not c.passed] + verification.notes
 
 
-def test_small_detector_exports_and_verifies_at_two_image_sizes() -> None:
+def test_small_detector_verifies_at_two_non_square_sizes_with_one_model() -> None:
     generator = torch.Generator().manual_seed(0)
     images = CI_DETECTOR.images(generator, 1)[0]
-    other = images[:, :, :96, :96].contiguous()  # another size: the transform's dynamic-size Resize
-    traced, resized = _verify_two_sizes(_ci_model(), images, other, atol=1e-3, rtol=1e-3)
-    assert traced.passed and resized.passed, _failures(traced) + _failures(resized)
+    others = [CI_DETECTOR.images_at(generator, height, width)[0] for height, width in CI_SIZES]
+    traced, resized = _verify_sizes(_ci_model(), images, others, atol=1e-3, rtol=1e-3)
+    assert traced.passed and all(r.passed for r in resized), _failures(traced) + sum(map(_failures, resized), [])
+    assert BAKED_SIZES_KEY not in {p.key for p in traced.onnx_model.metadata_props}
     ops = {node.op_type for node in traced.onnx_model.graph.node}
     assert {"NonMaxSuppression", "RoiAlign", "TopK", "Resize"} <= ops
     assert [c.shape_expected for c in traced.outputs] == [[10, 4], [10], [10]]  # detections were returned
-    assert all(c.note.startswith("matched: 10 of torch's 10") for c in traced.outputs + resized.outputs)
+    resized_outputs = [c for r in resized for c in r.outputs]
+    assert all(c.note.startswith("matched: 10 of torch's 10") for c in traced.outputs + resized_outputs)
     matched_rows = [row for row in traced.ops if row.check == "matched"]
     assert sorted(row.fx_node for row in matched_rows) == sorted(c.name for c in traced.outputs)
     # torch's own float32 error was measured (the module run in float64), on a copy of the module:
     # its anchors stay float32, so a later export captures the same graph
-    assert "output_truth_s" in traced.timings and "output_truth_s" in resized.timings
-    assert not [note for note in traced.notes + resized.notes if "fp64 truth" in note]
+    assert "output_truth_s" in traced.timings and all("output_truth_s" in r.timings for r in resized)
+    assert not [note for note in traced.notes + sum((r.notes for r in resized), []) if "fp64 truth" in note]
     assert {anchors.dtype for anchors in _ci_model().rpn.anchor_generator.cell_anchors} == {torch.float32}
 
 
@@ -85,6 +99,7 @@ def _tier_cases() -> list:
 @pytest.mark.parametrize("case", _tier_cases(), ids=lambda case: case.name)
 def test_detection_tier(case) -> None:
     module = case.module(0)
-    traced, resized = _verify_two_sizes(module, case.inputs(0)[0], case.other_inputs(1)[0], atol=case.atol, rtol=case.rtol)
-    assert traced.passed and resized.passed, _failures(traced) + _failures(resized)
+    others = [case.inputs_at(sizes, 1)[0] for sizes in case.other_sizes]
+    traced, resized = _verify_sizes(module, case.inputs(0)[0], others, atol=case.atol, rtol=case.rtol)
+    assert traced.passed and all(r.passed for r in resized), _failures(traced) + sum(map(_failures, resized), [])
     model_zoo_cases.clear_module_cache()

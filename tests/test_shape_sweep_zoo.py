@@ -49,11 +49,6 @@ ADAPTIVE_POOL = ("exporter: aten.adaptive_avg_pool2d to a fixed output size need
 KNOWN: dict[str, Known] = {
     "alexnet": Known(ADAPTIVE_POOL, export_error="adaptive_avg_pool to [6, 6] needs the pooled input sizes known"),
     "vgg11": Known(ADAPTIVE_POOL, export_error="adaptive_avg_pool to [7, 7] needs the pooled input sizes known"),
-    "fasterrcnn_mobilenet_v3_large_320_fpn": Known(
-        "capture: torchvision's GeneralizedRCNNTransform.batch_images copies each image into a batch buffer whose "
-        "sides the capture fixed at the traced 128; at 131x137 (resized to 128x133) the captured program fails at "
-        "aten.copy ('size of tensor a (128) must match ... b (133)') and onnxruntime at ScatterElements "
-        "'slice_scatter' (index 128 out of bounds)", size="height 131, width 137", op="copy"),
 }
 # Cases whose export with dynamic image sides takes minutes on a CI machine: swept nightly, at 8
 # sizes, by `roundtrip run --shapes 8` (both pass all 8 there).
@@ -114,7 +109,6 @@ def test_smoke_case_holds_over_a_sweep_of_three_sizes(case):
                                                        for name in dims.values()}
 
 
-@pytest.mark.xfail(raises=KnownFailure, strict=True, reason=KNOWN["fasterrcnn_mobilenet_v3_large_320_fpn"].reason)
 def test_the_ci_detector_holds_over_a_sweep_of_three_sizes():
     from tests.test_detection_models import CI_DETECTOR, _ci_model
 

@@ -30,6 +30,9 @@ OPTIMIZED_KEY = "roundtrip.optimized"
 # Model metadata: JSON list of {"expression", "fx_node", "source"}, one per runtime check of the
 # program (a guard torch.export could not prove for every size) that the ONNX model does not carry.
 DROPPED_CHECKS_KEY = "roundtrip.dropped_checks"
+# Model metadata: JSON list of {"initializer", "shape", "fx_node", "source", "reason"}: initializers
+# holding a value that depends on a dynamic axis (exporter.optimize.baked_sizes), found at export.
+BAKED_SIZES_KEY = "roundtrip.baked_sizes"
 # Model metadata: JSON list of SpecialisedAxis dicts, the declared dynamic axes exported static.
 STATIC_AXES_KEY = "roundtrip.static_axes"
 # Model metadata: JSON list of FixedSize dicts, sizes computed from dynamic axes that the export

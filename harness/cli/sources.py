@@ -54,6 +54,10 @@ class Built:
     float_module: Any = None  # a quantized case's float module: the quantization cost is measured against it
     sweep_axes: dict[str, Any] | None = None  # the dynamic axes exported for a shape sweep (default: options')
     axis_ranges: dict[str, Any] = field(default_factory=dict)  # {axis: (lowest, highest)} a sweep stays inside
+    # A zoo case verified at given sizes of its dynamic axes ({axis: size}) instead of other_args:
+    # the same ONNX model, inputs drawn there by `sized_inputs(sizes)` (harness.shapes' sweep).
+    other_sizes: list[dict[str, int]] = field(default_factory=list)
+    sized_inputs: Any = None
 
 
 def zoo_tasks(*, tier: str, pattern: str | None) -> list[Task]:
@@ -145,17 +149,27 @@ def _zoo(origin: Mapping[str, Any], seed: int) -> Built:
     import model_zoo_cases
 
     case = model_zoo_cases.get(origin["case"])
-    args, other_args = case.inputs(seed), case.other_inputs(seed + 1)
+    args = case.inputs(seed)
+    if case.other_sizes:
+        other_args, sizes = None, [_size_label(case, args)] + [_sizes_text(s) for s in case.other_sizes]
+    else:
+        other_args = case.other_inputs(seed + 1)
+        sizes = [_size_label(case, args), _size_label(case, other_args)]
     atol, rtol = case.output_tolerance()
     return Built(
-        module=case.module(seed), args=args, other_args=other_args,
+        module=case.module(seed), args=args, other_args=other_args, sizes=sizes,
         float_module=case.float_module(seed) if case.quantization is not None else None,
-        sizes=[_size_label(case, args), _size_label(case, other_args)],
+        other_sizes=[dict(s) for s in case.other_sizes],
+        sized_inputs=(lambda point: case.inputs_at(point, seed + 1)) if case.other_sizes else None,
         options=dict(dynamic_axes={k: v for k, v in case.dynamic_axes.items() if k in case.input_names},
                      input_names=case.input_names, output_atol=atol, output_rtol=rtol,
                      allowed_mismatch=case.allowed_mismatch_fraction),
         sweep_axes=case.swept_axes(), axis_ranges=dict(case.axis_ranges),
     )
+
+
+def _sizes_text(sizes: Mapping[str, int]) -> str:
+    return ", ".join(f"{axis} {size}" for axis, size in sizes.items())
 
 
 def _size_label(case: Any, args: Sequence[Any]) -> str:

@@ -73,21 +73,77 @@ def multiscale_roi_align(
     return result
 
 
+# -- GeneralizedRCNNTransform and the anchors: sizes computed from the image's, never read as ints --
+
+
+@rule(
+    "torchvision.models.detection.transform:_resize_image_and_masks",
+    settles="(IntTrueDiv(160, Max(s0, s1))) >= (IntTrueDiv(160, Min(s0, s1))) (torchvision/models/"
+    "detection/transform.py: `min(self_min_size / min_size, self_max_size / max_size)` on two "
+    "SymFloats: torch.export decides Python's min by the traced image, so a square trace keeps "
+    "min_size / short side for every image and a non-square image is resized past max_size)",
+    soundness="the scale is torchvision's, min(min_size / short side, max_size / long side), taken "
+    "with torch.sym_min so that the graph computes the minimum for each image; the resize is "
+    "torchvision's call (bilinear, recompute_scale_factor=True: the output size is "
+    "floor(side * scale) in float64, as torch computes it). A call with targets or a fixed_size "
+    "(training, SSD-style transforms) is torchvision's own.",
+)
+def resize_image_and_masks(image: torch.Tensor, self_min_size: int, self_max_size: int,
+                           target: dict[str, torch.Tensor] | None = None,
+                           fixed_size: tuple[int, int] | None = None) -> tuple[torch.Tensor, Any]:
+    """torchvision's `_resize_image_and_masks` for an image alone, with the scale's min in the graph."""
+    if target is not None or fixed_size is not None:
+        return original_of("torchvision.models.detection.transform:_resize_image_and_masks")(
+            image, self_min_size, self_max_size, target, fixed_size)
+    height, width = image.shape[-2:]
+    scale = torch.sym_min(self_min_size / torch.sym_min(height, width), self_max_size / torch.sym_max(height, width))
+    resized = torch.nn.functional.interpolate(image[None], scale_factor=scale, mode="bilinear",
+                                              recompute_scale_factor=True, align_corners=False)[0]
+    return resized, target
+
+
+@rule(
+    "torchvision.models.detection.transform:GeneralizedRCNNTransform.batch_images",
+    settles="Eq(TruncToInt(<resized height>), 160) and the width's (torchvision/models/detection/"
+    "transform.py: batch_images rounds the largest size up to `size_divisible` with "
+    "int(math.ceil(float(size) / stride) * stride), which reads the resized image's size as an "
+    "int: the padded batch, every feature map and every anchor then keep the traced size)",
+    soundness="for an int n >= 0 and stride s, ceil(float(n) / s) * s == (n + s - 1) // s * s "
+    "(float64 holds both exactly at image sizes), and the largest size over the images is "
+    "torch.sym_max of theirs; the batch is torchvision's: zeros of that size with each image "
+    "copied into its top-left corner.",
+)
+def batch_images(self: Any, images: list[torch.Tensor], size_divisible: int = 32) -> torch.Tensor:
+    """GeneralizedRCNNTransform.batch_images with the padded size computed from the images' sizes."""
+    channels, height, width = images[0].shape
+    for image in images[1:]:
+        channels = torch.sym_max(channels, image.shape[0])
+        height = torch.sym_max(height, image.shape[1])
+        width = torch.sym_max(width, image.shape[2])
+    height = (height + size_divisible - 1) // size_divisible * size_divisible
+    width = (width + size_divisible - 1) // size_divisible * size_divisible
+    batched = images[0].new_full((len(images), channels, height, width), 0)
+    for index, image in enumerate(images):
+        batched[index, : image.shape[0], : image.shape[1], : image.shape[2]].copy_(image)
+    return batched
+
+
 @rule(
     "torchvision.models.detection.anchor_utils:AnchorGenerator.forward",
     settles="an unspecified value: the anchor strides are `torch.empty(()).fill_(stride)`, and the "
     "empty tensor's contents (uninitialised memory in torch) would be a row no backend can match",
-    soundness="`torch.empty(()).fill_(v)` and `torch.full((), v)` are the same tensor; the rest of "
-    "forward() is torchvision's.",
+    soundness="`torch.empty(()).fill_(v)` and `torch.scalar_tensor(v)` are the same tensor; the rest "
+    "of forward() is torchvision's. The strides (image size // feature map size) are SymInts "
+    "computed from the padded batch's size, so the anchors follow the image's size.",
 )
 def anchor_generator_forward(self: Any, image_list: Any, feature_maps: list[torch.Tensor]) -> list[torch.Tensor]:
-    """AnchorGenerator.forward with the strides made by `torch.full`."""
+    """AnchorGenerator.forward with the strides made by `torch.scalar_tensor`."""
     grid_sizes = [feature_map.shape[-2:] for feature_map in feature_maps]
     image_size = image_list.tensors.shape[-2:]
     dtype, device = feature_maps[0].dtype, feature_maps[0].device
     strides = [
-        [torch.full((), image_size[0] // g[0], dtype=torch.int64, device=device),
-         torch.full((), image_size[1] // g[1], dtype=torch.int64, device=device)]
+        [torch.scalar_tensor(image_size[0] // g[0], dtype=torch.int64, device=device),
+         torch.scalar_tensor(image_size[1] // g[1], dtype=torch.int64, device=device)]
         for g in grid_sizes
     ]
     self.set_cell_anchors(dtype, device)

@@ -100,19 +100,31 @@ def roi_align(g: Graph, input: Value, rois: Value, spatial_scale: float, pooled_
 def _sym_extreme(g: Graph, onnx_op: str, python_op, a, b):
     if not isinstance(a, Value) and not isinstance(b, Value):
         return python_op(a, b)
-    a, b = (scalar_of(g, v, torch.int64) for v in (a, b))
+    # SymFloats (Python floats, float64 in the graph) stay float64: a size computed from them,
+    # e.g. the transform's scale min(min_size / short side, max_size / long side), is then
+    # rounded as torch rounds it; SymInts are int64.
+    floating = isinstance(g.ctx.output_meta, (float, torch.SymFloat)) or any(_is_floating(v) for v in (a, b))
+    dtype = torch.float64 if floating else torch.int64
+    a, b = (scalar_of(g, v, dtype) for v in (a, b))
     return g.op(onnx_op, a, b)
+
+
+def _is_floating(value) -> bool:
+    if isinstance(value, Value):
+        return value.dtype is not None and value.dtype.is_floating_point
+    return isinstance(value, float)
 
 
 @symbolic("torch.sym_min")
 def sym_min(g: Graph, a, b):
-    """min(SymInt a, SymInt b): `keep[:detections_per_img]` and friends on a data-dependent count."""
+    """min(SymInt a, SymInt b) or min(SymFloat a, SymFloat b): `keep[:detections_per_img]` on a
+    data-dependent count, the transform's resize scale at a dynamic image size."""
     return _sym_extreme(g, "Min", min, a, b)
 
 
 @symbolic("torch.sym_max")
 def sym_max(g: Graph, a, b):
-    """max(SymInt a, SymInt b), as int64 scalars."""
+    """max(SymInt a, SymInt b) as int64 scalars, max(SymFloat a, SymFloat b) as float64."""
     return _sym_extreme(g, "Max", max, a, b)
 
 
