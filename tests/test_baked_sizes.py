@@ -58,9 +58,6 @@ def _export(model: nn.Module, **options):
     return result, baked_warnings
 
 
-@pytest.mark.xfail(strict=True, reason="main's exporter.capturing.specialise now wraps SymNode.guard_int "
-                   "(recording_fixed_sizes), so the ShapeEnv guard's frame is that wrapper, not the line that "
-                   "read the size: the frame root of a fixed size finds no factory; read the user's frame instead")
 def test_a_size_the_capture_fixed_is_found_with_its_guard_and_the_baked_factory() -> None:
     result, messages = _export(PaddedToFour())
     fixed = baked_sizes.fixed_sizes(result.program)
@@ -86,11 +83,10 @@ def test_a_symbolic_value_folded_in_translation_is_found_naming_its_node() -> No
     assert len(messages) == 1 and repr(node.name) in messages[0]
 
 
-@pytest.mark.xfail(strict=True, reason="main's exporter.capturing.specialise now wraps SymNode.guard_int "
-                   "(recording_fixed_sizes), so the ShapeEnv guard's frame is that wrapper, not the line that "
-                   "read the size: the frame root of a fixed size finds no factory; read the user's frame instead")
 def test_strict_dynamic_refuses_a_baked_size() -> None:
-    with pytest.raises(ExportError, match=r"'arange\w*' \[8\].*read as the int 6"):
+    # capture refuses first: the size int() fixed is named with its value and the user's line
+    with pytest.raises(ExportError, match=r"max\(x\.shape\[1\], x\.shape\[0\]\) is exported as the constant 6 "
+                                          r"\(its value at the traced shapes\) at tests/test_baked_sizes\.py:\d+"):
         exporter.export(PaddedToFour(), (torch.randn(5, 6),), input_names=["x"], dynamic_axes=AXES,
                         strict_dynamic=True)
 

@@ -108,7 +108,7 @@ def test_a_crash_costs_one_case_and_warnings_stay_in_the_log(tmp_path):
     assert crash["signal"] == "SIGABRT" and crash["exit_code"] is None and "aborted" in crash["reason"]
     assert any("about to abort" in line for line in crash["log_tail"])
     assert {p.name for p in out.iterdir()} >= {"parity.json", "parity.md", "index.html", "logs"}
-    assert "[  2/2]" in result.stdout and "CRASH" in result.stdout and "PASS" in result.stdout  # plain lines
+    assert "[2/2 ETA" in result.stdout and "CRASH" in result.stdout and "PASS" in result.stdout  # plain lines
     assert "tiny factory warning" not in result.stdout + result.stderr
     log = out / cases[_target("tiny")]["log"]
     assert "tiny factory warning" in log.read_text()

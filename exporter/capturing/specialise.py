@@ -161,9 +161,14 @@ def recording_fixed_sizes() -> Iterator[list[tuple[Any, int, list[str]]]]:
     dynamic sizes into a Python int (`int(h * 0.5)`), unless the size is the same for every
     input size. Callers hold exporter.capturing.trace.CAPTURE_LOCK (SymNode is patched)."""
     from torch.fx.experimental.sym_node import SymNode
+    from torch.fx.experimental.symbolic_shapes import uninteresting_files
 
     found: list[tuple[Any, int, list[str]]] = []
     original = SymNode.guard_int
+    # torch records a guard's location as the first frame outside its own files: keep the wrapper
+    # below out of it too, so the guard names the user's line, not this module's
+    skipped = uninteresting_files()
+    added = __file__ not in skipped
 
     def record(self: SymNode, file: str, line: int) -> int:
         expr, env = self.expr, self.shape_env
@@ -175,10 +180,14 @@ def recording_fixed_sizes() -> Iterator[list[tuple[Any, int, list[str]]]]:
         return value
 
     SymNode.guard_int = record
+    if added:
+        skipped.add(__file__)
     try:
         yield found
     finally:
         SymNode.guard_int = original
+        if added:
+            skipped.discard(__file__)
 
 
 def _in_input_terms(env: Any, expr: Any) -> str:

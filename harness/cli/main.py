@@ -29,7 +29,7 @@ DEFAULT_OUT = os.path.join("reports", "latest")
 EXPORTERS = ("roundtrip", "torch.onnx", "torchscript")
 # harness.runtime.OPTIMIZATION_LEVELS and model_zoo_cases.TIERS, spelled out for the same reason.
 OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
-TIERS = ("smoke", "full", "extended", "detection")
+TIERS = ("smoke", "full", "extended", "detection", "quantized")
 
 
 class _Parser(argparse.ArgumentParser):

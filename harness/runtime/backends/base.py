@@ -110,7 +110,8 @@ class Backend(abc.ABC):
         """Raise BackendUnavailableError naming the backend and the reason when it cannot run."""
         reason = self.unavailable_reason(device)
         if reason:
-            raise BackendUnavailableError(f"backend {self.spec} cannot run on {device}: {reason}")
+            requested = "CUDA" if device.upper().startswith("CUDA") else device
+            raise BackendUnavailableError(f"{requested} was requested but cannot be used: backend {self.spec}: {reason}")
 
     @abc.abstractmethod
     def prepare(self, model: onnx.ModelProto, device: str = "CPU", **options: Any) -> PreparedModel:
