@@ -107,7 +107,7 @@ def _plan(graph: torch.fx.Graph, keep: frozenset[str], program: torch.export.Exp
             continue
         target = node.target
         if not isinstance(target, torch._ops.OpOverload):
-            if getattr(target, "__module__", None) == "_operator" or target is operator.getitem:
+            if is_size_arithmetic(target, keep):
                 continue
             return _refuse(node, "not an ATen op")
         name = str(target)
@@ -145,6 +145,17 @@ def _plan(graph: torch.fx.Graph, keep: frozenset[str], program: torch.export.Exp
         else:
             plan.append(step)  # silu_ rewritten as silu would be: same arguments
     return plan
+
+
+def is_size_arithmetic(target: Any, keep: frozenset[str]) -> bool:
+    """Whether `target` (a call_function target that is not an ATen overload) is Python
+    arithmetic on sizes that the translation keeps as it is: `operator.*`, and the functions the
+    registry names in `keep` (`torch.sym_min`, `torch.sym_float`, `math.floor`, ...), which
+    `run_decompositions` would leave unchanged too."""
+    module = getattr(target, "__module__", None)
+    if module == "_operator" or target is operator.getitem:
+        return True
+    return f"{module}.{getattr(target, '__name__', '')}" in keep
 
 
 def _refuse(node: torch.fx.Node, why: str) -> None:
@@ -291,6 +302,18 @@ def _dropout(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
         return None
 
     return _Rewrite(node, _forward, forwards=True)
+
+
+def _detach(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+    """detach(x) is x in a captured inference graph (the decomposition makes it an alias)."""
+    return _Rewrite(node, _forward, forwards=True)
+
+
+def _lift_fresh_copy(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+    """lift_fresh_copy(constant) (a tensor literal in forward) as clone(constant)."""
+    if "aten.clone.default" not in keep or node.kwargs or len(node.args) != 1:
+        return None
+    return _Rewrite(node, _replaced_by(aten.clone.default, lambda old: (old.args[0],), lambda old: {}))
 
 
 def _forward(graph: torch.fx.Graph, old: torch.fx.Node) -> None:
@@ -745,6 +768,12 @@ _LOCAL_REWRITES: dict[str, Callable[[torch.fx.Node, frozenset[str]], _Rewrite | 
     "aten.pad.default": _pad,
     "aten.baddbmm.default": _baddbmm,
     "aten.rms_norm.default": _rms_norm,
+    "aten.detach.default": _detach,
+    "aten.lift_fresh_copy.default": _lift_fresh_copy,
 }
 _FRESH_RESULTS = frozenset({"aten.silu.default", "aten.to.dtype", "aten.to.device", "aten.to.dtype_layout",
-                            "aten.to.other"})  # rewritten (when not forwarded) into ops computing a new tensor
+                            "aten.to.other", "aten.lift_fresh_copy.default"})  # rewritten into ops computing a new tensor
+
+from exporter.capturing.list_rewrites import LIST_REWRITES  # noqa: E402  (it builds on the helpers above)
+
+_LOCAL_REWRITES.update(LIST_REWRITES)

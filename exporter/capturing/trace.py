@@ -569,7 +569,7 @@ def _nothing_to_decompose(program: torch.export.ExportedProgram, keep: frozenset
         if isinstance(target, torch._ops.OpOverload):
             if str(target) not in keep or target._schema.is_mutable:
                 return False
-        elif getattr(target, "__module__", None) != "_operator":
+        elif not functionalize.is_size_arithmetic(target, keep):
             return False
     return True
 
