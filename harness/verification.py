@@ -624,6 +624,7 @@ def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, pr
             strict=strict, weights=shared, fallback=reference_fallback(spec, shared),
             backend=str(run_backend.spec) if run_backend is not None else DEFAULT_BACKEND,
             runtime_precisions=run_production_outputs.runtime_precisions,
+            runtime_fusions=run_production_outputs.runtime_fusions,
             declared_only=run_backend is None or run_backend.RUNS_DECLARED,
             ort_config=_backend_ort_config(run_backend, ort_config),
         ) for run_backend, run_production_outputs, environment in runs]

@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 import torch
 
-from harness.analysis import draws, quant_rows
+from harness.analysis import draws, quant_rows, runtime_regions
 from harness.analysis.accumulated import SegmentedRun, run_instrumented
 from harness.analysis.fx_mapping import NodeGroup, output_at, value_sources
 from harness.analysis.isolated import isolate
@@ -75,6 +75,7 @@ class FxAnalysis:
     declared_only: bool = True  # the backend runs every node as declared: a row's precision is its dtype
     chunk_bytes: int = field(default_factory=lambda: CHUNK_BYTES)  # backend values held at once (_analyse_streamed)
     ort_config: Any = None  # onnxruntime: the sessions' runtime.OrtConfig (which fusions it makes)
+    runtime_fusions: Sequence[Any] = ()  # the backend's fused layers (RuntimeFusion), judged as regions
 
 
 def analyse(analysis: FxAnalysis) -> OpAnalysis:
@@ -102,6 +103,7 @@ def analyse_backends(analyses: Sequence[FxAnalysis]) -> list[OpAnalysis]:
         rule = analysis.rule or load_rule(analysis.noise_model)
         for fx, record in records.items():
             _judge(record, isolated.get(fx, {}), truths[index].get(fx, {}), rule, analysis)
+        _judge_fused_layers(records, analysis, rule, result.timings)
         started = time.perf_counter()
         result.notes.extend(quant_rows.annotate(records, analysis, analysis.ort_config))
         if any(record.quant_steps is not None for record in records.values()):
@@ -197,6 +199,7 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
             "torch's values exceed the budget of values held at once, so they were streamed (each released once "
             f"the ops reading it were measured); reproducer inputs are kept for the {kept} op(s) with the largest "
             "errors")
+    _judge_fused_layers(records, analysis, rule, timings)
     started = time.perf_counter()
     result.notes.extend(quant_rows.annotate_regions(records, analysis, analysis.ort_config))
     if any(record.quant_steps is not None for record in records.values()):
@@ -319,6 +322,65 @@ def _judge(record: OpRecord, isolated: Mapping[str, Comparison], truths: Mapping
         record.blame = BLAME_RUNTIME_PRECISION
         record.notes.append(f"its error passes only at {lower}: the {record.dtype} rule it declares would fail it "
                             "(the backend's precision, not the export)")
+
+
+def _judge_fused_layers(records: dict[str, OpRecord], analysis: FxAnalysis, rule: VerdictRule,
+                        timings: dict[str, float]) -> None:
+    """The backend's fused layers onto the rows (runtime_regions), and each layer that ran
+    several FX nodes judged as one region on its output's row: isolated together from torch's
+    values, against its members' fp64 truth. A failing region fails that row, whose verdict
+    becomes the region's."""
+    if not analysis.runtime_fusions:
+        return
+    started = time.perf_counter()
+    layers = runtime_regions.fused_layers(analysis.runtime_fusions, analysis.groups)
+    runtime_regions.annotate(records, layers)
+    regions = {layer.output: layer for layer in layers if layer.is_region and layer.output in records}
+    if regions and isinstance(analysis.values, TorchValues) and analysis.values.streaming:
+        for fx in regions:
+            records[fx].notes.append("its fused runtime layer was not judged as a region: torch's values were "
+                                     "streamed and released")
+        regions = {}
+    if not regions:
+        return
+    groups = {fx: runtime_regions.region_group(layer, analysis.groups, analysis.onnx_model)
+              for fx, layer in regions.items()}
+    scoped = dataclasses.replace(analysis, groups={**analysis.groups, **groups})
+    scratch = {fx: _record(group, scoped) for fx, group in groups.items()}
+    isolated = _isolated(scratch, scoped)
+    by_name = {n.name: n for n in analysis.program.graph.nodes}
+    for fx, region in scratch.items():
+        truths: dict[str, TruthPair] = {}
+        members = _region_members(groups[fx], analysis.program)
+        reason = next((no_truth_reason(m) for m in members if no_truth_reason(m)), "")
+        if reason:
+            region.notes.append(f"no fp64 truth: {reason}")
+        else:
+            try:
+                truth, length = replay_region(members, analysis.values)
+                truths = _fill_truth(region, groups[fx], by_name[fx], truth, None, scoped, isolated.get(fx, {}),
+                                     length=length)
+            except OpCallFailed as failed:
+                region.notes.append(f"no fp64 truth: the float64 call failed: {failed}"[:300])
+        _judge(region, isolated.get(fx, {}), truths, rule, scoped)
+        _take_region(records[fx], region)
+    timings["runtime_regions_s"] = time.perf_counter() - started
+
+
+def _take_region(record: OpRecord, region: OpRecord) -> None:
+    """The fused layer's region judgement onto its output's row."""
+    fusion = dict(record.runtime_fusion or {})
+    fusion.update(passed=region.passed, isolated=region.isolated.to_dict() if region.isolated else None,
+                  verdict=region.verdict.to_dict() if region.verdict is not None else None)
+    record.runtime_fusion = fusion
+    if region.passed is False and record.passed is not False:
+        record.passed = False
+        if region.verdict is not None:
+            record.verdict = dataclasses.replace(
+                region.verdict, reason=f"the runtime's fused layer {fusion.get('layer')!r} as a region "
+                                       f"({' + '.join(fusion.get('fx_nodes', []))}): {region.verdict.reason}")
+        record.notes.append(f"its fused runtime layer {fusion.get('layer')!r} fails as a region "
+                            f"({' + '.join(fusion.get('fx_nodes', []))})")
 
 
 def _lower_precision(record: OpRecord) -> str:
