@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 import torch
 
-from harness.analysis import draws, quant_rows, runtime_regions
+from harness.analysis import draws, quant_rows, runtime_regions, selections
 from harness.analysis.accumulated import SegmentedRun, run_instrumented
 from harness.analysis.fx_mapping import NodeGroup, output_at, value_sources
 from harness.analysis.isolated import isolate
@@ -31,6 +31,7 @@ from harness.analysis.torch_values import TorchValues, describe_value
 from harness.analysis.truth import OpCallFailed, Replayer, no_truth_reason, reduction_length, replay_region
 from harness.metrics.arrays import as_array, largest_finite
 from harness.metrics.comparison import Comparison, compare, dtype_name
+from harness.metrics import ties
 from harness.metrics.noise import NoiseModel, attribute, dtype_key, load_noise_model
 from harness.metrics.tolerances import Tolerance, ToleranceTable
 from harness.metrics.verdict import VerdictRule, load_rule
@@ -132,6 +133,8 @@ def _measure(analysis: FxAnalysis) -> tuple[dict[str, OpRecord], OpAnalysis, dic
     result.notes.extend(instrumented.notes())
     for fx, group in analysis.groups.items():
         records[fx].accumulated = _worst(_compare_outputs(group, instrumented.values, analysis, records[fx]))
+    selections.match_rows(records, analysis.groups, instrumented.values, analysis.values, analysis.program,
+                          result.selections)
     del instrumented  # every op's value, compared: freed before the isolation session loads
     release_freed_memory()
     timings["accumulated_s"] = time.perf_counter() - started
@@ -183,6 +186,8 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
         names, values = chunk
         for fx in names:
             records[fx].accumulated = _worst(_compare_outputs(analysis.groups[fx], values, analysis, records[fx]))
+        selections.match_rows({fx: records[fx] for fx in names}, analysis.groups, values, analysis.values,
+                              analysis.program, result.selections)
         del chunk, values  # this chunk's backend values, compared
         release_freed_memory()
         timings["accumulated_s"] += time.perf_counter() - started
@@ -444,13 +449,45 @@ def _compare_outputs(group: NodeGroup, actual: Mapping[str, Any], analysis: FxAn
         return draws.compare_draws(record, node, analysis.values, actual,
                                    lambda index: _torch_output(analysis, group, index), group.outputs)
     tolerance = _tolerance(record)
+    selecting = _index_judge(group, analysis)
     comparisons = []
     for index, name in sorted(group.outputs.items()):
         expected = _torch_output(analysis, group, index)
         if name in actual and _comparable(expected):
+            if selecting is not None and index == selecting[0]:
+                comparisons.append(selecting[1](actual[name], as_array(expected), name))
+                record.check = "selection"
+                if comparisons[-1].note and comparisons[-1].note not in record.notes:
+                    record.notes.append(comparisons[-1].note)
+                continue
             comparisons.append(compare(actual[name], as_array(expected), atol=tolerance.atol,
                                        rtol=tolerance.rtol, name=name))
     return comparisons
+
+
+def _index_judge(group: NodeGroup, analysis: FxAnalysis) -> tuple[int, Callable[[Any, np.ndarray, str], Comparison]] | None:
+    """(the output index, its comparison) for an op whose output is indices (harness.metrics.ties):
+    judged through the values they select in torch's value of the indexed input, so that a tie
+    broken another way is no divergence."""
+    spec = ties.index_output(group.aten)
+    if spec is None:
+        return None
+    node = next((n for n in analysis.program.graph.nodes if n.name == group.fx_node), None)
+    if node is None or len(node.args) <= spec.source or not isinstance(node.args[spec.source], torch.fx.Node):
+        return None
+    source = analysis.values.get(node.args[spec.source].name)
+    if not isinstance(source, torch.Tensor) or not source.is_floating_point():
+        return None
+    values = as_array(source)
+    args = list(node.args)
+    axis = None if spec.selection else ties.dim_of(spec, args, values.ndim)
+    keeps = ties.keeps_dim(spec, args)
+
+    def judge(actual_value: Any, expected: np.ndarray, name: str) -> Comparison:
+        return ties.compare_selection(as_array(actual_value), expected, values, axis=axis, keeps_dim=keeps,
+                                      selection=spec.selection, name=name)
+
+    return spec.output, judge
 
 
 def _comparable(value: Any) -> bool:
@@ -661,7 +698,10 @@ def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: 
     backend_side, torch_side = [], []
     pairs: dict[str, TruthPair] = {}
     noise = 0.0
+    spec = ties.index_output(record.aten)
     for index, name in sorted(group.outputs.items()):
+        if spec is not None and index == spec.output and record.check == "selection":
+            continue  # indices: judged through the values they select, not against the truth's own ties
         expected = output_at(truth, index)
         torch_value = _torch_output(analysis, group, index)
         if not _comparable(expected) or not _comparable(torch_value):

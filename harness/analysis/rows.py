@@ -236,3 +236,4 @@ class OpAnalysis:
     notes: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)  # entries for the record's environment
+    selections: dict[str, Any] = field(default_factory=dict)  # index rows tied with torch's (analysis.selections)
