@@ -1,5 +1,5 @@
-"""Local rewrites of the tensor-list ops training IR keeps (exporter.capturing.functionalize's
-table takes them): each node becomes exactly the ops torch's decomposition makes of it, so a
+"""Local decompositions of the tensor-list ops training IR keeps (registered like those of
+exporter.capturing.decompositions): each node becomes exactly the ops torch's decomposition makes of it, so a
 program that holds them (torchvision's detectors: anchors, box decoding, the score filter) is not
 traced a second time by `run_decompositions`.
 
@@ -24,7 +24,9 @@ from typing import Any
 import torch
 import torch.fx
 
-from exporter.capturing.functionalize import _Rewrite, _call, _dim, _fake_mode_of, _read_before, _take_over
+from exporter.capturing.decompositions import (
+    Rewrite, _call, _dim, _fake_mode_of, _read_before, _take_over, local_decomposition,
+)
 
 aten = torch.ops.aten
 
@@ -56,7 +58,8 @@ def _item_users(node: torch.fx.Node) -> list[torch.fx.Node] | None:
     return users
 
 
-def _stack(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+@local_decomposition("aten.stack.default")
+def _stack(node: torch.fx.Node, keep: frozenset[str]) -> Rewrite | None:
     """stack(tensors, dim) as torch's decomposition makes it."""
     tensors = node.args[0]
     out = _val(node)
@@ -94,7 +97,7 @@ def _stack(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
                 new = _call(graph, aten.cat.default, (unsqueezed, dim))
         _take_over(old, new)
 
-    return _Rewrite(node, apply)
+    return Rewrite(node, apply)
 
 
 def _column_reads(source_of: Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node], dim: int
@@ -127,7 +130,8 @@ def _column_reads(source_of: Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.
     return apply
 
 
-def _unbind(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+@local_decomposition("aten.unbind.int")
+def _unbind(node: torch.fx.Node, keep: frozenset[str]) -> Rewrite | None:
     """unbind(x, dim) of a static-sized dim: the items read, as slices squeezed."""
     source = _val(node.args[0])
     if not isinstance(source, torch.Tensor) or source.dim() == 0 or node.kwargs:
@@ -137,10 +141,11 @@ def _unbind(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
     dim = _dim(node.args[1] if len(node.args) > 1 else 0, source.dim())
     if not isinstance(source.shape[dim], int):
         return None
-    return _Rewrite(node, _column_reads(lambda graph, old: old.args[0], dim))
+    return Rewrite(node, _column_reads(lambda graph, old: old.args[0], dim))
 
 
-def _where_condition(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+@local_decomposition("aten.where.default")
+def _where_condition(node: torch.fx.Node, keep: frozenset[str]) -> Rewrite | None:
     """where(cond) (the indices of the true elements, one tensor per dim) as nonzero's columns."""
     condition = _val(node.args[0])
     if not isinstance(condition, torch.Tensor) or condition.dim() == 0 or node.kwargs:
@@ -160,10 +165,11 @@ def _where_condition(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | No
                 found.meta = {**old.meta, "val": item.new_empty((item.shape[0], condition.dim()))}
         return found
 
-    return _Rewrite(node, _column_reads(nonzero, 1))
+    return Rewrite(node, _column_reads(nonzero, 1))
 
 
-def _meshgrid(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+@local_decomposition("aten.meshgrid.indexing")
+def _meshgrid(node: torch.fx.Node, keep: frozenset[str]) -> Rewrite | None:
     """meshgrid(tensors, indexing): each grid read is its 1-D (or 0-d) tensor viewed along its
     own axis and expanded to the grid's shape."""
     tensors = node.args[0]
@@ -201,10 +207,11 @@ def _meshgrid(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
             _take_over(user, new)
         graph.erase_node(old)
 
-    return _Rewrite(node, apply)
+    return Rewrite(node, apply)
 
 
-def _expand_as(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
+@local_decomposition("aten.expand_as.default")
+def _expand_as(node: torch.fx.Node, keep: frozenset[str]) -> Rewrite | None:
     """expand_as(x, y) as expand(x, y's sizes)."""
     other = _val(node.args[1]) if len(node.args) > 1 else None
     if not isinstance(other, torch.Tensor) or node.kwargs:
@@ -219,13 +226,5 @@ def _expand_as(node: torch.fx.Node, keep: frozenset[str]) -> _Rewrite | None:
             new = _call(graph, aten.expand.default, (x, sizes))
         _take_over(old, new)
 
-    return _Rewrite(node, apply)
+    return Rewrite(node, apply)
 
-
-LIST_REWRITES: dict[str, Callable[[torch.fx.Node, frozenset[str]], _Rewrite | None]] = {
-    "aten.stack.default": _stack,
-    "aten.unbind.int": _unbind,
-    "aten.where.default": _where_condition,
-    "aten.meshgrid.indexing": _meshgrid,
-    "aten.expand_as.default": _expand_as,
-}
