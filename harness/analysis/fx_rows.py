@@ -26,6 +26,7 @@ from harness.analysis.isolated import isolate
 from harness.analysis.rows import (
     BLAME_RUNTIME_PRECISION, OpAnalysis, OpArtifacts, OpRecord, judge, worst_comparison as _worst,
 )
+from harness.analysis.spilled import SpillFolder, spill
 from harness.analysis.strictness import harness_error
 from harness.analysis.torch_values import TorchValues, describe_value
 from harness.analysis.truth import OpCallFailed, Replayer, no_truth_reason, reduction_length, replay_region
@@ -165,6 +166,11 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
     rule = analysis.rule or load_rule(analysis.noise_model)
     sources = value_sources(analysis.onnx_model, analysis.program, analysis.groups)
     truth = _TruthPass(records, analysis)
+    spill_folder = None
+    if isinstance(analysis.values, TorchValues) and analysis.values.streaming:
+        spill_folder = SpillFolder()
+        analysis.values.measured_by({**{member.fx_node: fx for fx, group in analysis.groups.items()
+                                        for member in group.region}, **{fx: fx for fx in analysis.groups}})
 
     started = time.perf_counter()
     exposed = [name for group in analysis.groups.values() for name in group.outputs.values()]
@@ -198,8 +204,8 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
         timings["accumulated_s"] += time.perf_counter() - started
         _measure_chunk({fx: records[fx] for fx in names}, analysis, sources, truth, rule, timings)
         if isinstance(analysis.values, TorchValues) and analysis.values.streaming:
+            _keep_worst_artifacts(records.values(), spill_folder)
             analysis.values.release(names)
-            _keep_worst_artifacts(records.values())
     result.instrumented_vs_production = instrumented.final_vs_production
     result.notes.extend(instrumented.notes())
     if isinstance(analysis.values, TorchValues) and analysis.values.streaming:
@@ -282,13 +288,17 @@ KEPT_ARTIFACTS = 10
 largest errors (failing first), as many as a report writes reproducers for."""
 
 
-def _keep_worst_artifacts(records: Iterable[OpRecord]) -> None:
+def _keep_worst_artifacts(records: Iterable[OpRecord], folder: SpillFolder | None = None) -> None:
     """Drop the reproducer tensors (views that would hold torch's values) of every measured op
-    but the KEPT_ARTIFACTS worst."""
+    but the KEPT_ARTIFACTS worst; with a `folder`, the kept ones move there (analysis.spilled),
+    so that they hold no torch value in memory either."""
     measured = [record for record in records if record.artifacts is not None]
     measured.sort(key=lambda record: (record.passed is False, record.error_ratio), reverse=True)
     for record in measured[KEPT_ARTIFACTS:]:
         record.artifacts = None
+    if folder is not None:
+        for record in measured[:KEPT_ARTIFACTS]:
+            spill(record.artifacts, folder)
 
 
 def _measure_chunk(records: dict[str, OpRecord], analysis: FxAnalysis, sources: Mapping[str, tuple[str, int]],
