@@ -36,7 +36,7 @@ from exporter.contract.metadata import describe_check
 from exporter.contract.static_axes import SpecialisedAxis, fixed_sizes_entry, metadata_entry
 from exporter.errors import ExportError, ExportWarning
 from exporter.optimize import PASSES, WEIGHT_FOLDING, baked_sizes, optimize as optimize_model
-from exporter.optimize.legalize_dtypes import legalize_dtypes
+from exporter.optimize.legalize_dtypes import LegalizeDtypes
 from exporter.translate.registry import DEFAULT_OPSET, Dispatcher, check_opset
 from exporter.translate.translator import dim_names_for, translate
 from exporter.write.external_data import Written, exceeds_protobuf_limit, weight_bytes, with_weights, write_model
@@ -360,12 +360,10 @@ def convert_program(
         passes = PASSES if do_constant_folding else tuple(p for p in PASSES if p.name != "fold_constants")
     else:
         passes = WEIGHT_FOLDING if do_constant_folding else ()
-    optimized = optimize_model(skeleton, weights, passes) if passes else None
-    if optimized is not None:
-        skeleton, weights = optimized.skeleton, optimized.weights
-    # Last, so that what the optimiser fused is legal too: Casts around ops ONNX or onnxruntime
-    # cannot run in float16/bfloat16.
-    legalize_dtypes(skeleton)
+    # Legalisation last, so that what the optimiser fused is legal too: Casts around ops ONNX or
+    # onnxruntime cannot run in float16/bfloat16.
+    optimized = optimize_model(skeleton, weights, (*passes, LegalizeDtypes()))
+    skeleton, weights = optimized.skeleton, optimized.weights
     _check_baked_sizes(program, skeleton, weights, graph_name, strict_dynamic)
     return ExportResult(
         skeleton=skeleton,
@@ -376,9 +374,9 @@ def convert_program(
         output_names=conversion.output_names,
         renamed=conversion.renamed,
         convert_seconds=time.perf_counter() - started,
-        optimize_seconds=optimized.seconds if optimized else 0.0,
-        optimize_cpu_seconds=optimized.cpu_seconds if optimized else {},
-        changes=optimized.changes if optimized else {},
+        optimize_seconds=optimized.seconds,
+        optimize_cpu_seconds=optimized.cpu_seconds,
+        changes=optimized.changes,
     )
 
 
