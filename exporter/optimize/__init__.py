@@ -22,9 +22,10 @@ import onnx
 import onnx_ir as ir
 
 from exporter.optimize import aliases
-from exporter.optimize.bridge import from_ir, to_ir
+from exporter.optimize.bridge import to_ir
 from exporter.optimize.passes import LEDGER_META, PASSES, WEIGHT_FOLDING, Ledger, Pass, fx_values
 from exporter.contract.keys import ALIASED_VALUES_KEY, FOLDED_VALUES_KEY
+from exporter.translate.ir_model import to_skeleton
 
 __all__ = ["FOLDED_VALUES_KEY", "PASSES", "WEIGHT_FOLDING", "Applied", "Optimized", "Pass", "optimize", "optimize_ir"]
 
@@ -89,7 +90,7 @@ def optimize(skeleton: onnx.ModelProto, weights: dict[str, np.ndarray],
     bridge = time.process_time() - cpu
     applied = optimize_ir(model, passes)
     cpu = time.process_time()
-    new_skeleton, new_weights = from_ir(model)
+    new_skeleton, new_weights = to_skeleton(model)
     applied.cpu_seconds["bridge"] = bridge + time.process_time() - cpu
     return Optimized(new_skeleton, new_weights, applied.changes, applied.folded_values,
                      time.perf_counter() - started, applied.aliased_values, applied.cpu_seconds)

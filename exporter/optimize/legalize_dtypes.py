@@ -39,7 +39,7 @@ from onnx import TensorProto
 
 from exporter.contract.keys import CAST_KEY, FX_NODE_KEY
 from exporter.errors import ExportWarning
-from exporter.optimize.bridge import from_ir
+from exporter.translate.ir_model import to_skeleton
 
 logger = logging.getLogger(__name__)
 
@@ -363,7 +363,7 @@ def _value_types(model: ir.Model) -> dict[str, int]:
                if any(v is not None and v.name and v.name not in types for v in (*node.inputs, *node.outputs))]
     if not untyped:
         return types
-    shell, _ = from_ir(model)  # large initializers as data-less stubs; small ones inline
+    shell, _ = to_skeleton(model)  # large initializers as data-less stubs; small ones inline
     declared = {i.name for i in shell.graph.input}
     shell.graph.input.extend(  # initializers as typed inputs: inference needs no weight bytes
         onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
