@@ -35,6 +35,7 @@ class OpArtifacts:
     environment: dict[str, Any] = field(default_factory=dict)
     isolated_outputs: dict[str, np.ndarray] = field(default_factory=dict)  # the backend's, isolated
     weights: Any = None  # runtime.SharedWeights restoring `source`'s in-memory initializers (else None)
+    spill_folder: Any = None  # analysis.spilled.SpillFolder holding mapped arrays (kept alive with them)
 
 
 @dataclass(frozen=True)
