@@ -261,21 +261,23 @@ def _compiled(expr: Any, symbol: Any) -> Callable[[int], bool | None]:
     printed once as Python by torch's printer and compiled (thousands of sympy substitutions
     would cost seconds per sweep); an expression the printer cannot write is substituted."""
     import math
+    import types
 
     import sympy
     from torch.utils._sympy.printers import PythonPrinter
 
     try:
         code = compile(f"lambda {symbol}: ({PythonPrinter().doprint(expr)})", "<guard>", "eval")
-        function = eval(code, {"math": math, "__builtins__": {"min": min, "max": max, "abs": abs, "int": int,
-                                                               "float": float, "bool": bool}})
+        sym = types.SimpleNamespace(sym_float=float, sym_int=int, sym_min=min, sym_max=max, sym_sqrt=math.sqrt)
+        function = eval(code, {"math": math, "torch": sym, "__builtins__": {
+            "min": min, "max": max, "abs": abs, "int": int, "float": float, "bool": bool}})
     except Exception:  # a form the printer does not write as Python: substitute
         return lambda size: _truth(expr.xreplace({symbol: sympy.Integer(size)}))
 
     def truth(size: int) -> bool | None:
         try:
             value = function(size)
-        except (ArithmeticError, TypeError, ValueError):
+        except Exception:  # a name or form the compiled guard lacks: substitute instead
             return _truth(expr.xreplace({symbol: sympy.Integer(size)}))
         return _truth(value)
 
