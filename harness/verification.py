@@ -209,7 +209,7 @@ def verify(
         sweep_shapes(verification, exported, model, args, shapes, kwargs=kwargs, dynamic_axes=dynamic_axes,
                      axis_ranges=axis_ranges, device=device, tolerances=tolerances, output_atol=output_atol,
                      output_rtol=output_rtol, allowed_mismatch=allowed_mismatch, tf32=tf32, strict=strict,
-                     session_options=session_options)
+                     session_options=session_options, backends=tuple(chosen))
     return verification
 
 
@@ -231,6 +231,9 @@ def sweep_shapes(verification: Verification, exported: ExportedForVerification, 
                                                                       locate=locate, **settings))
     verification.shape_sweep = sweep
     verification.notes.extend(sweep.axes.fixed + sweep.axes.notes)
+    verification.notes.extend(f"shape sweep at {size.point.label()}" + (f" on {size.backend}" if size.backend else "")
+                              + f": {size.error}" for size in sweep.static_sizes)
+    verification.notes.extend(f"shape sweep: {backend} skipped: {why}" for backend, why in sweep.skipped_backends.items())
     if sweep.diagnosis:
         verification.notes.append(f"shape sweep: {sweep.diagnosis}")
     verification.timings["sweep_s"] = sum(sweep.timings.values())

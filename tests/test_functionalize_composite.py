@@ -71,6 +71,17 @@ ROWS = [
     ("rms_norm", lambda x: F.rms_norm(x, (6,)), "aten.rms_norm.default"),
     ("rms_norm_weight_eps", lambda x: F.rms_norm(x.unflatten(1, (2, 3)), (2, 3), x[0].abs().view(2, 3) + 0.5,
                                                  eps=1e-3), "aten.rms_norm.default"),
+    ("stack", lambda x: torch.stack([x, x * 2], dim=1), "aten.stack.default"),
+    ("stack_after_last_dim", lambda x: torch.stack([x, x * 2], dim=-1), "aten.stack.default"),
+    ("unbind", lambda x: x.unbind(1)[2] * 2, "aten.unbind.int"),
+    ("meshgrid_ij", lambda x: sum(torch.meshgrid(torch.arange(x.shape[0], dtype=x.dtype), x[0], indexing="ij")),
+     "aten.meshgrid.indexing"),
+    ("meshgrid_xy", lambda x: sum(torch.meshgrid(torch.arange(x.shape[0], dtype=x.dtype), x[0], indexing="xy")),
+     "aten.meshgrid.indexing"),
+    ("where_condition", lambda x: torch.where(x > 0)[1] * 2, "aten.where.default"),
+    ("expand_as", lambda x: x[:, :1].expand_as(x) * 2, "aten.expand_as.default"),
+    ("detach", lambda x: x.detach() * 2, "aten.detach.default"),
+    ("tensor_literal", lambda x: x * torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]), "aten.lift_fresh_copy.default"),
 ]
 
 

@@ -19,7 +19,10 @@ Each is registered where it is defined, by `@local_decomposition(target, ...)`, 
   `pad` `constant_pad_nd`; `baddbmm` with unit scales `add(self, bmm)`; `rms_norm` in float32
   or float64 its formula;
 * `to` is its input where it changes nothing, else `_to_copy` to the result's dtype (a device
-  change is left to the decomposition).
+  change is left to the decomposition); `detach` is its input, `lift_fresh_copy` (a tensor
+  literal) a `clone`;
+* the tensor-list ops (`stack`, `unbind`, `meshgrid`, `where(cond)`, `expand_as`) are in
+  `exporter.capturing.list_decompositions`, registered with the same decorator.
 
 A decomposition's plan `plan(node, keep)` returns the `Rewrite` to apply, or None when the node's
 arguments (or the ops it would need, absent from `keep`) leave it to torch's decomposition.
@@ -164,6 +167,20 @@ def _dropout(node: torch.fx.Node, keep: frozenset[str]) -> Rewrite | None:
         return None
 
     return Rewrite(node, _forward, forwards=True)
+
+
+@local_decomposition("aten.detach.default")
+def _detach(node: torch.fx.Node, keep: frozenset[str]) -> Rewrite | None:
+    """detach(x) is x in a captured inference graph (the decomposition makes it an alias)."""
+    return Rewrite(node, _forward, forwards=True)
+
+
+@local_decomposition("aten.lift_fresh_copy.default", fresh_result=True)
+def _lift_fresh_copy(node: torch.fx.Node, keep: frozenset[str]) -> Rewrite | None:
+    """lift_fresh_copy(constant) (a tensor literal in forward) as clone(constant)."""
+    if "aten.clone.default" not in keep or node.kwargs or len(node.args) != 1:
+        return None
+    return Rewrite(node, _replaced_by(aten.clone.default, lambda old: (old.args[0],), lambda old: {}))
 
 
 def _forward(graph: torch.fx.Graph, old: torch.fx.Node) -> None:
@@ -585,3 +602,5 @@ def _pad(node: torch.fx.Node, keep: frozenset[str]) -> Rewrite | None:
                                        lambda old: (old.args[0], options["pad"], 0 if value is None else value),
                                        lambda old: {}))
 
+
+from exporter.capturing import list_decompositions  # noqa: E402,F401  (registers the tensor-list ops)

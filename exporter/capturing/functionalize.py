@@ -84,7 +84,7 @@ def _plan(graph: torch.fx.Graph, keep: frozenset[str], program: torch.export.Exp
             continue
         target = node.target
         if not isinstance(target, torch._ops.OpOverload):
-            if getattr(target, "__module__", None) == "_operator" or target is operator.getitem:
+            if is_size_arithmetic(target, keep):
                 continue
             return _refuse(node, "not an ATen op")
         name = str(target)
@@ -122,6 +122,17 @@ def _plan(graph: torch.fx.Graph, keep: frozenset[str], program: torch.export.Exp
         else:
             plan.append(step)  # silu_ rewritten as silu would be: same arguments
     return plan
+
+
+def is_size_arithmetic(target: Any, keep: frozenset[str]) -> bool:
+    """Whether `target` (a call_function target that is not an ATen overload) is Python
+    arithmetic on sizes that the translation keeps as it is: `operator.*`, and the functions the
+    registry names in `keep` (`torch.sym_min`, `torch.sym_float`, `math.floor`, ...), which
+    `run_decompositions` would leave unchanged too."""
+    module = getattr(target, "__module__", None)
+    if module == "_operator" or target is operator.getitem:
+        return True
+    return f"{module}.{getattr(target, '__name__', '')}" in keep
 
 
 def _refuse(node: torch.fx.Node, why: str) -> None:

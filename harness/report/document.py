@@ -298,9 +298,13 @@ def compact_sweep(sweep: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """A ShapeSweep's `to_dict()` as a report keeps it: its numbers at four significant digits."""
     if not sweep:
         return None
-    sizes = [{**size, **{key: number(size.get(key)) for key in ("max_abs", "worst_ratio", "seconds")}}
-             for size in sweep.get("sizes", [])]
-    return {**sweep, "sizes": sizes, "timings": {k: number(v) for k, v in sweep.get("timings", {}).items()}}
+    def compact(sizes: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        return [{**size, **{key: number(size.get(key)) for key in ("max_abs", "worst_ratio", "seconds")}}
+                for size in sizes]
+
+    others = {name: compact(sizes) for name, sizes in sweep.get("other_backends", {}).items()}
+    return {**sweep, "sizes": compact(sweep.get("sizes", [])), "other_backends": others,
+            "timings": {k: number(v) for k, v in sweep.get("timings", {}).items()}}
 
 
 def crashed_case(name: str, *, reason: str, exit_code: int | None = None, signal: str | None = None,
