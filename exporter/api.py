@@ -35,13 +35,13 @@ from exporter.contract.keys import (
 from exporter.contract.metadata import describe_check
 from exporter.contract.static_axes import SpecialisedAxis, fixed_sizes_entry, metadata_entry
 from exporter.errors import ExportError, ExportWarning
-from exporter.optimize import PASSES, WEIGHT_FOLDING, baked_sizes, optimize as optimize_model
-from exporter.optimize.legalize_dtypes import legalize_dtypes
+from exporter.optimize import PASSES, WEIGHT_FOLDING, baked_sizes, optimize_ir
+from exporter.optimize.legalize_dtypes import LegalizeDtypes
 from exporter.translate.registry import DEFAULT_OPSET, Dispatcher, check_opset
+from exporter.translate.ir_model import build_model, to_skeleton
 from exporter.translate.translator import dim_names_for, translate
 from exporter.write.external_data import Written, exceeds_protobuf_limit, weight_bytes, with_weights, write_model
 from exporter.write.printer import format_model
-from exporter.write.serialize import to_model
 
 __version__ = "0.1.0"
 
@@ -353,19 +353,19 @@ def convert_program(
     if checks:
         metadata[DROPPED_CHECKS_KEY] = json.dumps(checks)
         warn_dropped_checks(checks, graph_name)
-    skeleton = to_model(conversion.graph, graph_name=graph_name, producer_version=__version__,
-                        metadata=metadata, weights_inline=False)
-    weights = dict(conversion.graph.initializers)
+    # One IR from translation to the file: the translated graph is an onnx_ir model, the passes
+    # rewrite it in place, and its proto (a skeleton plus the arrays) is made once, at the end.
+    model = build_model(conversion.graph, graph_name=graph_name, producer_version=__version__, metadata=metadata)
     if optimize:
         passes = PASSES if do_constant_folding else tuple(p for p in PASSES if p.name != "fold_constants")
     else:
         passes = WEIGHT_FOLDING if do_constant_folding else ()
-    optimized = optimize_model(skeleton, weights, passes) if passes else None
-    if optimized is not None:
-        skeleton, weights = optimized.skeleton, optimized.weights
-    # Last, so that what the optimiser fused is legal too: Casts around ops ONNX or onnxruntime
-    # cannot run in float16/bfloat16.
-    legalize_dtypes(skeleton)
+    # Legalisation last, so that what the optimiser fused is legal too: Casts around ops ONNX or
+    # onnxruntime cannot run in float16/bfloat16.
+    optimizing = time.perf_counter()
+    applied = optimize_ir(model, (*passes, LegalizeDtypes()))
+    optimize_seconds = time.perf_counter() - optimizing
+    skeleton, weights = to_skeleton(model)
     _check_baked_sizes(program, skeleton, weights, graph_name, strict_dynamic)
     return ExportResult(
         skeleton=skeleton,
@@ -376,9 +376,9 @@ def convert_program(
         output_names=conversion.output_names,
         renamed=conversion.renamed,
         convert_seconds=time.perf_counter() - started,
-        optimize_seconds=optimized.seconds if optimized else 0.0,
-        optimize_cpu_seconds=optimized.cpu_seconds if optimized else {},
-        changes=optimized.changes if optimized else {},
+        optimize_seconds=optimize_seconds,
+        optimize_cpu_seconds=applied.cpu_seconds,
+        changes=applied.changes,
     )
 
 
