@@ -511,8 +511,6 @@ def _compare_outputs(group: NodeGroup, actual: Mapping[str, Any], analysis: FxAn
             if selecting is not None and index == selecting[0]:
                 comparisons.append(selecting[1](actual[name], as_array(expected), name))
                 record.check = "selection"
-                if comparisons[-1].note and comparisons[-1].note not in record.notes:
-                    record.notes.append(comparisons[-1].note)
                 continue
             comparisons.append(compare(actual[name], as_array(expected), atol=tolerance.atol,
                                        rtol=tolerance.rtol, name=name))
@@ -607,6 +605,8 @@ def _isolated(records: dict[str, OpRecord], analysis: FxAnalysis, sources: Mappi
             )
         actual = dict(zip([name for _, name in sorted(group.outputs.items())], result.outputs[fx]))
         comparisons = _compare_outputs(group, actual, analysis, record)
+        if record.check == "selection":  # the isolated indices' verdict: a tie, or a wrong index
+            record.notes.extend(c.note for c in comparisons if c.note and c.note not in record.notes)
         isolated_by_name[fx] = {c.name: c for c in comparisons}
         record.isolated = _worst(comparisons)
         record.passed = judge(record, comparisons)
