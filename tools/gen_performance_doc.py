@@ -263,26 +263,27 @@ def scale_section(document: dict[str, Any]) -> list[str]:
              "the whole `harness.verify` (export included) on the machine as it was loaded then (load average "
              "beside the date); the anchor, torch.onnx.verification, was not run on these models.", "",
 
-             "| case | inputs | path | weights (GiB) | largest activation (GiB) | net peak (GiB) | net peak / weights "
-             "| target (GiB) | within | time (s) | measured |",
-             "|---|---|---|---:|---:|---:|---:|---:|---|---:|---|"]
+             "| case | inputs | path | verdict | weights (GiB) | largest activation (GiB) | net peak (GiB) | "
+             "net peak / weights | target (GiB) | within | time (s) | measured |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---|---:|---|"]
     for row in rows:
         path = ("verify_onnx(file)" if row.get("from_file") else
                 "export, write, verify" if row.get("write") else "verify(module)")
         if "error" in row:
-            lines.append(f"| {row['case']} | | {path} | failed: {row['error']} |||||||")
+            lines.append(f"| {row['case']} | | {path} | failed: {row['error']} ||||||||")
             continue
         shapes = " ".join("x".join(str(d) for d in shape) for shape in row.get("inputs", []))
         net = row["peak_rss"] - row["baseline_rss"]
         target = 2 * row["weight_bytes"] + 2 * 10**9
         activation = row.get("largest_activation_bytes")
-        lines.append(f"| {row['case']} | {shapes} | {path} | {row['weight_bytes'] / GIB:.2f} | "
+        verdict = "pass" if row.get("passed") else "fail" if row.get("passed") is False else "-"
+        lines.append(f"| {row['case']} | {shapes} | {path} | {verdict} | {row['weight_bytes'] / GIB:.2f} | "
                      f"{_fmt(activation / GIB if activation else None)} | {net / GIB:.2f} | "
                      f"{net / row['weight_bytes']:.2f}x | {target / GIB:.2f} | {'yes' if net <= target else 'no'} | "
                      f"{_fmt(row.get('seconds'), '.0f')} | {str(row.get('measured', ''))[:10]}"
                      f"{' (load ' + format(row['load_average'], '.0f') + ')' if row.get('load_average') else ''} |")
     if not rows:
-        lines.append("| no scale case measured yet: `python bench/bench_memory.py --cases fasterrcnn_resnet50_fpn` ||||||||||")
+        lines.append("| no scale case measured yet: `python bench/bench_memory.py --cases fasterrcnn_resnet50_fpn` |||||||||||")
     lines += [""]
     return lines
 
