@@ -27,7 +27,7 @@ from harness.analysis.rows import (
     BLAME_RUNTIME_PRECISION, OpAnalysis, OpArtifacts, OpRecord, judge, worst_comparison as _worst,
 )
 from harness.analysis.spilled import SpillFolder, spill
-from harness.analysis.strictness import harness_error
+from harness.analysis.strictness import harness_errors
 from harness.analysis.torch_values import TorchValues, describe_value
 from harness.analysis.truth import OpCallFailed, Replayer, no_truth_reason, reduction_length, replay_region
 from harness.metrics.arrays import as_array, largest_finite
@@ -511,8 +511,6 @@ def _compare_outputs(group: NodeGroup, actual: Mapping[str, Any], analysis: FxAn
             if selecting is not None and index == selecting[0]:
                 comparisons.append(selecting[1](actual[name], as_array(expected), name))
                 record.check = "selection"
-                if comparisons[-1].note and comparisons[-1].note not in record.notes:
-                    record.notes.append(comparisons[-1].note)
                 continue
             comparisons.append(compare(actual[name], as_array(expected), atol=tolerance.atol,
                                        rtol=tolerance.rtol, name=name))
@@ -607,6 +605,8 @@ def _isolated(records: dict[str, OpRecord], analysis: FxAnalysis, sources: Mappi
             )
         actual = dict(zip([name for _, name in sorted(group.outputs.items())], result.outputs[fx]))
         comparisons = _compare_outputs(group, actual, analysis, record)
+        if record.check == "selection":  # the isolated indices' verdict: a tie, or a wrong index
+            record.notes.extend(c.note for c in comparisons if c.note and c.note not in record.notes)
         isolated_by_name[fx] = {c.name: c for c in comparisons}
         record.isolated = _worst(comparisons)
         record.passed = judge(record, comparisons)
@@ -666,31 +666,48 @@ class _TruthPass:
         found: dict[str, dict[str, TruthPair]] = {}
         for node in (self.by_name[fx] for fx in records if fx in self.by_name):
             record = records[node.name]
-            group = analysis.groups[node.name]
-            members = _region_members(group, analysis.program)
-            reason = no_truth_reason(node) or next((no_truth_reason(m) for m in members if no_truth_reason(m)), "")
-            if reason or not group.outputs:
-                if reason:
-                    record.notes.append(f"no fp64 truth: {reason}")
-                replay.skip(node)
-                continue
-            try:
-                if members:  # an optimised region: its members replayed in sequence
-                    replay.skip(node)
-                    truth, length = replay_region(members, analysis.values)
-                    args = None
-                else:
-                    truth, args = replay(node)
-                    length = None
+
+            def fill(truth: Any, args: Any, length: int | None, members: Sequence[torch.fx.Node],
+                     node: torch.fx.Node = node, record: OpRecord = record) -> None:
                 if node.name in self.wanted:  # a fused layer starts here: its region replay starts from this truth
                     analysis.region_truths[node.name] = (truth, tuple(m.name for m in members) or (node.name,))
-                found[node.name] = _fill_truth(record, group, node, truth, args, analysis,
+                found[node.name] = _fill_truth(record, analysis.groups[node.name], node, truth, args, analysis,
                                                isolated.get(node.name, {}), length=length)
-            except OpCallFailed as failed:  # an overload without a float64 kernel, say
-                record.notes.append(f"no fp64 truth: the float64 call failed: {failed}"[:300])
-            except Exception as error:  # the replay's or the comparison's own code: a harness bug
-                record.notes.append(harness_error(error, f"computing the fp64 truth of {node.name}", analysis.strict))
+
+            _replay_truth(node, analysis, replay, [record], fill)
         return found
+
+
+def _replay_truth(node: torch.fx.Node, analysis: FxAnalysis, replay: Replayer, rows: Sequence[OpRecord],
+                  fill: Callable[[Any, Any, int | None, Sequence[torch.fx.Node]], None]) -> None:
+    """Replay `node` (or its optimised region's members, in sequence) in float64 and hand the
+    truth to `fill(truth, args, region_length, region_members)`; the rows of every backend get
+    the note when there is no truth: the op has none by nature, float64 has no kernel for it,
+    or the harness's own code failed (raised in strict mode)."""
+    group = analysis.groups[node.name]
+    members = _region_members(group, analysis.program)
+    reason = no_truth_reason(node) or next((no_truth_reason(m) for m in members if no_truth_reason(m)), "")
+    if reason or not group.outputs:
+        for record in rows if reason else ():
+            record.notes.append(f"no fp64 truth: {reason}")
+        replay.skip(node)
+        return
+    notes: list[str] = []
+    try:
+        with harness_errors(f"computing the fp64 truth of {node.name}", analysis.strict, notes,
+                            findings=(OpCallFailed,)):
+            if members:  # an optimised region: its members replayed in sequence
+                replay.skip(node)
+                truth, length = replay_region(members, analysis.values)
+                args = None
+            else:
+                truth, args = replay(node)
+                length = None
+            fill(truth, args, length, members)
+    except OpCallFailed as failed:  # an overload without a float64 kernel, say
+        notes.append(f"no fp64 truth: the float64 call failed: {failed}"[:300])
+    for record in rows:
+        record.notes.extend(notes)
 
 
 def _truth(measured: Sequence[tuple[dict[str, OpRecord], FxAnalysis, Mapping[str, Mapping[str, Comparison]]]]
@@ -705,36 +722,17 @@ def _truth(measured: Sequence[tuple[dict[str, OpRecord], FxAnalysis, Mapping[str
     replay = Replayer(nodes, analysis.values, device="cpu", dtype=torch.float64)
     wanted = {name for _, each, _ in measured for name in runtime_regions.first_members(each.runtime_fusions, each.groups)}
     for node in nodes:
-        group = analysis.groups[node.name]
-        members = _region_members(group, analysis.program)
-        reason = no_truth_reason(node) or next((no_truth_reason(m) for m in members if no_truth_reason(m)), "")
-        if reason or not group.outputs:
-            if reason:
-                for rows, _, _ in measured:
-                    rows[node.name].notes.append(f"no fp64 truth: {reason}")
-            replay.skip(node)
-            continue
-        try:
-            if members:  # an optimised region: its members replayed in sequence
-                replay.skip(node)
-                truth, length = replay_region(members, analysis.values)
-                args = None
-            else:
-                truth, args = replay(node)
-                length = None
+
+        def fill(truth: Any, args: Any, length: int | None, members: Sequence[torch.fx.Node],
+                 node: torch.fx.Node = node) -> None:
             if node.name in wanted:  # a fused layer starts here: its region replay starts from this truth
                 for _, each, _ in measured:
                     each.region_truths[node.name] = (truth, tuple(m.name for m in members) or (node.name,))
             for index, (rows, backend_analysis, isolated) in enumerate(measured):
-                found[index][node.name] = _fill_truth(rows[node.name], group, node, truth, args, backend_analysis,
-                                                      isolated.get(node.name, {}), length=length)
-        except OpCallFailed as failed:  # an overload without a float64 kernel, say
-            for rows, _, _ in measured:
-                rows[node.name].notes.append(f"no fp64 truth: the float64 call failed: {failed}"[:300])
-        except Exception as error:  # the replay's or the comparison's own code: a harness bug
-            note = harness_error(error, f"computing the fp64 truth of {node.name}", analysis.strict)
-            for rows, _, _ in measured:
-                rows[node.name].notes.append(note)
+                found[index][node.name] = _fill_truth(rows[node.name], analysis.groups[node.name], node, truth, args,
+                                                      backend_analysis, isolated.get(node.name, {}), length=length)
+
+        _replay_truth(node, analysis, replay, [rows[node.name] for rows, _, _ in measured], fill)
     return found
 
 
@@ -817,12 +815,13 @@ def _noise_floor(records: dict[str, OpRecord], analysis: FxAnalysis) -> None:
             replay.skip(node)
             continue
         try:
-            cpu_value, _ = replay(node)
+            with harness_errors(f"computing the noise floor of {node.name}", analysis.strict, record.notes,
+                                findings=(OpCallFailed,)) as failed_here:
+                cpu_value, _ = replay(node)
         except OpCallFailed as failed:
             record.notes.append(f"no noise floor: the CPU call failed: {failed}"[:300])
             continue
-        except Exception as error:  # the replay's own code: a harness bug
-            record.notes.append(harness_error(error, f"computing the noise floor of {node.name}", analysis.strict))
+        if failed_here:
             continue
         tolerance = _tolerance(record)
         floors = [
