@@ -241,3 +241,21 @@ def test_four_bit_weights_verify_in_steps_at_opset_21(int4_weights):
     weight_rows = [op for op in verification.ops if op.aten == "quantized_decomposed.dequantize_per_channel.default"]
     assert len(weight_rows) == 3 and all(op.quant_steps is not None and op.quant_steps.max_steps == 0
                                          for op in weight_rows)
+
+
+def test_openvino_int8_layers_are_judged_as_requantized(per_tensor):
+    """OpenVINO runs each Q/DQ region as one int8/uint8 layer: the rows read that from its
+    runtime graph and allow the requantization's step, and the planted scale is still found."""
+    from harness.runtime.backends.registry import get_backend
+
+    reason = get_backend("openvino").unavailable_reason("CPU")
+    if reason:
+        pytest.skip(reason)
+    module, args = per_tensor
+    verification = harness.verify(module, args, backends=("openvino:precision=f32",))
+    assert verification.passed and verification.backend == "openvino:precision=f32"
+    notes = [note for op in verification.ops for note in op.notes if note.startswith("quantized region")]
+    assert sum("openvino integer layer" in note for note in notes) >= 3
+    model, planted = FAULTS["wrong_scale"](exporter.export(module, args))
+    faulty = harness.verify(module, args, onnx_model=model, backends=("openvino:precision=f32",))
+    assert not faulty.passed and faulty.worst_op.fx_node == planted

@@ -18,7 +18,9 @@ exactly, except at rounding ties; a region agrees with its truth exactly except 
 lies within the float noise of a tie (either neighbour is then correct); a region the runtime
 fused into an integer kernel may be one step off anywhere (the kernel requantizes its int32
 accumulator with a fixed-point multiplier), and so may one whose float bias the runtime
-quantized to int32 for such a kernel; anything beyond is a divergence.
+quantized to int32 for such a kernel; anything beyond is a divergence. Which regions fused is
+read from the runtime: onnxruntime's optimised graph, OpenVINO's runtime graph (a layer run in
+int8/uint8 that holds the region's QuantizeLinear).
 """
 
 from __future__ import annotations
@@ -62,6 +64,10 @@ INTEGER_KERNELS = frozenset({
     "QLinearReduceMean", "QLinearWhere", "QLinearConvTranspose", "MatMulInteger", "ConvInteger",
     "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QAttention",
 })
+
+OPENVINO_INTEGER = "openvino integer layer"
+"""OpenVINO's CPU plugin runs DequantizeLinear -> op -> QuantizeLinear as one layer in int8/uint8
+(its low-precision transformations), which requantizes as onnxruntime's integer kernels do."""
 
 BIAS_QUANTIZED = "bias quantized to int32"
 """onnxruntime's QDQ optimiser may quantize a float bias to int32 (scale: input scale x weight
@@ -259,6 +265,28 @@ def region_kernels(model: onnx.ModelProto, ort_config: Any, names: list[str]) ->
                 kinds[name] = f"{BIAS_QUANTIZED} ({node.input[0]})"
                 break
             pending.extend(producer[i] for i in node.input if i in producer)
+    return kinds
+
+
+def openvino_region_kernels(model: onnx.ModelProto, backend: str, names: list[str]) -> dict[str, str]:
+    """How OpenVINO (the backend spec `backend`) computes each region output in `names`: the
+    runtime layer that holds the QuantizeLinear writing it, where that layer runs in int8/uint8
+    ('openvino integer layer (Convolution, uint8)'); outputs of float layers are left out."""
+    from harness.runtime.backends.registry import get_backend
+
+    rep = get_backend(backend).prepare(model, "CPU")
+    try:
+        layers = rep.layers()
+    finally:
+        del rep
+    writer = {out: node.name for node in model.graph.node for out in node.output if out}
+    kinds = {}
+    for layer in layers:
+        if layer["precision"] not in ("int8", "uint8"):
+            continue
+        for name in names:
+            if writer.get(name) in layer["onnx_nodes"]:
+                kinds[name] = f"{OPENVINO_INTEGER} ({layer['type']}, {layer['precision']})"
     return kinds
 
 
@@ -461,6 +489,11 @@ def _regions(records: Mapping[str, OpRecord], quantizers: list[torch.fx.Node], a
             kernels = region_kernels(cut, ort_config, list(renamed.values()))
         except Exception as error:
             logger.info("could not read onnxruntime's optimised graph: %s", error)
+    elif str(getattr(analysis, "backend", "")).startswith("openvino"):  # its runtime graph says which ran in int8
+        try:
+            kernels = openvino_region_kernels(cut, analysis.backend, list(renamed.values()))
+        except Exception as error:
+            logger.info("could not read OpenVINO's runtime graph: %s", error)
     for name, region_output in renamed.items():
         node = next(n for n in quantizers if n.name == quantized[name])
         record = records[node.name]
@@ -502,7 +535,7 @@ def _region(node: torch.fx.Node, actual: np.ndarray, kernel: str, analysis: Any)
     torch_int = _torch_array(analysis.values[node.name])
     if actual.shape != torch_int.shape or truth_array.shape != torch_int.shape:
         return None
-    fused = kernel.split("::")[-1] in INTEGER_KERNELS or kernel.startswith(BIAS_QUANTIZED)
+    fused = kernel.split("::")[-1] in INTEGER_KERNELS or kernel.startswith((BIAS_QUANTIZED, OPENVINO_INTEGER))
     backend, torch_side, allowed, beyond = judge_region(actual, torch_int, qp.positions(truth_array),
                                                         qp.positions(torch_float), qp, fused, noise_steps)
     return RegionResult(backend, torch_side, allowed, beyond, kernel, [m.name for m in members])
