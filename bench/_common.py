@@ -199,3 +199,32 @@ def quiet_onnxruntime() -> None:
     import onnxruntime
 
     onnxruntime.set_default_logger_severity(4)
+
+
+MIN_REPEAT = 3
+"""Interleaved rounds a side-by-side benchmark runs at least: a median of fewer is one run's luck."""
+
+
+def add_round_options(parser: Any, name: str) -> None:
+    """`--seed`, `--repeat` (rounds, every side once each, interleaved) and `--json`."""
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeat", type=int, default=MIN_REPEAT,
+                        help=f"rounds, every side once each, interleaved (the medians count; at least {MIN_REPEAT})")
+    parser.add_argument("--json", default=None, help=f"where to write the results (default bench/results/{name}.json)")
+
+
+def start(parser: Any, argv: Sequence[str] | None, name: str, quiet: Sequence[str] = ("torch",)) -> tuple[Any, dict]:
+    """Parse the options (refusing fewer than MIN_REPEAT rounds), keep onnxruntime's and the
+    `quiet` loggers' warnings out of the output, record the machine and print the banner;
+    returns (options, machine)."""
+    import logging
+
+    options = parser.parse_args(argv)
+    if options.repeat < MIN_REPEAT:
+        parser.error(f"--repeat {options.repeat}: at least {MIN_REPEAT}, or the median is one run's luck")
+    quiet_onnxruntime()
+    for logger in quiet:
+        logging.getLogger(logger).setLevel(logging.ERROR)
+    machine = machine_info()
+    print(banner(name, machine))
+    return options, machine

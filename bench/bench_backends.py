@@ -18,13 +18,12 @@ bench/results/bench_backends.json.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 
 import torch
 import torchvision
 
-from _common import banner, machine_info, measure_rows, median, quiet_onnxruntime, side_by_side, write_results
+from _common import add_round_options, measure_rows, median, side_by_side, start, write_results
 
 from harness.exporters import export_for_verification
 from harness.verification import verify_exported
@@ -50,7 +49,6 @@ MODELS = {
     "mobilenet_v3_small": (torchvision.models.mobilenet_v3_small, (1, 3, 224, 224)),
 }
 TARGET = 1.5  # double-backend time over single-backend time, at most
-MIN_REPEAT = 3
 
 
 def measure(name: str, second: str, *, seed: int, repeat: int) -> dict:
@@ -95,17 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["small_conv_net", "resnet18"], choices=list(MODELS))
     parser.add_argument("--second", default="openvino:precision=f32", help="the second backend's spec")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeat", type=int, default=MIN_REPEAT,
-                        help=f"rounds, each running both sides interleaved (the medians count; at least {MIN_REPEAT})")
-    parser.add_argument("--json", default=None, help="where to write the results (default bench/results/bench_backends.json)")
-    options = parser.parse_args(argv)
-    if options.repeat < MIN_REPEAT:
-        parser.error(f"--repeat {options.repeat}: at least {MIN_REPEAT}, or the median is one run's luck")
-    quiet_onnxruntime()
-    logging.getLogger("torch").setLevel(logging.ERROR)
-    machine = machine_info()
-    print(banner("bench_backends", machine))
+    add_round_options(parser, "bench_backends")
+    options, machine = start(parser, argv, "bench_backends")
     rows = measure_rows(options.models, lambda name: measure(name, options.second, seed=options.seed,
                                                              repeat=options.repeat))
     met = {row["model"]: row["ratio"] <= row["target"] for row in rows}

@@ -25,13 +25,12 @@ costs half as much again), and torch.onnx.verification's time per size over ours
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import warnings
 
 import torch
 
-from _common import banner, machine_info, measure_rows, median, quiet_onnxruntime, side_by_side, write_results
+from _common import add_round_options, measure_rows, median, side_by_side, start, write_results
 
 import model_zoo_cases
 from harness.exporters import export_for_verification, torch_onnx_export
@@ -41,7 +40,6 @@ from harness.verification import verify_exported
 
 CASES = ("resnet18", "superresolution", "word_language_model_lstm")
 TARGET = 0.3  # at most this fraction of one full per-op verification per extra size
-MIN_REPEAT = 3
 
 
 def near_traced_points(sweep_axes, count: int) -> list[SizePoint]:
@@ -124,17 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="+", default=list(CASES))
     parser.add_argument("--sizes", type=int, default=3, help="extra sizes per case (default 3)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeat", type=int, default=MIN_REPEAT,
-                        help=f"rounds, every side once each, interleaved (at least {MIN_REPEAT})")
-    parser.add_argument("--json", default=None, help="where to write the results")
-    options = parser.parse_args(argv)
-    if options.repeat < MIN_REPEAT:
-        parser.error(f"--repeat {options.repeat}: at least {MIN_REPEAT}, or the median is one run's luck")
-    quiet_onnxruntime()
-    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
-    machine = machine_info()
-    print(banner("bench_shape_sweep", machine))
+    add_round_options(parser, "bench_shape_sweep")
+    options, machine = start(parser, argv, "bench_shape_sweep", quiet=("torch.onnx",))
     rows = measure_rows(options.cases, lambda name: measure(name, sizes=options.sizes, repeat=options.repeat,
                                                             seed=options.seed))
     met = {row["case"]: row["ratio"] <= TARGET for row in rows}  # the raw ratio decides

@@ -44,10 +44,11 @@ def verify_onnx(
     """Verify an ONNX model (a proto or a path; external data is read from beside the file,
     once its locations are checked: `ModelFileError` names a bad file or a refused location).
 
-    A file's external initializers are memory-mapped and handed to onnxruntime as they lie, and
-    the checker runs on the path, so models past protobuf's 2 GB limit verify too (the whole
-    proto is never serialised); onnx's ReferenceEvaluator, when used, gets them inline, or past
-    that limit as inputs fed the mapped arrays.
+    A file's external initializers are memory-mapped once and handed to onnxruntime as they lie,
+    and the checker runs on the path, so models past protobuf's 2 GB limit verify too (the whole
+    proto is never serialised); onnx's ReferenceEvaluator, when used, is fed the same mapped
+    arrays as inputs, and the reproducers restore them from there: no weight is copied into a
+    protobuf.
 
     `inputs`: arrays in graph-input order, or {name: array}. `expected`: the outputs in graph
     order (or by name); without them the ReferenceEvaluator's outputs are expected. The model
@@ -91,9 +92,9 @@ def verify_onnx(
             started = time.perf_counter()
             from harness.analysis.onnx_rows import reference_values
 
-            inline, reference_feeds = _inline(model, loaded, shared, feeds)
+            reference_model, reference_feeds = _reference_form(model, loaded, shared, feeds)
             try:
-                reference = reference_values(inline, reference_feeds)
+                reference = reference_values(reference_model, reference_feeds)
             except Exception as error:  # the evaluator lacks an op, or fails on this model
                 verification.notes.append(
                     f"onnx's ReferenceEvaluator cannot run the model: {runtime.first_line(error, 300)}"
@@ -118,9 +119,10 @@ def verify_onnx(
 
             started = time.perf_counter()
             analysis = analyse_nodes(
-                loaded, inline, feeds, spec.kind, table, runtime.model_runner(spec, tf32, shared, ort_config, chosen),
+                loaded, loaded, feeds, spec.kind, table, runtime.model_runner(spec, tf32, shared, ort_config, chosen),
                 shared.stub,
                 reference=reference, production=actual, environment=verification.environment, strict=strict,
+                weights=shared,
             )
             annotate_node_rows(analysis.ops, str(chosen.spec), production.runtime_precisions, chosen.RUNS_DECLARED)
             verification.add_analysis(analysis)
@@ -148,13 +150,14 @@ def _only_the_outputs_differ(verification: Verification) -> bool:
             and all(op.passed is not False for op in verification.ops))
 
 
-def _inline(model: onnx.ModelProto, loaded: onnx.ModelProto, shared: runtime.SharedWeights,
-            feeds: dict[str, np.ndarray]) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
-    """`model` and `feeds` for onnx's ReferenceEvaluator: itself, or its memory-mapped external
-    initializers copied in, or (past protobuf's limit) fed as inputs (SharedWeights.reference_form)."""
+def _reference_form(model: onnx.ModelProto, loaded: onnx.ModelProto, shared: runtime.SharedWeights,
+                    feeds: dict[str, np.ndarray]) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """`model` and `feeds` for onnx's ReferenceEvaluator: itself, or, with external initializers,
+    the stubbed model with those declared as inputs fed their memory-mapped arrays
+    (SharedWeights.reference_form at no size limit: nothing copied into the proto)."""
     if not any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
         return model, feeds
-    return shared.reference_form(loaded, feeds)
+    return shared.reference_form(loaded, feeds, limit=0)
 
 
 def _feeds(inputs: Any, names: list[str]) -> dict[str, np.ndarray]:

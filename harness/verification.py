@@ -209,7 +209,7 @@ def verify(
         sweep_shapes(verification, exported, model, args, shapes, kwargs=kwargs, dynamic_axes=dynamic_axes,
                      axis_ranges=axis_ranges, device=device, tolerances=tolerances, output_atol=output_atol,
                      output_rtol=output_rtol, allowed_mismatch=allowed_mismatch, tf32=tf32, strict=strict,
-                     session_options=session_options)
+                     session_options=session_options, backends=tuple(chosen))
     return verification
 
 
@@ -231,6 +231,9 @@ def sweep_shapes(verification: Verification, exported: ExportedForVerification, 
                                                                       locate=locate, **settings))
     verification.shape_sweep = sweep
     verification.notes.extend(sweep.axes.fixed + sweep.axes.notes)
+    verification.notes.extend(f"shape sweep at {size.point.label()}" + (f" on {size.backend}" if size.backend else "")
+                              + f": {size.error}" for size in sweep.static_sizes)
+    verification.notes.extend(f"shape sweep: {backend} skipped: {why}" for backend, why in sweep.skipped_backends.items())
     if sweep.diagnosis:
         verification.notes.append(f"shape sweep: {sweep.diagnosis}")
     verification.timings["sweep_s"] = sum(sweep.timings.values())
@@ -357,8 +360,11 @@ def verify_exported(
                 )
         if per_op:
             started = time.perf_counter()
-            _per_op(verification, exported, values, feeds, spec, table, tf32, shared, production, strict,
-                    ort_config, chosen[0], others)
+            analyses = _per_op(verification, exported, values, feeds, spec, table, tf32, shared, production, strict,
+                               ort_config, chosen[0], others)
+            if exported.program is not None and actual_outputs is not None:
+                _match_selected_outputs(verification, analyses, others, exported.program, values, actual_outputs,
+                                        expected_outputs)
             if layout is not None:
                 verification.notes.extend(mark_matched_rows(verification.ops, verification.outputs))
             timings["per_op_s"] = time.perf_counter() - started
@@ -636,10 +642,27 @@ def run_production(verification: Verification, model: onnx.ModelProto, spec: run
     return production
 
 
+def _match_selected_outputs(verification, analyses, others, program, values, actual_outputs, expected_outputs) -> None:
+    """Each backend's failing outputs computed from an index row tied with torch's selection,
+    compared again where the selections agree (harness.analysis.selections)."""
+    from harness.analysis.selections import judged_again, match_outputs
+
+    ran = [other for other in others if other.production is not None]
+    for record, analysis, outputs in [(verification, analyses[0] if analyses else None, actual_outputs)] + [
+            (other.result, result, other.production.outputs) for other, result in zip(ran, analyses[1:])]:
+        if analysis is None or not analysis.selections or outputs is None or len(record.outputs) != len(outputs):
+            continue
+        before = record.outputs
+        record.outputs = match_outputs(program, values, analysis.selections, before, outputs, expected_outputs)
+        if len(record.output_verdicts) == len(before):
+            record.output_verdicts = judged_again(record.output_verdicts, before, record.outputs)
+
+
 def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, production, strict,
-            ort_config=None, backend=None, others=()) -> None:
+            ort_config=None, backend=None, others=()) -> list:
     """The per-op rows of the first backend into `verification`, and of every further backend
-    that ran (`others`, BackendRuns) into theirs; then who is wrong where they disagree."""
+    that ran (`others`, BackendRuns) into theirs; then who is wrong where they disagree. Returns
+    each backend's OpAnalysis (first backend first)."""
     runs = [(backend, production, verification.environment)] + [
         (other.backend, other.production, {}) for other in others if other.production is not None]
     source = exported.model  # a roundtrip skeleton's stubs are restored from `shared` where needed
@@ -666,6 +689,7 @@ def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, pr
             strict=strict, weights=shared, fallback=reference_fallback(spec, shared),
             backend=str(run_backend.spec) if run_backend is not None else DEFAULT_BACKEND,
             runtime_precisions=run_production_outputs.runtime_precisions,
+            runtime_fusions=run_production_outputs.runtime_fusions,
             declared_only=run_backend is None or run_backend.RUNS_DECLARED,
             ort_config=_backend_ort_config(run_backend, ort_config),
         ) for run_backend, run_production_outputs, environment in runs]
@@ -691,6 +715,7 @@ def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, pr
     from harness.analysis.blame import assign_blame
 
     assign_blame([verification.ops, *[o.ops for o in others if o.production is not None]])
+    return results
 
 
 def reference_fallback(spec: runtime.DeviceSpec, shared: runtime.SharedWeights | None) -> runtime.ModelRunner | None:

@@ -118,7 +118,12 @@ def _report(out: Path) -> dict:
     """A report with every kind of case: passing, failing with reproducers, crashed, refused; and a
     baseline it regressed against."""
     ops = [op_row(f"node_{i}", 10 ** ((i % 9) - 6)) for i in range(60)] + [op_row("conv_bad", 3.0, passed=False)]
-    failing = case_from_verification(verification(ops, passed=False), name="failing_net", other=verification([]),
+    record = verification(ops, passed=False)
+    second = [{**op, "backend": "openvino", "blame": "runtime" if op["fx_node"] == "node_3" else ""} for op in ops]
+    second[3] = {**op_row("node_3", 40.0, passed=False), "backend": "openvino", "blame": "runtime"}
+    record["backend_results"] = [{"backend": "openvino", "passed": False, "skipped": "", "outputs": record["outputs"],
+                                  "ops": second, "worst_op": "node_3", "settings": {}, "notes": [], "timings": {}}]
+    failing = case_from_verification(record, name="failing_net", other=verification([]),
                                      seconds=2.5, reproducer={"conv_bad": "reproducers/failing_net/conv_bad"},
                                      sizes=["batch 2", "batch 3"])
     doc = document([passing_case("passing_net"), failing,
@@ -143,6 +148,10 @@ def test_index_html_renders_in_chromium(tmp_path):
         plot_lines = browser.evaluate("document.querySelectorAll('section[data-case=failing_net] svg path').length")
         plot_text = browser.evaluate("document.querySelector('section[data-case=failing_net] svg').textContent")
         link = browser.evaluate("document.querySelector('a.reproducer').getAttribute('href')")
+        backend_cells = browser.evaluate("[...document.querySelectorAll('#backend-grid td[data-backend]')].map(c => "
+                                         "c.dataset.status)")
+        faults = browser.evaluate("[...document.querySelectorAll('table.backends-side-by-side td.fault')].map(c => "
+                                  "[c.closest('tr').dataset.fxNode, c.dataset.backend, c.dataset.fault])")
         regressions = browser.evaluate("document.querySelectorAll('#diff-regressions tbody tr').length")
         ready = browser.evaluate("document.body.dataset.sortableReady")
         browser.evaluate("document.querySelectorAll('#status-grid th')[7].click()")  # seconds, ascending
@@ -159,6 +168,10 @@ def test_index_html_renders_in_chromium(tmp_path):
     assert plot_lines > 10 and "tolerance" in plot_text and "isolated" in plot_text
     assert link == "reproducers/failing_net/conv_bad/README.md"
     assert regressions == 1 and ready == "true"
+    assert backend_cells == ["pass", "not-run", "fail", "fail", "crashed", "crashed", "error", "error"]
+    assert [f for f in faults if f[0] == "node_3"] == [["node_3", "openvino", "runtime"]]
+    assert [f for f in faults if f[0] == "conv_bad"] == [["conv_bad", "onnxruntime", "fail"],
+                                                         ["conv_bad", "openvino", "fail"]]
     seconds = {c["name"]: c["seconds"] for c in doc["cases"]}
     timed = sorted((n for n in seconds if seconds[n] is not None), key=seconds.get)
     assert ascending[:len(timed)] == timed and descending[-len(timed):] == timed[::-1]

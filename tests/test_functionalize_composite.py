@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 import exporter
 from exporter.capturing import functionalize, trace
+from exporter.capturing.decompositions import LOCAL_DECOMPOSITIONS, local_decomposition
 from exporter.translate.registry import Dispatcher
 
 KEEP = frozenset(Dispatcher(exporter.DEFAULT_OPSET).known_targets())
@@ -38,6 +39,7 @@ ROWS = [
     ("new_zeros_dynamic", lambda x: x.new_zeros(x.shape[0] * 2), "aten.new_zeros.default"),
     ("new_ones_dtype", lambda x: x.new_ones((x.shape[0], 2), dtype=torch.float64), "aten.new_ones.default"),
     ("new_full", lambda x: x.new_full((3,), 2.5) + x[:, :3], "aten.new_full.default"),
+    ("new_empty", lambda x: torch.cat([x[0], x.new_empty((0,))]), "aten.new_empty.default"),
     ("arange_end_dynamic", lambda x: x * torch.arange(x.shape[1]), "aten.arange.default"),
     ("arange_start", lambda x: x[:, :3] + torch.arange(1, 4), "aten.arange.start"),
     ("arange_float_end", lambda x: x[:, :3] + torch.arange(2.5), "aten.arange.default"),
@@ -69,7 +71,43 @@ ROWS = [
     ("rms_norm", lambda x: F.rms_norm(x, (6,)), "aten.rms_norm.default"),
     ("rms_norm_weight_eps", lambda x: F.rms_norm(x.unflatten(1, (2, 3)), (2, 3), x[0].abs().view(2, 3) + 0.5,
                                                  eps=1e-3), "aten.rms_norm.default"),
+    ("stack", lambda x: torch.stack([x, x * 2], dim=1), "aten.stack.default"),
+    ("stack_after_last_dim", lambda x: torch.stack([x, x * 2], dim=-1), "aten.stack.default"),
+    ("unbind", lambda x: x.unbind(1)[2] * 2, "aten.unbind.int"),
+    ("meshgrid_ij", lambda x: sum(torch.meshgrid(torch.arange(x.shape[0], dtype=x.dtype), x[0], indexing="ij")),
+     "aten.meshgrid.indexing"),
+    ("meshgrid_xy", lambda x: sum(torch.meshgrid(torch.arange(x.shape[0], dtype=x.dtype), x[0], indexing="xy")),
+     "aten.meshgrid.indexing"),
+    ("where_condition", lambda x: torch.where(x > 0)[1] * 2, "aten.where.default"),
+    ("expand_as", lambda x: x[:, :1].expand_as(x) * 2, "aten.expand_as.default"),
+    ("detach", lambda x: x.detach() * 2, "aten.detach.default"),
+    ("tensor_literal", lambda x: x * torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]), "aten.lift_fresh_copy.default"),
 ]
+
+
+# Proved on a whole model by tests/test_performance_capture.py::test_rewrites_give_what_the_decomposition_gives
+MODEL_ROWS = ("aten.batch_norm.default", "aten.dropout.default", "aten.flatten.using_ints")
+# torch.export (torch 2.14) records `x.to(other)` as to.dtype or to.device: no row can hold it
+NOT_IN_TRAINING_IR = ("aten.to.other",)
+
+
+def test_every_local_decomposition_has_a_row():
+    """The catalogue registers itself: each entry (or its in-place form) is proved by a row."""
+    covered = {_functional_name(composite) for _, _, composite in ROWS}
+    assert sorted(set(LOCAL_DECOMPOSITIONS) - covered - set(MODEL_ROWS) - set(NOT_IN_TRAINING_IR)) == []
+
+
+def _functional_name(target: str) -> str:
+    """`aten.silu.default` for `aten.silu_.default`."""
+    namespace, packet, overload = target.split(".")
+    if packet.endswith("_") and not packet.startswith("_"):
+        packet = packet[:-1]
+    return f"{namespace}.{packet}.{overload}"
+
+
+def test_a_second_decomposition_for_one_overload_is_refused():
+    with pytest.raises(ValueError, match="two local decompositions for aten.silu.default"):
+        local_decomposition("aten.silu.default")(lambda node, keep: None)
 
 
 def _training_ir(module: torch.nn.Module, args) -> torch.export.ExportedProgram:

@@ -49,6 +49,22 @@ def test_a_file_past_the_protobuf_limit_verifies_without_one_proto_of_its_weight
     assert all(op.isolated is not None and op.passed for op in verification.ops)
 
 
+def test_a_file_of_any_size_verifies_on_its_mapped_weights_and_its_reproducers_carry_them(tmp_path, monkeypatch):
+    """Below the limit too, the reference is fed the mapped arrays (no proto holds the weights
+    while verifying); a reproducer written afterwards restores them from the mapped file."""
+    path, x, expected = _file(tmp_path, 64)
+    verification = _verify_past_the_limit(path, x, expected, monkeypatch)
+    assert verification.passed, verification.notes
+    assert all(op.isolated is not None and op.passed for op in verification.ops)
+    monkeypatch.undo()
+    folder = harness.write_reproducer(verification.ops[0], tmp_path / "repro")
+    written = {t.name: numpy_helper.to_array(t) for t in onnx.load(f"{folder}/model.onnx").graph.initializer}
+    weights = {t.name: numpy_helper.to_array(t, base_dir=str(tmp_path))
+               for t in onnx.load(path, load_external_data=True).graph.initializer}
+    assert set(written) == {"weight", "bias"}
+    assert all(np.array_equal(written[name], weights[name]) for name in written)
+
+
 def test_under_the_limit_the_reference_gets_the_weights_inline(tmp_path):
     path, x, expected = _file(tmp_path, 64)
     model = onnx.load(path, load_external_data=False)

@@ -19,8 +19,6 @@ import pytest
 import torch
 
 import exporter
-from exporter.capturing import trace
-from exporter.translate.registry import Dispatcher
 from harness.backend import prepare
 from harness.runtime.errors import first_line
 from op_table.schema import OpCase
@@ -125,29 +123,3 @@ def _check_targets(case: OpCase, result: exporter.ExportResult) -> None:
         assert target in in_program, f"{case.name}: torch.export produced no {target} (it has {sorted(in_program)})"
         if not emits_no_nodes(target):
             assert target in in_model, f"{case.name}: no ONNX node carries {target} (they carry {sorted(in_model)})"
-
-
-# Rows whose graphs hold only kept ops (one with several outputs, one with data-dependent
-# sizes and runtime asserts, one of nn.Modules with parameters).
-SHORTCUT_ROWS = ("add_alpha", "max_dim_values_indices", "index_bool_mask_full", "split_sections", "embedding_padding_idx")
-
-
-@pytest.mark.parametrize("name", SHORTCUT_ROWS)
-def test_capture_without_decomposition_equals_run_decompositions(name: str) -> None:
-    """`exporter.capture` skips run_decompositions when it would keep every op: the program it
-    returns then must be the one run_decompositions returns (same ops, same signature)."""
-    sample = build_sample(_BY_NAME[name])
-    keep = frozenset(Dispatcher(exporter.DEFAULT_OPSET).known_targets())
-    with trace.eval_mode(sample.module):
-        raw = torch.export.export(sample.module, sample.args, strict=False)
-    assert trace._nothing_to_decompose(raw, keep), f"{name} no longer takes the shortcut"
-    table = {op: fn for op, fn in torch.export.default_decompositions().items() if str(op) not in keep}
-    decomposed = raw.run_decompositions(table)
-    shortcut = exporter.capture(sample.module, sample.args)
-    assert _call_targets(shortcut) == _call_targets(decomposed)
-    assert shortcut.graph_signature.input_specs == decomposed.graph_signature.input_specs
-    assert shortcut.graph_signature.output_specs == decomposed.graph_signature.output_specs
-
-
-def _call_targets(program: torch.export.ExportedProgram) -> list[str]:
-    return [str(n.target) for n in program.graph.nodes if n.op == "call_function"]

@@ -51,6 +51,38 @@ def test_sliced_fp64_replay_matches_the_whole_layer(monkeypatch):
         assert sliced[name].dtype == torch.float64
 
 
+@pytest.mark.parametrize("conv, shape", [
+    (torch.nn.Conv2d(6, 5, 3, padding=1), (2, 6, 9, 11)),
+    (torch.nn.Conv2d(6, 4, (3, 5), stride=2, dilation=(1, 2), padding=(2, 1), bias=False), (1, 6, 13, 17)),
+    (torch.nn.Conv1d(6, 3, 5, stride=2), (3, 6, 40)),
+    (torch.nn.Conv3d(4, 2, 3, padding=1), (1, 4, 5, 6, 7)),
+], ids=["conv2d", "conv2d-strided-dilated-no-bias", "conv1d", "conv3d"])
+def test_the_module_run_in_float64_convolves_in_slices_to_the_same_result(conv, shape, monkeypatch):
+    """model_truth's eager float64 run slices every convolution whose unfolded input passes
+    SLICED_BYTES (here: all of them) over its input channels, and gets the whole layer's result."""
+    torch.manual_seed(0)
+    monkeypatch.setattr(truth, "SLICED_BYTES", 64)
+    conv = conv.double().eval()
+    x = torch.randn(shape, dtype=torch.float64)
+    rank = x.dim() - 2
+    assert truth._convolution_slices(rank, x, conv.weight, None, conv.stride, conv.padding, conv.dilation, 1) > 1
+    calls: list[int] = []
+    real = truth._convolution_in_slices
+
+    def counted(func, slices, *args, **kwargs):
+        calls.append(slices)
+        return real(func, slices, *args, **kwargs)
+
+    monkeypatch.setattr(truth, "_convolution_in_slices", counted)
+    with torch.no_grad():
+        whole = conv(x)
+    assert not calls  # outside model_truth nothing is sliced
+    sliced = truth.model_truth(conv, (x,))
+    assert len(calls) == 1 and calls[0] > 1
+    torch.testing.assert_close(sliced, whole, rtol=1e-13, atol=1e-13)
+    assert sliced.dtype == torch.float64
+
+
 def test_sliced_replay_returns_the_arguments_with_the_weight_as_recorded(monkeypatch):
     import exporter
 

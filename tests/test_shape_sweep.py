@@ -225,3 +225,58 @@ def test_roundtrip_verify_shapes_records_every_size_in_the_report(tmp_path, monk
     assert [(s["label"], s["status"]) for s in sweep["sizes"]] == [("batch 2", "pass"), ("batch 3", "pass"),
                                                                   ("batch 1", "pass")]
     assert sweep["axes"] == [{"name": "batch", "traced": 2, "lower": 1, "upper": 6, "guards": []}]
+
+
+class Shrink(nn.Module):
+    """Keeps the first three quarters of the batch: `int()` of a size times a float, which
+    torch.export must fix to its traced value (the export records it in roundtrip.static_sizes)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[: int(x.shape[0] * 0.75)] * 2
+
+
+def test_a_size_the_export_froze_is_reported_static_with_its_expression_not_failed():
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        verification = harness.verify(Shrink().eval(), (torch.randn(8, 3),), dynamic_axes=AXES, input_names=["x"],
+                                      shapes=3, axis_ranges={"batch": (1, 12)}, per_op=False)
+    sweep = verification.shape_sweep
+    assert [(s.point.label(), s.status) for s in sweep.sizes] == [
+        ("batch 8", "pass"), ("batch 11", "static"), ("batch 6", "static")]  # the slice guards batch >= 6
+    assert verification.passed and sweep.passed and sweep.first_failing is None
+    moved = sweep.sizes[1].error
+    assert moved.startswith("exported static: the size math.trunc(0.75*torch.sym_float(x.shape[0])) was fixed to 6")
+    assert "test_shape_sweep.py:" in moved and moved.endswith("here it is 8")
+    assert any(note.startswith("shape sweep at batch 11 on onnxruntime: exported static") for note in verification.notes)
+    assert verification.to_dict()["shape_sweep"]["sizes"][1]["status"] == "static"
+
+
+def test_recorded_size_expressions_are_read_without_eval():
+    from harness.shapes.frozen import UnknownExpression, evaluate_size
+
+    shapes = {"x": np.zeros((8, 3)), "pair": [np.zeros((2, 5)), np.zeros((7,))]}
+    assert evaluate_size("math.trunc(0.75*torch.sym_float(x.shape[0]))", shapes) == 6
+    assert evaluate_size("(pair[1].shape[0] + 31)//32*32 + max(x.shape[1], 2)", shapes) == 35
+    for refused in ("__import__('os').getcwd()", "x.dtype", "open('f')", "y.shape[0]", "x.shape[0] if 1 else 2"):
+        with pytest.raises(UnknownExpression):
+            evaluate_size(refused, shapes)
+
+
+def test_the_sweep_runs_on_every_backend_asked_for():
+    module, example = _flatten()
+    verification = harness.verify(module, (example,), dynamic_axes=AXES, input_names=["x"], shapes=3,
+                                  axis_ranges={"batch": (1, 8)}, per_op=False,
+                                  backends=("onnxruntime", "onnx.reference"))
+    sweep = verification.shape_sweep
+    assert [(s.point.label(), s.backend, s.status) for s in sweep.sizes] == [
+        ("batch 2", "onnxruntime", "pass"), ("batch 3", "onnxruntime", "pass"), ("batch 1", "onnxruntime", "pass")]
+    assert [(s.point.label(), s.status) for s in sweep.other_backends["onnx.reference"]] == [
+        ("batch 2", "pass"), ("batch 3", "pass"), ("batch 1", "pass")]
+    baked = _baked(verification.onnx_model, batch=2)
+    failing = harness.verify(module, (example,), dynamic_axes=AXES, input_names=["x"], onnx_model=baked, shapes=2,
+                             axis_ranges={"batch": (1, 8)}, per_op=False, backends=("onnxruntime", "onnx.reference"))
+    statuses = {name: [s.status for s in sizes] for name, sizes in failing.shape_sweep.other_backends.items()}
+    assert statuses == {"onnx.reference": ["pass", "fail"]} and not failing.passed
+    record = failing.to_dict()["shape_sweep"]
+    assert [s["status"] for s in record["other_backends"]["onnx.reference"]] == ["pass", "fail"]

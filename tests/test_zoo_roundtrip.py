@@ -4,6 +4,9 @@ The tier comes from `--roundtrip-tier` (`--zoo-tier` here; smoke by default: one
 family) and `--roundtrip-cases` (`--zoo-cases`); the device from `--roundtrip-device`
 (`--device`). Per-op analysis is covered elsewhere (and by the shipped model_zoo_cases.test_zoo);
 here the question is whether each model survives the round trip within its case tolerance.
+On the CPU our export's traced size is also run on OpenVINO, held to float32 and at the
+machine's default precision (`OPENVINO`): outputs only, judged against the same torch values
+and fp64 truth; where openvino is not installed those backends are named skips.
 """
 
 from __future__ import annotations
@@ -12,6 +15,9 @@ import pytest
 
 import harness
 import model_zoo_cases
+
+OPENVINO = ("openvino:precision=f32", "openvino")
+"""The further backends of the traced size on the CPU: OpenVINO at float32 and at its default."""
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -33,7 +39,8 @@ def _verify(case, device: str, exporter: str):
         output_atol=case.atol, output_rtol=case.rtol, allowed_mismatch=case.allowed_mismatch_fraction,
         model_name=case.name, per_op=False,
     )
-    traced = harness.verify(module, case.inputs(0), exporter=exporter, **common)
+    backends = ("onnxruntime", *OPENVINO) if device == "cpu" and exporter == "roundtrip" else ("onnxruntime",)
+    traced = harness.verify(module, case.inputs(0), exporter=exporter, backends=backends, **common)
     other = harness.verify(module, case.other_inputs(1), onnx_model=traced.onnx_model, **common)
     return traced, other
 
@@ -42,6 +49,9 @@ def _assert_passed(verification) -> None:
     assert verification.checker.passed, verification.checker.message
     failing = [c.to_dict() for c in verification.outputs if not c.passed]
     assert verification.passed and not failing, failing or verification.notes
+    for result in verification.backend_results:  # a further backend passes, or is a named skip
+        failing = [c.to_dict() for c in result.outputs if not c.passed]
+        assert result.passed or (result.skipped and result.passed is None), (result.backend, failing or result.notes)
 
 
 def test_roundtrip_export(zoo_case, roundtrip_device, roundtrip):

@@ -557,23 +557,6 @@ def _capture_hooks(model: torch.nn.Module, keep: frozenset[str]):
         yield
 
 
-def _nothing_to_decompose(program: torch.export.ExportedProgram, keep: frozenset[str]) -> bool:
-    """Whether `run_decompositions` would keep every node as it is: each op is a kept,
-    functional overload (or Python arithmetic on sizes) and the program mutates nothing."""
-    if any(spec.kind != OutputKind.USER_OUTPUT for spec in program.graph_signature.output_specs):
-        return False
-    for node in program.graph.nodes:
-        if node.op != "call_function":
-            continue
-        target = node.target
-        if isinstance(target, torch._ops.OpOverload):
-            if str(target) not in keep or target._schema.is_mutable:
-                return False
-        elif getattr(target, "__module__", None) != "_operator":
-            return False
-    return True
-
-
 def forward_parameters(model: torch.nn.Module) -> list[inspect.Parameter]:
     try:
         return list(inspect.signature(model.forward).parameters.values())

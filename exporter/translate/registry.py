@@ -5,6 +5,12 @@ A target is an overload name. Every spelling of it is accepted and normalised to
 default overload) and `torch.ops.aten.add.Tensor` itself. Each target keeps one function per
 opset range: the entry registered `since` the highest opset at or below the target opset wins.
 User registrations win over the built-ins; `custom_symbolics=` at export time wins over both.
+
+Complex tensors travel as (..., 2) real pairs (exporter/translate/symbolics/fft.py). A symbolic
+declares at registration whether it reads that layout: `takes_complex=True` for one that accepts
+complex operands as well as real ones (the FFTs, the complex views), `complex_operands=True` for
+the form of an op used only when a node reads or makes a complex tensor (complex `mul`, `abs`).
+Any other op on a complex value is reported unsupported.
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ class SymbolicEntry:
     fn: SymbolicFn
     since_opset: int
     origin: str  # "builtin" | "user" | "call"
+    takes_complex: bool = False  # reads complex operands in the (..., 2) layout as well as real ones
 
     @property
     def location(self) -> str:
@@ -73,7 +80,7 @@ class SymbolicRegistry:
         self.origin = origin
         self._entries: dict[str, list[SymbolicEntry]] = {}
 
-    def register(self, target: Any, fn: SymbolicFn, *, opset: int | None = None) -> None:
+    def register(self, target: Any, fn: SymbolicFn, *, opset: int | None = None, takes_complex: bool = False) -> None:
         key = normalize_target(target)
         since = MIN_OPSET if opset is None else opset
         if self.origin == "builtin":
@@ -83,7 +90,7 @@ class SymbolicRegistry:
                 raise ValueError(f"two built-in symbolics for {key} since opset {since}: {clash.location} and "
                                  f"{new.location}; keep one (users override built-ins with register_symbolic)")
         entries = [e for e in self._entries.get(key, []) if e.since_opset != since]
-        entries.append(SymbolicEntry(key, fn, since, self.origin))
+        entries.append(SymbolicEntry(key, fn, since, self.origin, takes_complex))
         self._entries[key] = sorted(entries, key=lambda e: e.since_opset)
 
     def unregister(self, target: Any) -> None:
@@ -101,25 +108,37 @@ class SymbolicRegistry:
 
 BUILTINS = SymbolicRegistry("builtin")
 USER = SymbolicRegistry("user")
+COMPLEX_FORMS = SymbolicRegistry("builtin")  # ops' forms for complex operands, beside their real ones
 
 
-def symbolic(*targets: str, since: int | None = None) -> Callable[[SymbolicFn], SymbolicFn]:
-    """Decorator registering a built-in symbolic for one or more overloads."""
+def symbolic(*targets: str, since: int | None = None, takes_complex: bool = False,
+             complex_operands: bool = False) -> Callable[[SymbolicFn], SymbolicFn]:
+    """Decorator registering a built-in symbolic for one or more overloads.
+
+    `takes_complex`: it also reads complex operands as (..., 2) real pairs. `complex_operands`:
+    it is the form of these ops used only when a node reads or makes a complex tensor (the
+    overloads' real symbolics are registered apart).
+    """
 
     def decorate(fn: SymbolicFn) -> SymbolicFn:
         for target in targets:
-            BUILTINS.register(target, fn, opset=since)
+            if complex_operands:
+                COMPLEX_FORMS.register(target, fn, takes_complex=True)
+            else:
+                BUILTINS.register(target, fn, opset=since, takes_complex=takes_complex)
         return fn
 
     return decorate
 
 
-def register_symbolic(target: Any, fn: SymbolicFn, *, opset: int | None = None) -> None:
+def register_symbolic(target: Any, fn: SymbolicFn, *, opset: int | None = None, takes_complex: bool = False) -> None:
     """Register a user symbolic `fn(g, *args)` for `target`; it overrides any built-in.
 
     `opset` is the lowest opset the function supports (default: every supported opset).
+    `takes_complex`: `fn` reads complex operands as (..., 2) real pairs (real part, imaginary
+    part on a trailing axis); without it a node on complex tensors is reported unsupported.
     """
-    USER.register(target, fn, opset=opset)
+    USER.register(target, fn, opset=opset, takes_complex=takes_complex)
 
 
 def unregister_symbolic(target: Any) -> None:
@@ -150,6 +169,16 @@ class Dispatcher:
         if too_new:
             return f"its symbolic needs opset >= {min(too_new)} (exporting at {self.opset_version})"
         return "no symbolic function is registered for it"
+
+    def lookup_complex(self, target: Any, does: str = "reads") -> SymbolicEntry | str:
+        """The form of `target` for a node that `does` ("reads" or "makes") a complex tensor,
+        or why there is none."""
+        key = normalize_target(target)
+        entries = COMPLEX_FORMS.entries(key)
+        if entries:
+            return entries[-1]
+        return (f"it {does} a complex tensor, which only view_as_real, view_as_complex, the FFTs and "
+                f"{', '.join(COMPLEX_FORMS.targets())} translate (complex values are real pairs in the graph)")
 
     def known_targets(self) -> Iterable[str]:
         """Every target with a symbolic in any layer, at ANY opset (not only this one).

@@ -28,7 +28,7 @@ from exporter.errors import ExportError, SymbolicError, UnsupportedOperator, Uns
 from exporter.translate.dtypes import unsupported_reason
 from exporter.translate.graph import Dim, Graph, Value
 from exporter.translate.provenance import scope_of, source_of
-from exporter.translate.registry import MIN_OPSET, Dispatcher, SymbolicEntry, normalize_target
+from exporter.translate.registry import Dispatcher, normalize_target
 
 # Input kinds whose placeholders hold a tensor the ONNX graph carries as an initializer.
 _STATE_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
@@ -130,12 +130,12 @@ def translate(
             SCOPE_KEY: scope_of(node, root_name),
             SOURCE_KEY: source_of(node),
         }
-        if not isinstance(found, str) and not getattr(found.fn, "takes_complex", False):
+        if not isinstance(found, str) and not found.takes_complex:
             # complex values are (..., 2) pairs: only some ops read them, or make them (a Cast of reals)
             if _complex_operands(node):
-                found = _complex_form(target)
+                found = dispatcher.lookup_complex(target)
             elif _complex_result(node):
-                found = _complex_form(target, "makes")
+                found = dispatcher.lookup_complex(target, "makes")
         if isinstance(found, str):
             unsupported.append(_unsupported(node, root_name, target, *_capture_construct(node, found)))
             env[node.name] = MISSING
@@ -161,16 +161,6 @@ def translate(
         raise UnsupportedOperatorError(unsupported, opset_version)
     _add_outputs(program, graph, env, conversion, output_names)
     return conversion
-
-
-def _complex_form(target: str, does: str = "reads") -> SymbolicEntry | str:
-    """The symbolic of `target` for complex operands (symbolics/fft.py), or why there is none."""
-    from exporter.translate.symbolics.fft import COMPLEX_FORMS
-
-    if target in COMPLEX_FORMS:
-        return SymbolicEntry(target, COMPLEX_FORMS[target], MIN_OPSET, "builtin")
-    return (f"it {does} a complex tensor, which only view_as_real, view_as_complex, the FFTs and "
-            f"{', '.join(sorted(COMPLEX_FORMS))} translate (complex values are real pairs in the graph)")
 
 
 def _complex_operands(node: torch.fx.Node) -> bool:

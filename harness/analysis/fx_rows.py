@@ -19,18 +19,20 @@ import numpy as np
 import onnx
 import torch
 
-from harness.analysis import draws, quant_rows
+from harness.analysis import draws, quant_rows, runtime_regions, selections
 from harness.analysis.accumulated import SegmentedRun, run_instrumented
 from harness.analysis.fx_mapping import NodeGroup, output_at, value_sources
 from harness.analysis.isolated import isolate
 from harness.analysis.rows import (
     BLAME_RUNTIME_PRECISION, OpAnalysis, OpArtifacts, OpRecord, judge, worst_comparison as _worst,
 )
+from harness.analysis.spilled import SpillFolder, spill
 from harness.analysis.strictness import harness_error
 from harness.analysis.torch_values import TorchValues, describe_value
 from harness.analysis.truth import OpCallFailed, Replayer, no_truth_reason, reduction_length, replay_region
 from harness.metrics.arrays import as_array, largest_finite
 from harness.metrics.comparison import Comparison, compare, dtype_name
+from harness.metrics import ties
 from harness.metrics.noise import NoiseModel, attribute, dtype_key, load_noise_model
 from harness.metrics.tolerances import Tolerance, ToleranceTable
 from harness.metrics.verdict import VerdictRule, load_rule
@@ -75,6 +77,7 @@ class FxAnalysis:
     declared_only: bool = True  # the backend runs every node as declared: a row's precision is its dtype
     chunk_bytes: int = field(default_factory=lambda: CHUNK_BYTES)  # backend values held at once (_analyse_streamed)
     ort_config: Any = None  # onnxruntime: the sessions' runtime.OrtConfig (which fusions it makes)
+    runtime_fusions: Sequence[Any] = ()  # the backend's fused layers (RuntimeFusion), judged as regions
 
 
 def analyse(analysis: FxAnalysis) -> OpAnalysis:
@@ -102,6 +105,7 @@ def analyse_backends(analyses: Sequence[FxAnalysis]) -> list[OpAnalysis]:
         rule = analysis.rule or load_rule(analysis.noise_model)
         for fx, record in records.items():
             _judge(record, isolated.get(fx, {}), truths[index].get(fx, {}), rule, analysis)
+        _judge_fused_layers(records, analysis, rule, result.timings)
         started = time.perf_counter()
         result.notes.extend(quant_rows.annotate(records, analysis, analysis.ort_config))
         if any(record.quant_steps is not None for record in records.values()):
@@ -130,6 +134,8 @@ def _measure(analysis: FxAnalysis) -> tuple[dict[str, OpRecord], OpAnalysis, dic
     result.notes.extend(instrumented.notes())
     for fx, group in analysis.groups.items():
         records[fx].accumulated = _worst(_compare_outputs(group, instrumented.values, analysis, records[fx]))
+    selections.match_rows(records, analysis.groups, instrumented.values, analysis.values, analysis.program,
+                          result.selections)
     del instrumented  # every op's value, compared: freed before the isolation session loads
     release_freed_memory()
     timings["accumulated_s"] = time.perf_counter() - started
@@ -155,6 +161,11 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
     rule = analysis.rule or load_rule(analysis.noise_model)
     sources = value_sources(analysis.onnx_model, analysis.program, analysis.groups)
     truth = _TruthPass(records, analysis)
+    spill_folder = None
+    if isinstance(analysis.values, TorchValues) and analysis.values.streaming:
+        spill_folder = SpillFolder()
+        analysis.values.measured_by({**{member.fx_node: fx for fx, group in analysis.groups.items()
+                                        for member in group.region}, **{fx: fx for fx in analysis.groups}})
 
     started = time.perf_counter()
     exposed = [name for group in analysis.groups.values() for name in group.outputs.values()]
@@ -181,13 +192,15 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
         names, values = chunk
         for fx in names:
             records[fx].accumulated = _worst(_compare_outputs(analysis.groups[fx], values, analysis, records[fx]))
+        selections.match_rows({fx: records[fx] for fx in names}, analysis.groups, values, analysis.values,
+                              analysis.program, result.selections)
         del chunk, values  # this chunk's backend values, compared
         release_freed_memory()
         timings["accumulated_s"] += time.perf_counter() - started
         _measure_chunk({fx: records[fx] for fx in names}, analysis, sources, truth, rule, timings)
         if isinstance(analysis.values, TorchValues) and analysis.values.streaming:
+            _keep_worst_artifacts(records.values(), spill_folder)
             analysis.values.release(names)
-            _keep_worst_artifacts(records.values())
     result.instrumented_vs_production = instrumented.final_vs_production
     result.notes.extend(instrumented.notes())
     if isinstance(analysis.values, TorchValues) and analysis.values.streaming:
@@ -197,6 +210,7 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
             "torch's values exceed the budget of values held at once, so they were streamed (each released once "
             f"the ops reading it were measured); reproducer inputs are kept for the {kept} op(s) with the largest "
             "errors")
+    _judge_fused_layers(records, analysis, rule, timings)
     started = time.perf_counter()
     result.notes.extend(quant_rows.annotate_regions(records, analysis, analysis.ort_config))
     if any(record.quant_steps is not None for record in records.values()):
@@ -270,13 +284,17 @@ KEPT_ARTIFACTS = 10
 largest errors (failing first), as many as a report writes reproducers for."""
 
 
-def _keep_worst_artifacts(records: Iterable[OpRecord]) -> None:
+def _keep_worst_artifacts(records: Iterable[OpRecord], folder: SpillFolder | None = None) -> None:
     """Drop the reproducer tensors (views that would hold torch's values) of every measured op
-    but the KEPT_ARTIFACTS worst."""
+    but the KEPT_ARTIFACTS worst; with a `folder`, the kept ones move there (analysis.spilled),
+    so that they hold no torch value in memory either."""
     measured = [record for record in records if record.artifacts is not None]
     measured.sort(key=lambda record: (record.passed is False, record.error_ratio), reverse=True)
     for record in measured[KEPT_ARTIFACTS:]:
         record.artifacts = None
+    if folder is not None:
+        for record in measured[:KEPT_ARTIFACTS]:
+            spill(record.artifacts, folder)
 
 
 def _measure_chunk(records: dict[str, OpRecord], analysis: FxAnalysis, sources: Mapping[str, tuple[str, int]],
@@ -319,6 +337,65 @@ def _judge(record: OpRecord, isolated: Mapping[str, Comparison], truths: Mapping
         record.blame = BLAME_RUNTIME_PRECISION
         record.notes.append(f"its error passes only at {lower}: the {record.dtype} rule it declares would fail it "
                             "(the backend's precision, not the export)")
+
+
+def _judge_fused_layers(records: dict[str, OpRecord], analysis: FxAnalysis, rule: VerdictRule,
+                        timings: dict[str, float]) -> None:
+    """The backend's fused layers onto the rows (runtime_regions), and each layer that ran
+    several FX nodes judged as one region on its output's row: isolated together from torch's
+    values, against its members' fp64 truth. A failing region fails that row, whose verdict
+    becomes the region's."""
+    if not analysis.runtime_fusions:
+        return
+    started = time.perf_counter()
+    layers = runtime_regions.fused_layers(analysis.runtime_fusions, analysis.groups)
+    runtime_regions.annotate(records, layers)
+    regions = {layer.output: layer for layer in layers if layer.is_region and layer.output in records}
+    if regions and isinstance(analysis.values, TorchValues) and analysis.values.streaming:
+        for fx in regions:
+            records[fx].notes.append("its fused runtime layer was not judged as a region: torch's values were "
+                                     "streamed and released")
+        regions = {}
+    if not regions:
+        return
+    groups = {fx: runtime_regions.region_group(layer, analysis.groups, analysis.onnx_model)
+              for fx, layer in regions.items()}
+    scoped = dataclasses.replace(analysis, groups={**analysis.groups, **groups})
+    scratch = {fx: _record(group, scoped) for fx, group in groups.items()}
+    isolated = _isolated(scratch, scoped)
+    by_name = {n.name: n for n in analysis.program.graph.nodes}
+    for fx, region in scratch.items():
+        truths: dict[str, TruthPair] = {}
+        members = _region_members(groups[fx], analysis.program)
+        reason = next((no_truth_reason(m) for m in members if no_truth_reason(m)), "")
+        if reason:
+            region.notes.append(f"no fp64 truth: {reason}")
+        else:
+            try:
+                truth, length = replay_region(members, analysis.values)
+                truths = _fill_truth(region, groups[fx], by_name[fx], truth, None, scoped, isolated.get(fx, {}),
+                                     length=length)
+            except OpCallFailed as failed:
+                region.notes.append(f"no fp64 truth: the float64 call failed: {failed}"[:300])
+        _judge(region, isolated.get(fx, {}), truths, rule, scoped)
+        _take_region(records[fx], region)
+    timings["runtime_regions_s"] = time.perf_counter() - started
+
+
+def _take_region(record: OpRecord, region: OpRecord) -> None:
+    """The fused layer's region judgement onto its output's row."""
+    fusion = dict(record.runtime_fusion or {})
+    fusion.update(passed=region.passed, isolated=region.isolated.to_dict() if region.isolated else None,
+                  verdict=region.verdict.to_dict() if region.verdict is not None else None)
+    record.runtime_fusion = fusion
+    if region.passed is False and record.passed is not False:
+        record.passed = False
+        if region.verdict is not None:
+            record.verdict = dataclasses.replace(
+                region.verdict, reason=f"the runtime's fused layer {fusion.get('layer')!r} as a region "
+                                       f"({' + '.join(fusion.get('fx_nodes', []))}): {region.verdict.reason}")
+        record.notes.append(f"its fused runtime layer {fusion.get('layer')!r} fails as a region "
+                            f"({' + '.join(fusion.get('fx_nodes', []))})")
 
 
 def _lower_precision(record: OpRecord) -> str:
@@ -382,13 +459,45 @@ def _compare_outputs(group: NodeGroup, actual: Mapping[str, Any], analysis: FxAn
         return draws.compare_draws(record, node, analysis.values, actual,
                                    lambda index: _torch_output(analysis, group, index), group.outputs)
     tolerance = _tolerance(record)
+    selecting = _index_judge(group, analysis)
     comparisons = []
     for index, name in sorted(group.outputs.items()):
         expected = _torch_output(analysis, group, index)
         if name in actual and _comparable(expected):
+            if selecting is not None and index == selecting[0]:
+                comparisons.append(selecting[1](actual[name], as_array(expected), name))
+                record.check = "selection"
+                if comparisons[-1].note and comparisons[-1].note not in record.notes:
+                    record.notes.append(comparisons[-1].note)
+                continue
             comparisons.append(compare(actual[name], as_array(expected), atol=tolerance.atol,
                                        rtol=tolerance.rtol, name=name))
     return comparisons
+
+
+def _index_judge(group: NodeGroup, analysis: FxAnalysis) -> tuple[int, Callable[[Any, np.ndarray, str], Comparison]] | None:
+    """(the output index, its comparison) for an op whose output is indices (harness.metrics.ties):
+    judged through the values they select in torch's value of the indexed input, so that a tie
+    broken another way is no divergence."""
+    spec = ties.index_output(group.aten)
+    if spec is None:
+        return None
+    node = next((n for n in analysis.program.graph.nodes if n.name == group.fx_node), None)
+    if node is None or len(node.args) <= spec.source or not isinstance(node.args[spec.source], torch.fx.Node):
+        return None
+    source = analysis.values.get(node.args[spec.source].name)
+    if not isinstance(source, torch.Tensor) or not source.is_floating_point():
+        return None
+    values = as_array(source)
+    args = list(node.args)
+    axis = None if spec.selection else ties.dim_of(spec, args, values.ndim)
+    keeps = ties.keeps_dim(spec, args)
+
+    def judge(actual_value: Any, expected: np.ndarray, name: str) -> Comparison:
+        return ties.compare_selection(as_array(actual_value), expected, values, axis=axis, keeps_dim=keeps,
+                                      selection=spec.selection, name=name)
+
+    return spec.output, judge
 
 
 def _comparable(value: Any) -> bool:
@@ -599,7 +708,10 @@ def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: 
     backend_side, torch_side = [], []
     pairs: dict[str, TruthPair] = {}
     noise = 0.0
+    spec = ties.index_output(record.aten)
     for index, name in sorted(group.outputs.items()):
+        if spec is not None and index == spec.output and record.check == "selection":
+            continue  # indices: judged through the values they select, not against the truth's own ties
         expected = output_at(truth, index)
         torch_value = _torch_output(analysis, group, index)
         if not _comparable(expected) or not _comparable(torch_value):

@@ -83,13 +83,15 @@ def analyse_nodes(
     production: list[np.ndarray] | None = None,
     environment: Mapping[str, Any] | None = None,
     strict: bool | None = None,
+    weights: Any = None,
 ) -> OpAnalysis:
     """One row per ONNX node against onnx's ReferenceEvaluator.
 
     `model` is what the backend loads (weights may be stubbed), `source_model` the same with its
     weights (the reference runs it); `reference` may carry the reference's values already.
     `environment` is recorded in each row's reproducer artifacts. `strict` raises the harness's
-    own errors (harness.analysis.strictness).
+    own errors (harness.analysis.strictness). `weights` (runtime.SharedWeights) restores the
+    in-memory initializers of `source_model` when a reproducer is written.
     """
     result = OpAnalysis(ops=[], reference=REFERENCE)
     timings = result.timings
@@ -147,7 +149,7 @@ def analyse_nodes(
             source=source_model, nodes=[node], inputs=isolation.inputs.get(key, {}),
             expected={o: np.asarray(reference[o]) for o in node.output if o and _is_tensor(reference.get(o))},
             reference=REFERENCE, device=device, tolerance=record.tolerance,
-            environment=dict(environment or {}), isolated_outputs=actual,
+            environment=dict(environment or {}), isolated_outputs=actual, weights=weights,
         )
     timings["isolated_s"] = time.perf_counter() - started
     return result

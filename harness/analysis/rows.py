@@ -35,6 +35,7 @@ class OpArtifacts:
     environment: dict[str, Any] = field(default_factory=dict)
     isolated_outputs: dict[str, np.ndarray] = field(default_factory=dict)  # the backend's, isolated
     weights: Any = None  # runtime.SharedWeights restoring `source`'s in-memory initializers (else None)
+    spill_folder: Any = None  # analysis.spilled.SpillFolder holding mapped arrays (kept alive with them)
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,11 @@ class OpRecord:
     blame:       across backends: "export" (every backend disagrees with torch), "runtime" (this
                  backend alone disagrees with the truth), "runtime-precision" (this backend ran the
                  op below its declared precision); "" with one backend, or when all agree.
+    runtime_fusion: the backend's own fused layer that ran the op's ONNX nodes with others, when
+                 it did: the layer, its type and precision, the ONNX nodes and FX nodes it covers,
+                 the FX node whose value it outputs, and (on that output's row) the region's own
+                 isolated error and verdict: the runtime gives only the layer's output, so the
+                 layer is judged as one region; None when no fused layer covers the op.
     check:       what the row compares: "values"; "distribution" for random ops (shape, dtype and
                  statistics); "matched" for data-dependent detections matched box to box.
     """
@@ -114,6 +120,7 @@ class OpRecord:
     runtime_precision: RuntimePrecision | None = None
     quant_steps: QuantSteps | None = None
     blame: str = ""
+    runtime_fusion: dict[str, Any] | None = None
     artifacts: Any = field(default=None, repr=False, compare=False)  # reproducer inputs; not serialised
 
     @property
@@ -166,7 +173,7 @@ class OpRecord:
             "computed_by": self.computed_by, "check": self.check, "backend": self.backend,
             "runtime_precision": self.runtime_precision.to_dict() if self.runtime_precision is not None else None,
             "quant_steps": self.quant_steps.to_dict() if self.quant_steps is not None else None,
-            "blame": self.blame,
+            "blame": self.blame, "runtime_fusion": self.runtime_fusion,
         }
         for key in ("accumulated", "isolated", "truth", "torch_truth", "noise_floor"):
             value = getattr(self, key)
@@ -230,3 +237,4 @@ class OpAnalysis:
     notes: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)  # entries for the record's environment
+    selections: dict[str, Any] = field(default_factory=dict)  # index rows tied with torch's (analysis.selections)

@@ -151,6 +151,9 @@ class TorchValues(Mapping):
     gives a node's value without computing it (meta tensors: dtype and shape). `release(done)`
     drops every value of the second run that no op outside `done` reads any more. Iterating
     lists every node's name; `streaming` says whether any value was left to the second run.
+    `measured_by(rows)` says which row measures each node: a node no row measures (a view, a
+    size computation, an op the export folded away) waits for nobody once computed, so what it
+    reads is released with the rows that read it.
     """
 
     def __init__(self, program: torch.export.ExportedProgram, kept: dict[str, Any], described: dict[str, Any],
@@ -164,6 +167,7 @@ class TorchValues(Mapping):
         self._computed: dict[str, Any] = {}
         self._position = 0
         self._done: set[str] = set()
+        self._row_of: dict[str, str] | None = None  # node -> the row measuring it (None: every op its own)
         self._interpreter = torch.fx.Interpreter(program.graph_module)
         self.passes = 1  # runs of the graph made, the first one included
 
@@ -194,6 +198,16 @@ class TorchValues(Mapping):
         """The node's value if kept, else its description (meta tensors); None if unknown."""
         return self.kept[name] if name in self.kept else self.described.get(name)
 
+    def measured_by(self, rows: Mapping[str, str]) -> None:
+        """Declare which row measures each node ({node: row}; a region's members map to its
+        row); nodes left out are measured by no row. Without it every op is its own row."""
+        self._row_of = dict(rows)
+
+    def _waits(self, name: str) -> bool:
+        """Whether the op `name` still waits for its row to be measured."""
+        row = name if self._row_of is None else self._row_of.get(name)
+        return row is not None and row not in self._done
+
     def release(self, done: Iterable[str]) -> None:
         """Mark the ops in `done` measured, and drop the second run's values that no op still
         to be measured reads (nor the second run itself)."""
@@ -205,14 +219,14 @@ class TorchValues(Mapping):
     def _finished(self, node: torch.fx.Node) -> bool:
         """Whether nothing still needs `node`'s value: its own op is measured, and every node
         reading it has run and is measured (a getitem reading it: whatever reads that)."""
-        if _is_op(node) and node.name not in self._done:
+        if _is_op(node) and self._waits(node.name):
             return False
         for user in node.users:
             if user.op == "output":
                 continue
             if self._index[user.name] >= self._position:
                 return False
-            if (user.name not in self._done) if _is_op(user) else not self._finished(user):
+            if self._waits(user.name) if _is_op(user) else not self._finished(user):
                 return False
         return True
 

@@ -428,6 +428,67 @@ def program_truth(program: torch.export.ExportedProgram, values: dict[str, Any])
     return output_values(program, chained)
 
 
+_CONVOLUTIONS = {torch.conv1d: 1, torch.conv2d: 2, torch.conv3d: 3,
+                 torch.nn.functional.conv1d: 1, torch.nn.functional.conv2d: 2, torch.nn.functional.conv3d: 3}
+
+
+class SlicedConvolutions(torch.overrides.TorchFunctionMode):
+    """Inside it, a float64 convolution whose unfolded input (torch's float64 kernel unfolds
+    every image, im2col, before its matrix product) would exceed `SLICED_BYTES` runs in slices
+    of its input channels, image by image, the partial results summed, as the Replayer slices a
+    recorded one. A module run eagerly in float64 (`model_truth`) then never holds a whole
+    unfolded input: a 3x3 convolution of 256 channels on a 200 x 267 map (a detector's FPN at
+    800 px) unfolds to 0.98 GB in float64."""
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        rank = _CONVOLUTIONS.get(func)
+        if rank is not None:
+            slices = _convolution_slices(rank, *args, **kwargs)
+            if slices > 1:
+                return _convolution_in_slices(func, slices, *args, **kwargs)
+        return func(*args, **kwargs)
+
+
+def _tuple(value: Any, rank: int) -> tuple[int, ...]:
+    return tuple(value) if isinstance(value, (list, tuple)) else (int(value),) * rank
+
+
+def _convolution_slices(rank: int, input: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
+                        dilation: Any = 1, groups: int = 1) -> int:
+    """How many slices of input channels a float64 convolution needs (1: none)."""
+    if (not isinstance(input, torch.Tensor) or not isinstance(weight, torch.Tensor) or input.dtype != torch.float64
+            or groups != 1 or isinstance(padding, str) or weight.dim() != rank + 2 or input.dim() != rank + 2):
+        return 1
+    stride, padding, dilation = _tuple(stride, rank), _tuple(padding, rank), _tuple(dilation, rank)
+    kernel = tuple(weight.shape[2:])
+    if all(k == 1 for k in kernel) and all(s == 1 for s in stride) and not any(padding):
+        return 1  # a pointwise convolution is a matrix product on the input as it is: nothing unfolded
+    spatial = [(size + 2 * pad - dil * (k - 1) - 1) // st + 1
+               for size, pad, dil, k, st in zip(input.shape[2:], padding, dilation, kernel, stride)]
+    unfolded = weight[0].numel() * _prod(spatial) * input.element_size()
+    return min(int(weight.shape[1]), -(-unfolded // SLICED_BYTES))
+
+
+def _convolution_in_slices(func: Any, slices: int, input: torch.Tensor, weight: torch.Tensor, bias: Any = None,
+                           *rest: Any, **kwargs: Any) -> torch.Tensor:
+    channels = weight.shape[1]
+    per_slice = -(-channels // slices)
+    total = None
+    for image in range(input.shape[0]):
+        for start in range(0, channels, per_slice):
+            stop = min(start + per_slice, channels)
+            part = func(input[image:image + 1, start:stop], weight[:, start:stop], None, *rest, **kwargs)
+            if total is None:
+                total = part.new_zeros((input.shape[0], *part.shape[1:]))
+            total[image:image + 1].add_(part)
+            del part
+    if bias is not None:
+        total.add_(bias.reshape([1, -1] + [1] * (total.dim() - 2)))
+    release_freed_memory()
+    return total
+
+
 def model_truth(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> Any:
     """The module's outputs in float64 on CPU: its floating parameters and buffers, and the
     floating tensors of `args` and `kwargs`, cast up exactly (the module is not changed).
@@ -440,7 +501,7 @@ def model_truth(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str
     from exporter.capturing.trace import eval_mode
 
     try:
-        with torch.no_grad(), eval_mode(module):
+        with torch.no_grad(), eval_mode(module), SlicedConvolutions():
             return torch.func.functional_call(module, state, tuple(args64), kwargs64)
     except Exception as error:  # the module's own code or a kernel refused float64
         raise OpCallFailed(None, error) from error

@@ -74,7 +74,8 @@ def _verify(built: Built, exported: Any, options: dict[str, Any], name: str) -> 
         from harness.verification import sweep_shapes
 
         sweep_shapes(verification, exported, built.module, built.args, options["shapes"],
-                     dynamic_axes=_dynamic_axes(built, options), axis_ranges=built.axis_ranges, **common)
+                     dynamic_axes=_dynamic_axes(built, options), axis_ranges=built.axis_ranges,
+                     backends=tuple(backends), **common)
         return verification, None
     other = None
     if built.other_sizes:  # the same ONNX model at the case's sizes, in one session
@@ -82,7 +83,8 @@ def _verify(built: Built, exported: Any, options: dict[str, Any], name: str) -> 
 
         sweep_shapes(verification, exported, built.module, built.args, built.other_sizes,
                      dynamic_axes=built.options.get("dynamic_axes"),
-                     make_inputs=lambda sizes, axes: built.sized_inputs(dict(sizes)), **common)
+                     make_inputs=lambda sizes, axes: built.sized_inputs(dict(sizes)), backends=tuple(backends),
+                     **common)
         return verification, None
     fixed = _static_axes_hit(verification.onnx_model, built.other_args)
     if fixed:  # the export fixed an axis the other size changes: not a failure of the model

@@ -8,8 +8,14 @@ Regressions (any one makes `roundtrip diff` exit 1):
   (at least `min_ratio` of its tolerance);
 * an op that was isolated and no longer is (newly unsupported).
 
-Ops are matched by (case, FX node): one build of one model names its nodes the same way every
-run. The thresholds are data (data/diff.json) with their reasons.
+Ops are matched by (case, backend, FX node): one build of one model names its nodes the same way
+every run, and a row is compared only with the row of the same backend spec (its canonical
+spelling: `openvino:precision=f32` is another backend than `openvino`). A backend that one side
+has and the other lacks is listed (`missing_backends`, `added_backends`), never compared with
+another backend; one skipped on either side is listed with why (`not_compared`). A report from
+before the backend axis was verified on `onnxruntime`. With several backends, a backend whose
+verdict went from pass to fail is a regression of its own. The thresholds are data
+(data/diff.json) with their reasons.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from harness.report.summary import fmt, max_output_error, op_text, ops_of, ratio, worst_ops
+from harness.report.summary import BackendEntry, backend_entries, backend_names, fmt, max_output_error, op_text, ratio, worst_ops
 
 DIFF_SCHEMA_VERSION = 1
 FAILED = ("fail", "crashed", "error")
@@ -48,37 +54,89 @@ def _isolated_ratio(op: Mapping[str, Any], like: Mapping[str, Any] | None = None
     return ratio(op)
 
 
-def _op_entry(case: str, op: Mapping[str, Any], kind: str, detail: str, base: Any = None, new: Any = None
-              ) -> dict[str, Any]:
-    return {"case": case, "fx_node": op["fx_node"], "aten": op["aten"], "kind": kind, "detail": detail,
+def _op_entry(case: str, op: Mapping[str, Any], kind: str, detail: str, base: Any = None, new: Any = None,
+              backend: str = "") -> dict[str, Any]:
+    return {"case": case, "backend": backend, "fx_node": op["fx_node"], "aten": op["aten"], "kind": kind,
+            "detail": detail,
             "scope": op.get("scope", ""), "source": op.get("source", ""),
             "base_ratio": base, "new_ratio": new}
 
 
-def _compare_op(case: str, old: Mapping[str, Any], new: Mapping[str, Any], limits: Thresholds
+def _compare_op(case: str, old: Mapping[str, Any], new: Mapping[str, Any], limits: Thresholds, backend: str = ""
                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(regressions, improvements) of one op."""
+    """(regressions, improvements) of one op on one backend."""
     regressions: list[dict[str, Any]] = []
     improvements: list[dict[str, Any]] = []
     old_ratio, new_ratio = _isolated_ratio(old, new), _isolated_ratio(new, old)
     if old_ratio is not None and new_ratio is None and new.get("not_isolable"):
-        regressions.append(_op_entry(case, new, "unsupported", f"no longer isolated: {new['not_isolable']}"))
+        regressions.append(_op_entry(case, new, "unsupported", f"no longer isolated: {new['not_isolable']}",
+                                     backend=backend))
         return regressions, improvements
     if old.get("passed") is not False and new.get("passed") is False:
         regressions.append(_op_entry(case, new, "crossed", f"now fails its tolerance at {fmt(new_ratio)}x "
-                                     f"(was {fmt(old_ratio)}x)", old_ratio, new_ratio))
+                                     f"(was {fmt(old_ratio)}x)", old_ratio, new_ratio, backend))
     elif old.get("passed") is False and new.get("passed") is True:
         improvements.append(_op_entry(case, new, "passes", f"now passes at {fmt(new_ratio)}x (was {fmt(old_ratio)}x)",
-                                      old_ratio, new_ratio))
+                                      old_ratio, new_ratio, backend))
     elif old_ratio is not None and new_ratio is not None:
         if new_ratio >= limits.min_ratio and new_ratio > limits.growth_factor * old_ratio:
             growth = math.inf if old_ratio == 0 else new_ratio / old_ratio
             regressions.append(_op_entry(case, new, "grew", f"isolated error grew {fmt(growth)}x to "
-                                         f"{fmt(new_ratio)}x its tolerance", old_ratio, new_ratio))
+                                         f"{fmt(new_ratio)}x its tolerance", old_ratio, new_ratio, backend))
         elif old_ratio >= limits.min_ratio and old_ratio > limits.growth_factor * new_ratio:
             improvements.append(_op_entry(case, new, "shrank", f"isolated error shrank from {fmt(old_ratio)}x "
-                                          f"to {fmt(new_ratio)}x its tolerance", old_ratio, new_ratio))
+                                          f"to {fmt(new_ratio)}x its tolerance", old_ratio, new_ratio, backend))
     return regressions, improvements
+
+
+@dataclass
+class _Found:
+    regressions: list[dict[str, Any]]
+    improvements: list[dict[str, Any]]
+    missing_backends: list[dict[str, str]]
+    added_backends: list[dict[str, str]]
+    not_compared: list[dict[str, str]]
+
+
+def _compare_backends(name: str, old_case: Mapping[str, Any], new_case: Mapping[str, Any], limits: Thresholds,
+                      found: _Found) -> None:
+    """Each backend of `new_case` against the same backend of `old_case`, and only that."""
+    old_entries = {e.backend: e for e in backend_entries(old_case)}
+    new_entries = {e.backend: e for e in backend_entries(new_case)}
+    several = len(old_entries) > 1 or len(new_entries) > 1
+    for backend, entry in new_entries.items():
+        before = old_entries.get(backend)
+        if before is None:
+            found.added_backends.append({"case": name, "backend": backend})
+            continue
+        if before.skipped or entry.skipped:
+            found.not_compared.append({"case": name, "backend": backend,
+                                       "why": f"skipped in the {'baseline' if before.skipped else 'new run'}: "
+                                              f"{before.skipped or entry.skipped}"})
+            continue
+        if several:
+            _compare_verdicts(name, before, entry, found)
+        old_ops = {op["fx_node"]: op for op in before.ops}
+        for op in entry.ops:
+            if op["fx_node"] in old_ops:
+                regressions, improvements = _compare_op(name, old_ops[op["fx_node"]], op, limits, backend)
+                found.regressions += regressions
+                found.improvements += improvements
+    found.missing_backends += [{"case": name, "backend": backend} for backend in old_entries if backend not in new_entries]
+
+
+def _compare_verdicts(name: str, before: BackendEntry, entry: BackendEntry, found: _Found) -> None:
+    if before.passed and entry.passed is False:
+        found.regressions.append({"case": name, "backend": entry.backend, "kind": "backend fails",
+                                  "detail": f"{entry.backend}: max output error {fmt(entry.max_output_error)} "
+                                            f"(was {fmt(before.max_output_error)})"})
+    elif before.passed is False and entry.passed:
+        found.improvements.append({"case": name, "backend": entry.backend, "kind": "backend passes",
+                                   "detail": f"{entry.backend}: max output error {fmt(entry.max_output_error)}"})
+
+
+def _worst_key(case_name: str, op: Mapping[str, Any]) -> tuple[str, str, str]:
+    return case_name, op.get("backend") or "", op["fx_node"]
 
 
 def _case_detail(case: Mapping[str, Any]) -> str:
@@ -95,27 +153,23 @@ def diff(base: Mapping[str, Any], new: Mapping[str, Any], *, thresholds: Thresho
     limits = thresholds or Thresholds.shipped()
     base_cases = {c["name"]: c for c in base["cases"]}
     new_cases = {c["name"]: c for c in new["cases"]}
-    regressions: list[dict[str, Any]] = []
-    improvements: list[dict[str, Any]] = []
+    found = _Found([], [], [], [], [])
     for name, case in new_cases.items():
         old = base_cases.get(name)
         if old is None:
             continue
         if old["status"] == "pass" and case["status"] in FAILED:
-            regressions.append({"case": name, "kind": f"case {case['status']}", "detail": _case_detail(case)})
+            found.regressions.append({"case": name, "kind": f"case {case['status']}", "detail": _case_detail(case)})
         elif old["status"] in FAILED and case["status"] == "pass":
-            improvements.append({"case": name, "kind": "case passes", "detail": f"was {old['status']}"})
-        old_ops = {op["fx_node"]: op for op in ops_of(old)}
-        for op in ops_of(case):
-            if op["fx_node"] in old_ops:
-                found, better = _compare_op(name, old_ops[op["fx_node"]], op, limits)
-                regressions += found
-                improvements += better
-    old_worst = {(r.case, r.op["fx_node"]) for r in worst_ops(base)}
+            found.improvements.append({"case": name, "kind": "case passes", "detail": f"was {old['status']}"})
+        _compare_backends(name, old, case, limits, found)
+    old_worst = {_worst_key(r.case, r.op) for r in worst_ops(base)}
     new_worst = [
-        {"case": r.case, "fx_node": r.op["fx_node"], "aten": r.op["aten"], "ratio": r.ratio, "text": op_text(r.op)}
-        for r in worst_ops(new) if (r.case, r.op["fx_node"]) not in old_worst
+        {"case": r.case, "backend": r.op.get("backend") or "", "fx_node": r.op["fx_node"], "aten": r.op["aten"],
+         "ratio": r.ratio, "text": op_text(r.op)}
+        for r in worst_ops(new) if _worst_key(r.case, r.op) not in old_worst
     ]
+    regressions, improvements = found.regressions, found.improvements
     versions = {key: [base["versions"].get(key), value] for key, value in new["versions"].items()
                 if base["versions"].get(key) != value}
     return {
@@ -125,6 +179,8 @@ def diff(base: Mapping[str, Any], new: Mapping[str, Any], *, thresholds: Thresho
         "new_worst_ops": new_worst,
         "missing_cases": sorted(set(base_cases) - set(new_cases)),
         "added_cases": sorted(set(new_cases) - set(base_cases)),
+        "missing_backends": found.missing_backends, "added_backends": found.added_backends,
+        "not_compared": found.not_compared, "backends": [backend_names(base), backend_names(new)],
         "versions_changed": versions,
         "device": [base["device"], new["device"]], "exporter": [base["exporter"], new["exporter"]],
     }
@@ -133,10 +189,11 @@ def diff(base: Mapping[str, Any], new: Mapping[str, Any], *, thresholds: Thresho
 def _table(rows: list[dict[str, Any]], empty: str) -> list[str]:
     if not rows:
         return [empty, ""]
-    lines = ["| case | op | what | detail | source |", "|---|---|---|---|---|"]
+    lines = ["| case | backend | op | what | detail | source |", "|---|---|---|---|---|---|"]
     for row in rows:
         op = f"`{row['fx_node']}` {row['aten']}" if row.get("fx_node") else "-"
-        lines.append(f"| {row['case']} | {op} | {row['kind']} | {row['detail']} | {row.get('source') or '-'} |")
+        lines.append(f"| {row['case']} | {row.get('backend') or '-'} | {op} | {row['kind']} | {row['detail']} | "
+                     f"{row.get('source') or '-'} |")
     return lines + [""]
 
 
@@ -156,9 +213,17 @@ def markdown(result: Mapping[str, Any], *, heading: str = "##") -> str:
                   f"{result['exporter'][0]} -> {result['exporter'][1]}.", ""]
     lines += [f"{heading}# Regressions", ""] + _table(regressions, "None.")
     lines += [f"{heading}# New worst ops", ""]
-    lines += [f"- {row['case']}: {row['text']}" for row in result["new_worst_ops"]] or ["None."]
+    lines += [f"- {row['case']}" + (f" on {row['backend']}" if row.get("backend") else "") + f": {row['text']}"
+              for row in result["new_worst_ops"]] or ["None."]
     lines += ["", f"{heading}# Improvements", ""] + _table(improvements, "None.")
     for key, label in (("missing_cases", "Cases in the baseline only"), ("added_cases", "Cases new in this run")):
         if result[key]:
             lines += [f"{label}: {', '.join(result[key])}.", ""]
+    for key, label in (("missing_backends", "Backends in the baseline only (not compared)"),
+                       ("added_backends", "Backends new in this run (not compared)")):
+        if result.get(key):
+            lines += [f"{label}: " + ", ".join(f"{row['case']} on {row['backend']}" for row in result[key]) + ".", ""]
+    if result.get("not_compared"):
+        lines += ["Not compared: " + "; ".join(f"{row['case']} on {row['backend']} ({row['why']})"
+                                               for row in result["not_compared"]) + ".", ""]
     return "\n".join(lines)

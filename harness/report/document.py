@@ -180,10 +180,22 @@ def compact_op(row: Mapping[str, Any], cpu_placed: Sequence[str] = ()) -> dict[s
     steps = row.get("quant_steps")
     out["quant_steps"] = {key: number(value) for key, value in steps.items()} if steps else None
     out["blame"] = row.get("blame", "")
+    if row.get("runtime_fusion"):
+        out["runtime_fusion"] = _compact_fusion(row["runtime_fusion"])
     for key in _OP_COMPARISONS:
         out[key] = compact_comparison(row.get(key), against_fp64=key in ("truth", "torch_truth", "noise_floor"))
     out["headroom"] = headroom(out)
     out["verdict"] = compact_verdict(row.get("verdict"))
+    return out
+
+
+def _compact_fusion(fusion: Mapping[str, Any]) -> dict[str, Any]:
+    """A row's runtime fusion with its region's comparison and verdict made compact."""
+    out = {key: value for key, value in fusion.items() if key not in ("isolated", "verdict")}
+    if "isolated" in fusion:
+        out["isolated"] = compact_comparison(fusion["isolated"], against_fp64=False)
+    if "verdict" in fusion:
+        out["verdict"] = compact_verdict(fusion["verdict"])
     return out
 
 
@@ -286,9 +298,13 @@ def compact_sweep(sweep: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """A ShapeSweep's `to_dict()` as a report keeps it: its numbers at four significant digits."""
     if not sweep:
         return None
-    sizes = [{**size, **{key: number(size.get(key)) for key in ("max_abs", "worst_ratio", "seconds")}}
-             for size in sweep.get("sizes", [])]
-    return {**sweep, "sizes": sizes, "timings": {k: number(v) for k, v in sweep.get("timings", {}).items()}}
+    def compact(sizes: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        return [{**size, **{key: number(size.get(key)) for key in ("max_abs", "worst_ratio", "seconds")}}
+                for size in sizes]
+
+    others = {name: compact(sizes) for name, sizes in sweep.get("other_backends", {}).items()}
+    return {**sweep, "sizes": compact(sweep.get("sizes", [])), "other_backends": others,
+            "timings": {k: number(v) for k, v in sweep.get("timings", {}).items()}}
 
 
 def crashed_case(name: str, *, reason: str, exit_code: int | None = None, signal: str | None = None,

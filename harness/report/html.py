@@ -14,7 +14,8 @@ from harness.report.document import as_float
 from harness.report.markdown import headline
 from harness.report.plots import error_along_graph, headroom_by_kind
 from harness.report.summary import (
-    failing_ops, fmt, max_output_error, measured, numeric_findings, op_kinds, op_types, ratio, verdict_counts, worst_ops,
+    backend_entries, backend_names, backend_status, failing_ops, fmt, max_output_error, measured, numeric_findings,
+    op_kinds, op_types, ops_to_compare, ratio, verdict_counts, worst_ops,
 )
 
 OPS_PER_CASE = 15
@@ -76,6 +77,52 @@ def _cells(case: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [(traced, traced), other_cell]
 
 
+def _backend_cell(case: Mapping[str, Any], backend: str) -> dict[str, Any]:
+    """One cell of the case x backend grid: its status, the worst score, the rows below their
+    declared precision, and why a skipped backend did not run."""
+    status = backend_status(case, backend)
+    entry = next((e for e in backend_entries(case) if e.backend == backend), None)
+    cell: dict[str, Any] = {"backend": backend, "status": status, "label": status, "detail": "", "title": "",
+                            "below": "", "failing": 0}
+    if entry is None:
+        return cell
+    if entry.skipped:
+        cell["title"] = entry.skipped
+        return cell
+    worst = entry.worst
+    cell["label"] = "pass" if entry.passed else "FAIL"
+    cell["detail"] = f"{fmt(ratio(worst))}x" if worst else ""
+    below = entry.below_declared
+    cell["title"] = (f"max output error {fmt(entry.max_output_error)}; worst op "
+                     f"{worst['fx_node'] if worst else '-'}; runtime precision {entry.runtime_precision}"
+                     + (f"; {below}/{len(entry.ops)} rows below their declared precision" if below else "")
+                     + (f"; {len(entry.failing)} failing row(s)" if entry.failing else ""))
+    cell["below"] = f"{below}/{len(entry.ops)} {entry.runtime_precision}" if below else ""
+    cell["failing"] = len(entry.failing)
+    return cell
+
+
+def _across_view(case: Mapping[str, Any], backends: list[str]) -> list[dict[str, Any]]:
+    """Per op, each backend's row side by side: score, verdict, runtime precision, and the
+    backend(s) at fault marked."""
+    views = []
+    for op in ops_to_compare(case, OPS_PER_CASE):
+        cells = []
+        for backend in backends:
+            row = op.rows.get(backend)
+            if row is None:
+                cells.append({"backend": backend, "status": "not-run", "ratio": None, "fault": "", "precision": ""})
+                continue
+            precision = (row.get("runtime_precision") or {}).get("precision") or ""
+            cells.append({"backend": backend, "status": "fail" if row.get("passed") is False else "pass",
+                          "ratio": ratio(row), "fault": op.faults.get(backend, ""),
+                          "precision": precision if precision != row.get("dtype") else ""})
+        at_fault = ("the export (every backend)" if op.export_fault
+                    else ", ".join(f"{backend} ({fault})" for backend, fault in op.faults.items()) or "-")
+        views.append({"fx_node": op.fx_node, "aten": op.aten, "cells": cells, "at_fault": at_fault})
+    return views
+
+
 def _explorer_view(case: Mapping[str, Any], report_dir: str | None) -> dict[str, Any] | None:
     """The case's Model Explorer links and commands (when its files were written and the report
     directory is known: the server reads models by absolute path)."""
@@ -88,7 +135,8 @@ def _explorer_view(case: Mapping[str, Any], report_dir: str | None) -> dict[str,
             "sync": os.path.join(base, entry["sync"]) if entry.get("sync") else None}
 
 
-def _case_view(case: Mapping[str, Any], report_dir: str | None = None) -> dict[str, Any]:
+def _case_view(case: Mapping[str, Any], report_dir: str | None = None, backends: list[str] | None = None
+               ) -> dict[str, Any]:
     reproducers = case.get("reproducers") or {}
     ops = (case.get("verification") or {}).get("ops", [])
     ranked = sorted(ops, key=lambda op: (op.get("isolated") is not None, ratio(op)), reverse=True)
@@ -100,6 +148,8 @@ def _case_view(case: Mapping[str, Any], report_dir: str | None = None) -> dict[s
         "worst": [_op_row(case["name"], op, reproducers) for op in ranked[:OPS_PER_CASE]],
         "findings": numeric_findings(case.get("verification") or {}),
         "explorer": _explorer_view(case, report_dir),
+        "backend_cells": [_backend_cell(case, backend) for backend in backends or []],
+        "across": _across_view(case, backends) if backends and len(backends) > 1 else [],
     }
 
 
@@ -108,11 +158,12 @@ def render(document: Mapping[str, Any], *, diff: Mapping[str, Any] | None = None
     """index.html for `document`, with the diff against a baseline when one is given; with
     `report_dir`, links each failing op of a case written with Model Explorer files to its nodes."""
     where = None if report_dir is None else os.fspath(report_dir)
-    cases = [_case_view(case, where) for case in document["cases"]]
+    backends = backend_names(document)
+    cases = [_case_view(case, where, backends) for case in document["cases"]]
     reproducers = {c["case"]["name"]: c["case"].get("reproducers") or {} for c in cases}
     kinds = op_kinds(document)
     return _environment().get_template(TEMPLATE).render(
         document=document, headline=headline(document), counts=verdict_counts(document), cases=cases,
         worst=[_op_row(r.case, r.op, reproducers.get(r.case, {})) for r in worst_ops(document)],
-        kinds=kinds, kinds_plot=headroom_by_kind(kinds), diff=diff,
+        kinds=kinds, kinds_plot=headroom_by_kind(kinds), diff=diff, backends=backends,
     )

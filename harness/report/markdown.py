@@ -12,8 +12,8 @@ from typing import Any
 
 from harness.report import diff as diffs
 from harness.report.summary import (
-    failing_ops, fmt, max_output_error, numeric_findings, op_kinds, op_name, op_text, op_types, verdict_counts,
-    worst_op, worst_ops,
+    backend_entries, backend_names, failing_ops, fmt, max_output_error, numeric_findings, op_kinds, op_name, op_text,
+    op_types, ratio, verdict_counts, worst_op, worst_ops,
 )
 
 OP_KIND_ROWS = 20
@@ -125,6 +125,40 @@ def _cases(document: Mapping[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def _backends(document: Mapping[str, Any]) -> list[str]:
+    """One table per backend (a run on several): each case's verdict on it, its output error, the
+    precision it ran at, its worst op and the failing rows with who is blamed."""
+    names = backend_names(document)
+    if len(names) < 2:
+        return []
+    lines = ["## Backends", "",
+             "Every backend is judged against the same torch values and fp64 truth. Score: the row's error over "
+             "what its verdict allowed (> 1 fails). Blame: `export` (every backend fails the op), `runtime` (only "
+             "this backend), `runtime-precision` (it ran the op below its declared precision).", ""]
+    for backend in names:
+        lines += [f"### {backend}", "", "| case | verdict | max output error | runtime precision | rows below declared "
+                  "| worst op | score | failing rows (blame) |", "|---|---|---|---|---|---|---|---|"]
+        for case in document["cases"]:
+            entry = next((e for e in backend_entries(case) if e.backend == backend), None)
+            if case["status"] in ("crashed", "error") or entry is None:
+                status = case["status"] if case["status"] in ("crashed", "error") else "not run"
+                lines.append(f"| {case['name']} | {status} | - | - | - | - | - | - |")
+                continue
+            if entry.skipped:
+                lines.append(f"| {case['name']} | skipped: {_cell(entry.skipped)} | - | - | - | - | - | - |")
+                continue
+            worst = entry.worst
+            failing = "; ".join(f"`{op['fx_node']}` ({op.get('blame') or 'fail'})" for op in entry.failing[:FAILING_OPS_SHOWN])
+            more = len(entry.failing) - FAILING_OPS_SHOWN
+            failing += f" and {more} more" if more > 0 else ""
+            lines.append(f"| {case['name']} | {'pass' if entry.passed else 'FAIL'} | {fmt(entry.max_output_error)} | "
+                         f"{entry.runtime_precision} | {entry.below_declared}/{len(entry.ops)} | "
+                         f"{_cell(op_name(worst)) if worst else '-'} | {fmt(ratio(worst)) if worst else '-'} | "
+                         f"{failing or '-'} |")
+        lines.append("")
+    return lines
+
+
 def _quantized(document: Mapping[str, Any]) -> list[str]:
     """Quantized cases, both ends kept apart: what quantizing cost (float module against the
     quantized torch module) and what the export and runtime added (quantized torch module
@@ -171,6 +205,6 @@ def render(document: Mapping[str, Any], *, diff: Mapping[str, Any] | None = None
     lines = [f"# {headline(document)}", ""] + _about(document)
     if diff is not None:
         lines += [diffs.markdown(diff), ""]
-    lines += _problems(document) + _worst(document) + _cases(document) + _quantized(document) + _kinds(document)
+    lines += _problems(document) + _worst(document) + _cases(document) + _backends(document) + _quantized(document) + _kinds(document)
     lines.append("Full data: `parity.json`; plots and sortable tables: `index.html`.")
     return "\n".join(lines) + "\n"

@@ -209,3 +209,148 @@ def case_line(case: Mapping[str, Any]) -> str:
         f"max_out_err={fmt(max_output_error(case))}{other_text} ops={len(record['ops'])} time={seconds}s "
         f"worst_op={op_text(worst) if worst else '-'}"
     )
+
+
+# --- backends ----------------------------------------------------------------------------------
+
+DEFAULT_BACKEND = "onnxruntime"
+"""The backend a record without a `backend` field was verified on (reports before the backend axis)."""
+LOWER_PRECISIONS = ("bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class BackendEntry:
+    """One backend's part of a case: the verification's own (the first backend), or one of its
+    `backend_results`."""
+
+    backend: str
+    passed: bool | None
+    skipped: str
+    outputs: list[dict[str, Any]]
+    output_verdicts: list[Any]
+    ops: list[dict[str, Any]]
+    worst_op: str | None
+    settings: dict[str, Any]
+
+    @property
+    def runtime_precision(self) -> str:
+        """The precision the compiled model reports (OpenVINO), else 'as declared'."""
+        return str((self.settings.get("runtime") or {}).get("precision") or "as declared")
+
+    @property
+    def max_output_error(self) -> float | None:
+        values = [as_float(o.get("max_abs")) for o in self.outputs]
+        return max((v for v in values if v is not None), default=None)
+
+    @property
+    def worst(self) -> dict[str, Any] | None:
+        """The row with the largest score (measured rows only)."""
+        ranked = [op for op in self.ops if measured(op)[1] is not None]
+        return max(ranked, key=ratio, default=None)
+
+    @property
+    def below_declared(self) -> int:
+        """Rows the backend ran below their declared precision."""
+        return sum(1 for op in self.ops if ran_below_declared(op))
+
+    @property
+    def failing(self) -> list[dict[str, Any]]:
+        return [op for op in self.ops if op.get("passed") is False]
+
+
+def ran_below_declared(op: Mapping[str, Any]) -> bool:
+    precision = (op.get("runtime_precision") or {}).get("precision")
+    return bool(precision) and precision != op.get("dtype") and precision in LOWER_PRECISIONS
+
+
+def backend_entries(case: Mapping[str, Any]) -> list[BackendEntry]:
+    """Every backend a case was verified on, the verification's own first ([] for a case that
+    crashed or errored before a verification)."""
+    record = case.get("verification")
+    if not record:
+        return []
+    entries = [BackendEntry(record.get("backend") or DEFAULT_BACKEND, record.get("passed"), "", record.get("outputs", []),
+                            record.get("output_verdicts") or [], record.get("ops", []), record.get("worst_op"),
+                            record.get("backend_settings") or {})]
+    entries += [BackendEntry(r["backend"], r.get("passed"), r.get("skipped") or "", r.get("outputs", []),
+                             r.get("output_verdicts") or [], r.get("ops", []), r.get("worst_op"), r.get("settings") or {})
+                for r in record.get("backend_results", [])]
+    return entries
+
+
+def backend_names(document: Mapping[str, Any]) -> list[str]:
+    """The run's backends in order: those the document names, then any a case adds."""
+    names = list(document.get("backends") or [])
+    for case in document.get("cases", []):
+        for entry in backend_entries(case):
+            if entry.backend not in names:
+                names.append(entry.backend)
+    return names or [DEFAULT_BACKEND]
+
+
+def backend_status(case: Mapping[str, Any], backend: str) -> str:
+    """A case's status on one backend: pass, fail, skipped, not-run (not asked for it), or the
+    case's own crashed / error."""
+    if case["status"] in ("crashed", "error"):
+        return case["status"]
+    entry = next((e for e in backend_entries(case) if e.backend == backend), None)
+    if entry is None:
+        return "not-run"
+    if entry.skipped:
+        return "skipped"
+    return "pass" if entry.passed else "fail"
+
+
+@dataclass(frozen=True)
+class OpAcrossBackends:
+    """One FX node's rows on every backend of a case, with the backends at fault: a failing row's
+    blame (export, runtime, runtime-precision; 'fail' when the row gives none) or a passing row
+    the runtime could pass only at a lower precision."""
+
+    fx_node: str
+    aten: str
+    rows: dict[str, dict[str, Any] | None]
+    faults: dict[str, str]
+
+    @property
+    def worst_ratio(self) -> float:
+        return max((ratio(op) for op in self.rows.values() if op is not None), default=0.0)
+
+    @property
+    def export_fault(self) -> bool:
+        return "export" in self.faults.values()
+
+
+def _fault(op: Mapping[str, Any] | None) -> str:
+    if op is None:
+        return ""
+    blame = op.get("blame") or ""
+    if op.get("passed") is False:
+        return blame or "fail"
+    return blame if blame == "runtime-precision" else ""
+
+
+def ops_across_backends(case: Mapping[str, Any]) -> list[OpAcrossBackends]:
+    """Every FX node of a case with its row on each backend that ran (graph order of the first
+    backend, then rows only another backend has)."""
+    entries = [e for e in backend_entries(case) if not e.skipped]
+    order: dict[str, str] = {}
+    for entry in entries:
+        for op in entry.ops:
+            order.setdefault(op["fx_node"], op.get("aten", ""))
+    by_backend = {e.backend: {op["fx_node"]: op for op in e.ops} for e in entries}
+    found = []
+    for fx_node, aten in order.items():
+        rows = {backend: rows.get(fx_node) for backend, rows in by_backend.items()}
+        faults = {backend: _fault(op) for backend, op in rows.items() if _fault(op)}
+        found.append(OpAcrossBackends(fx_node, aten, rows, faults))
+    return found
+
+
+def ops_to_compare(case: Mapping[str, Any], count: int) -> list[OpAcrossBackends]:
+    """The ops worth reading side by side: every op some backend is at fault for, then the
+    largest scores across backends, up to `count` in all (faults are never cut)."""
+    ops = ops_across_backends(case)
+    faulty = [op for op in ops if op.faults]
+    rest = sorted((op for op in ops if not op.faults), key=lambda op: op.worst_ratio, reverse=True)
+    return faulty + rest[:max(0, count - len(faulty))]

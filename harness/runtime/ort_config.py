@@ -14,8 +14,11 @@ defaults (graph optimisations all on, prepacking on), or the user's own configur
 
 The analysis sessions (instrumented, isolation) run with the same configuration, so that their
 values are the production run's. The harness adds only what cannot change a result: idle
-threads sleep instead of spinning, and, when the configuration leaves it open, as many intra-op
-threads as torch uses. `OrtConfig.to_dict()` is what a report records.
+threads sleep instead of spinning, and, when the configuration leaves them open, as many intra-op
+threads as torch uses and no CPU memory arena (an array onnxruntime returns from an arena session
+holds the whole arena, every intermediate's high-water mark, for as long as the array lives, even
+after the session is gone; without it each output is its own allocation). `OrtConfig.to_dict()` is
+what a report records.
 """
 
 from __future__ import annotations
@@ -171,10 +174,11 @@ class OrtConfig:
             config_entries=entries, source="SessionOptions",
         )
 
-    def session_options(self, *, threads: int | None = None, spinning: bool = False) -> Any:
+    def session_options(self, *, threads: int | None = None, spinning: bool = False, arena: bool = True) -> Any:
         """A fresh onnxruntime.SessionOptions with these settings; `threads` fills an unset
-        intra-op thread count, and idle threads sleep unless the configuration says otherwise
-        or `spinning` (neither changes a result)."""
+        intra-op thread count, idle threads sleep unless the configuration says otherwise
+        or `spinning`, and `arena=False` turns the CPU memory arena off unless the configuration
+        sets it (none of them changes a result)."""
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -192,6 +196,8 @@ class OrtConfig:
         for flag in _FLAGS:
             if getattr(self, flag) is not None:
                 setattr(options, flag, getattr(self, flag))
+        if not arena and self.enable_cpu_mem_arena is None:
+            options.enable_cpu_mem_arena = False
         if not spinning:
             for key in SPINNING_KEYS:
                 if key not in self.config_entries:

@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 
 from harness.runtime.backends.base import Backend
-from harness.runtime.backends.precision import DECLARED, RuntimePrecision, is_lower
+from harness.runtime.backends.precision import DECLARED, RuntimeFusion, RuntimePrecision, is_lower
 from harness.runtime.devices import DeviceSpec
 from harness.runtime.errors import BackendRunError, ModelLoadError, first_line
 from harness.runtime.memory import release_freed_memory
@@ -43,6 +43,7 @@ class ProductionRun:
     notes: list[str] = field(default_factory=list)
     runtime_precisions: dict[str, RuntimePrecision] = field(default_factory=dict)  # ONNX node -> as it ran
     hints: dict[str, str] = field(default_factory=dict)  # the precision settings the backend reports
+    runtime_fusions: list[RuntimeFusion] = field(default_factory=list)  # layers standing for several ONNX nodes
 
     def lowest_precision(self) -> str | None:
         """The lowest floating precision any node ran at (None: every node as declared)."""
@@ -81,6 +82,8 @@ def run_production(model: onnx.ModelProto, spec: DeviceSpec, feeds: dict[str, np
         if backend is not None and not backend.RUNS_DECLARED:  # else every node runs what the model declares
             run.runtime_precisions = rep.runtime_precisions()
             run.hints = rep.hints() if hasattr(rep, "hints") else {}
+        if backend is not None and backend.judges_fusions():
+            run.runtime_fusions = list(rep.runtime_fusions())
         if spec.kind == "cuda" and hasattr(rep, "session"):
             run.cpu_placed_nodes = cpu_placed_nodes(node_placement(rep))
             if run.cpu_placed_nodes:

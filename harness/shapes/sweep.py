@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,12 +31,13 @@ from harness.metrics.arrays import as_array, flatten_outputs
 from harness.metrics.detections import detection_layout
 from harness.records import Verification
 from harness.shapes.axes import AxisRanges, SweepAxes, read_axes
+from harness.shapes.frozen import bound_inputs, frozen_at
 from harness.shapes.resize import resized_leaves
 from harness.shapes.selection import SizePoint, explicit_sizes, select_sizes
 
 logger = logging.getLogger(__name__)
 
-PASS, FAIL, INVALID = "pass", "fail", "invalid"
+PASS, FAIL, INVALID, STATIC = "pass", "fail", "invalid", "static"
 MAX_FAILING_OPS = 10  # failing rows a sweep record keeps at its first failing size
 
 Shapes = int | Sequence[Mapping[str, int]]
@@ -43,8 +45,11 @@ Shapes = int | Sequence[Mapping[str, int]]
 
 @dataclass
 class SizeResult:
-    """One size of a sweep and its verdict: "pass", "fail", or "invalid" (torch itself could not
-    run the module at this size); `error`: the backend's or torch's error, if any."""
+    """One size of a sweep on one backend and its verdict: "pass", "fail", "invalid" (torch
+    itself could not run the module at this size) or "static" (the outputs differ where the
+    export recorded a size it froze, and these inputs change it: exported static, named in
+    `error` with its expression and line, not a failure); `error`: the backend's or torch's
+    error, or what was frozen."""
 
     point: SizePoint
     status: str
@@ -53,10 +58,11 @@ class SizeResult:
     failing_outputs: list[str] = field(default_factory=list)
     error: str = ""
     seconds: float = 0.0
+    backend: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.point.to_dict(), "label": self.point.label(), "status": self.status,
-                "max_abs": self.max_abs, "worst_ratio": self.worst_ratio,
+                "max_abs": self.max_abs, "worst_ratio": self.worst_ratio, "backend": self.backend,
                 "failing_outputs": list(self.failing_outputs), "error": self.error, "seconds": self.seconds}
 
 
@@ -64,6 +70,8 @@ class SizeResult:
 class ShapeSweep:
     """A sweep's sizes with their verdicts, and the first failing size's per-op diagnosis.
 
+    `sizes`: the first backend's verdicts; `other_backends`: {backend: its verdicts at the same
+    points} for every further backend asked for (`skipped_backends`: {backend: why not}).
     `first_failing_op`: the first op (graph order) that fails at the first failing size, as
     {fx_node, aten, onnx_nodes, onnx_ops, scope, source, failure}; None when every size passes
     or no single op fails there (`diagnosis` says which). `at_failure`: that size's Verification.
@@ -75,14 +83,26 @@ class ShapeSweep:
     diagnosis: str = ""
     at_failure: Verification | None = field(default=None, repr=False)
     timings: dict[str, float] = field(default_factory=dict)
+    other_backends: dict[str, list[SizeResult]] = field(default_factory=dict)
+    skipped_backends: dict[str, str] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
-        return all(size.status != FAIL for size in self.sizes)
+        return all(size.status != FAIL for size in self.all_sizes())
+
+    def all_sizes(self) -> list[SizeResult]:
+        """Every backend's verdicts: the first backend's, then each further one's."""
+        return [*self.sizes, *(size for sizes in self.other_backends.values() for size in sizes)]
 
     @property
     def first_failing(self) -> SizeResult | None:
-        return next((size for size in self.sizes if size.status == FAIL), None)
+        """The first failing size of the first backend that fails one."""
+        return next((size for size in self.all_sizes() if size.status == FAIL), None)
+
+    @property
+    def static_sizes(self) -> list[SizeResult]:
+        """The sizes reported exported static (on any backend)."""
+        return [size for size in self.all_sizes() if size.status == STATIC]
 
     def to_dict(self) -> dict[str, Any]:
         failing = self.first_failing
@@ -90,8 +110,11 @@ class ShapeSweep:
         return {
             **self.axes.to_dict(), "passed": self.passed,
             "sizes": [size.to_dict() for size in self.sizes],
+            "other_backends": {name: [size.to_dict() for size in sizes] for name, sizes in self.other_backends.items()},
+            "skipped_backends": dict(self.skipped_backends),
             "first_failing": None if failing is None else {
                 "label": failing.point.label(), "sizes": dict(failing.point.sizes), "op": self.first_failing_op,
+                "backend": failing.backend,
                 "diagnosis": self.diagnosis,
                 "failing_ops": [{k: row[k] for k in ("fx_node", "aten", "onnx_nodes", "onnx_ops", "scope", "source")}
                                 for row in rows[:MAX_FAILING_OPS]],
@@ -114,6 +137,7 @@ class SweepSettings:
     session_options: Any = None
     model_name: str = "model"
     locate: bool = True  # run the per-op analysis at the first failing size
+    backends: tuple[Any, ...] = ()  # the backends verified (specs or Backends; empty: onnxruntime)
 
 
 def run_sweep(exported: Any, module: torch.nn.Module, args: tuple[Any, ...], traced: Verification, shapes: Shapes, *,
@@ -122,14 +146,18 @@ def run_sweep(exported: Any, module: torch.nn.Module, args: tuple[Any, ...], tra
               make_inputs: Callable[[Mapping[str, int], SweepAxes], tuple[Any, ...]] | None = None) -> ShapeSweep:
     """Verify `exported` (harness.exporters.ExportedForVerification) at the sizes `shapes` asks
     for: a count N (the traced size and N - 1 more, harness.shapes.selection's order) or a list
-    of {axis name: size} points (the traced size first, then these). `traced` is the
-    verification at the example inputs `args`/`kwargs`; `dynamic_axes` names the declared axes,
+    of {axis name: size} points (the traced size first, then these), on every backend of
+    `settings.backends` (torch runs once per size; each backend keeps one session for every
+    size). `traced` is the verification at the example inputs `args`/`kwargs` (its further
+    backends' results give their traced verdicts); `dynamic_axes` names the declared axes,
     `axis_ranges` bounds them ({axis name: (lowest, highest)}). `make_inputs(sizes, axes)`
     returns the args at a point (default: the example's tensors cut or tiled)."""
+    from harness.analysis.backend_runs import resolve_backends
     from harness.verification import tolerance_table
 
     settings = replace(settings or SweepSettings(), tolerances=tolerance_table((settings or SweepSettings()).tolerances))
     started = time.perf_counter()
+    chosen = resolve_backends(list(settings.backends) or None, settings.device)
     leaves = (flat_user_inputs(exported.program, args, kwargs) if exported.program is not None
               else pytree.tree_leaves((tuple(args), dict(kwargs or {}))))
     tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
@@ -138,14 +166,37 @@ def run_sweep(exported: Any, module: torch.nn.Module, args: tuple[Any, ...], tra
                      ranges=axis_ranges)
     points = (select_sizes(axes.axes, shapes) if isinstance(shapes, int)
               else explicit_sizes(axes.axes, shapes))
-    sweep = ShapeSweep(axes, [SizeResult(points[0], PASS if traced.passed else FAIL,
-                                         *_summary(traced), error="" if traced.passed else _why(traced))])
-    others = points[1:]
-    if others:
-        with _Session(exported, settings) as session:
-            for point in others:
-                point_args, point_kwargs = inputs_at(point, axes, args, kwargs, tensors, make_inputs)
-                sweep.sizes.append(_judge_size(point, exported, module, point_args, point_kwargs, session, settings))
+    first = str(chosen[0].spec)
+    sweep = ShapeSweep(axes, [SizeResult(points[0], PASS if traced.passed else FAIL, *_summary(traced),
+                                         error="" if traced.passed else _why(traced), backend=first)])
+    traced_elsewhere = {result.backend: result for result in traced.backend_results}
+    for backend in chosen[1:]:
+        result = traced_elsewhere.get(str(backend.spec))
+        if result is not None and result.skipped:
+            sweep.skipped_backends[str(backend.spec)] = result.skipped
+        elif result is not None:
+            sweep.other_backends[str(backend.spec)] = [SizeResult(
+                points[0], PASS if result.passed else FAIL, backend=str(backend.spec),
+                error="" if result.passed else "; ".join(result.notes[:1]))]
+    sessions = [_Session(exported, settings, backend) for backend in chosen
+                if str(backend.spec) not in sweep.skipped_backends]
+    with ExitStack() as stack:
+        for session in sessions:
+            stack.enter_context(session)
+            if session.unavailable:
+                sweep.skipped_backends[session.name] = session.unavailable
+        sessions = [session for session in sessions if not session.unavailable]
+        for number, point in enumerate(points):
+            judged = [session for session in sessions if number > 0 or (
+                session.name != first and session.name not in sweep.other_backends)]
+            if not judged:
+                continue
+            point_args, point_kwargs = inputs_at(point, axes, args, kwargs, tensors, make_inputs)
+            for result in _judge_size(point, exported, module, point_args, point_kwargs, judged, settings):
+                if result.backend == first:
+                    sweep.sizes.append(result)
+                else:
+                    sweep.other_backends.setdefault(result.backend, []).append(result)
     sweep.timings["sizes_s"] = time.perf_counter() - started
     failing = sweep.first_failing
     if failing is not None and settings.locate:
@@ -185,23 +236,31 @@ def inputs_at(point: SizePoint, axes: SweepAxes, args: tuple[Any, ...], kwargs: 
 
 
 class _Session:
-    """One onnxruntime session for every size of the sweep (released at the end)."""
+    """One backend's session for every size of the sweep (released at the end); `unavailable`
+    says why the backend cannot run here, `refused` why it would not load the model."""
 
-    def __init__(self, exported: Any, settings: SweepSettings) -> None:
-        self.exported, self.settings = exported, settings
+    def __init__(self, exported: Any, settings: SweepSettings, backend: Any) -> None:
+        self.exported, self.settings, self.backend = exported, settings, backend
+        self.name = str(backend.spec)
         self.rep: Any = None
         self.refused = ""
+        self.unavailable = ""
 
     def __enter__(self) -> _Session:
         spec = runtime.DeviceSpec.parse(self.settings.device)
+        self.unavailable = self.backend.unavailable_reason(spec.backend_device) or ""
+        if self.unavailable:
+            return self
         shared = runtime.SharedWeights.of(self.exported.model, self.exported.weights)
         options = {} if spec.kind == "reference" else runtime.harness_session_options(
             runtime.OrtConfig.of(self.settings.session_options))
         try:
-            self.rep = runtime.prepare(shared.stubbed(self.exported.model), spec.backend_device, tf32=self.settings.tf32,
-                                       shared_weights=shared, **options)
+            self.rep = self.backend.prepare(shared.stubbed(self.exported.model), spec.backend_device,
+                                            tf32=self.settings.tf32, shared_weights=shared, **options)
         except runtime.ModelLoadError as error:
             self.refused = f"the backend refused the model: {runtime.first_line(error)}"
+        except runtime.BackendUnavailableError as error:
+            self.unavailable = runtime.first_line(error)
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -219,46 +278,74 @@ class _Session:
 
 
 def _judge_size(point: SizePoint, exported: Any, module: torch.nn.Module, args: tuple[Any, ...],
-                kwargs: dict[str, Any], session: _Session, settings: SweepSettings) -> SizeResult:
-    from harness.verification import _run_eager, judge_detections, judge_outputs, tolerance_table
+                kwargs: dict[str, Any], sessions: Sequence[_Session], settings: SweepSettings) -> list[SizeResult]:
+    """The size on every session's backend: torch runs once (under inference_mode), each backend
+    once, each judged alone. A failing size whose inputs change what the export froze is STATIC."""
+    from harness.verification import _run_eager
 
     started = time.perf_counter()
     spec = runtime.DeviceSpec.parse(settings.device)
     torch_args, torch_kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.to(spec.torch_device), (args, kwargs))
     try:
-        eager = _run_eager(module, torch_args, torch_kwargs, spec.torch_device)
+        with torch.inference_mode():
+            eager = _run_eager(module, torch_args, torch_kwargs, spec.torch_device)
     except Exception as error:  # the module itself refuses the size: the range promised too much
-        return SizeResult(point, INVALID, error=f"torch could not run the module: {type(error).__name__}: "
-                                                f"{str(error).splitlines()[0] if str(error) else ''}"[:300],
-                          seconds=time.perf_counter() - started)
+        why = (f"torch could not run the module: {type(error).__name__}: "
+               f"{str(error).splitlines()[0] if str(error) else ''}")[:300]
+        return [SizeResult(point, INVALID, error=why, seconds=time.perf_counter() - started, backend=session.name)
+                for session in sessions]
+    torch_s = time.perf_counter() - started
     expected = flatten_outputs(eager)
     leaves = (flat_user_inputs(exported.program, args, kwargs) if exported.program is not None
               else pytree.tree_leaves((tuple(args), kwargs)))
     feeds = dict(zip(runtime.real_inputs(exported.model),
                      [as_array(leaf) for leaf in leaves if isinstance(leaf, torch.Tensor)]))
+    truths: list[Any] = []  # the fp64 outputs, computed once when a backend's verdict needs them
+
+    def truth() -> list[Any] | None:
+        if not truths:
+            truths.append(_truth(module, torch_args, torch_kwargs))
+        return truths[0]
+
+    results = []
+    for session in sessions:
+        began = time.perf_counter()
+        result = _judge_backend(point, exported, module, session, feeds, eager, expected, settings, truth)
+        if result.status == FAIL:
+            frozen = frozen_at(exported.model, feeds, bound_inputs(module, args, kwargs))
+            if frozen:
+                result.status, result.error = STATIC, "; ".join(frozen)[:600]
+        result.seconds = torch_s + time.perf_counter() - began
+        results.append(result)
+    return results
+
+
+def _judge_backend(point: SizePoint, exported: Any, module: torch.nn.Module, session: _Session,
+                   feeds: dict[str, Any], eager: Any, expected: list[Any], settings: SweepSettings,
+                   truth: Callable[[], list[Any] | None]) -> SizeResult:
+    from harness.verification import judge_detections, judge_outputs
+
+    spec = runtime.DeviceSpec.parse(settings.device)
     actual, error = session.run(feeds)
     if actual is None:
-        return SizeResult(point, FAIL, error=error, seconds=time.perf_counter() - started)
+        return SizeResult(point, FAIL, error=error, backend=session.name)
     record = Verification(settings.model_name, exported.exporter, settings.device, False, traced_checker(), [])
     names = [o.name for o in exported.model.graph.output]
-    table = tolerance_table(settings.tolerances)
     layout = detection_layout(eager)
     given = settings.output_atol is not None or settings.output_rtol is not None
     if layout is not None and len(actual) == len(expected):
-        judge_detections(record, actual, expected, layout, names, table=table, device=spec.kind,
+        judge_detections(record, actual, expected, layout, names, table=settings.tolerances, device=spec.kind,
                          atol=settings.output_atol, rtol=settings.output_rtol, truth=None)
     else:
-        truth = None if given else _truth(module, torch_args, torch_kwargs)
-        judge_outputs(record, actual, expected, truth, names, table=table, device=spec.kind,
-                      atol=settings.output_atol, rtol=settings.output_rtol,
+        judge_outputs(record, actual, expected, None if given else truth(), names, table=settings.tolerances,
+                      device=spec.kind, atol=settings.output_atol, rtol=settings.output_rtol,
                       allowed_mismatch=settings.allowed_mismatch, rounding_steps=_rounding_steps(exported))
     passed = record.verdict(backend_ran=True, output_counts_match=len(actual) == len(expected))
     max_abs, ratio, failing = _summary(record)
     note = "" if len(actual) == len(expected) else f"the ONNX model has {len(actual)} outputs, torch {len(expected)}"
     if not passed and not note:
         note = "; ".join(c.note for c in record.outputs if not c.passed and c.note)[:300]
-    return SizeResult(point, PASS if passed else FAIL, max_abs, ratio, failing, note,
-                      seconds=time.perf_counter() - started)
+    return SizeResult(point, PASS if passed else FAIL, max_abs, ratio, failing, note, backend=session.name)
 
 
 def traced_checker() -> Any:
@@ -308,7 +395,8 @@ def _locate(sweep: ShapeSweep, failing: SizeResult, exported: Any, module: torch
             exported, point_args, kwargs=point_kwargs, module=module, device=settings.device,
             tolerances=settings.tolerances, per_op=True, output_atol=settings.output_atol,
             output_rtol=settings.output_rtol, allowed_mismatch=settings.allowed_mismatch, tf32=settings.tf32,
-            model_name=settings.model_name, strict=settings.strict, session_options=settings.session_options)
+            model_name=settings.model_name, strict=settings.strict, session_options=settings.session_options,
+            backends=(failing.backend,) if failing.backend else (list(settings.backends) or None))
     except Exception as error:  # the per-op analysis could not run at this size: say so, keep the verdicts
         if settings.strict:
             raise

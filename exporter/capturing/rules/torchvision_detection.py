@@ -110,8 +110,9 @@ def resize_image_and_masks(image: torch.Tensor, self_min_size: int, self_max_siz
     "int: the padded batch, every feature map and every anchor then keep the traced size)",
     soundness="for an int n >= 0 and stride s, ceil(float(n) / s) * s == (n + s - 1) // s * s "
     "(float64 holds both exactly at image sizes), and the largest size over the images is "
-    "torch.sym_max of theirs; the batch is torchvision's: zeros of that size with each image "
-    "copied into its top-left corner.",
+    "torch.sym_max of theirs; the batch is torchvision's (zeros of that size with each image "
+    "copied into its top-left corner), made without writing into a view: each image padded with "
+    "zeros after its last channel, row and column to that size, and the images stacked.",
 )
 def batch_images(self: Any, images: list[torch.Tensor], size_divisible: int = 32) -> torch.Tensor:
     """GeneralizedRCNNTransform.batch_images with the padded size computed from the images' sizes."""
@@ -122,10 +123,10 @@ def batch_images(self: Any, images: list[torch.Tensor], size_divisible: int = 32
         width = torch.sym_max(width, image.shape[2])
     height = (height + size_divisible - 1) // size_divisible * size_divisible
     width = (width + size_divisible - 1) // size_divisible * size_divisible
-    batched = images[0].new_full((len(images), channels, height, width), 0)
-    for index, image in enumerate(images):
-        batched[index, : image.shape[0], : image.shape[1], : image.shape[2]].copy_(image)
-    return batched
+    padded = [torch.nn.functional.pad(image, (0, width - image.shape[2], 0, height - image.shape[1],
+                                              0, channels - image.shape[0]))
+              for image in images]
+    return torch.stack(padded)
 
 
 @rule(

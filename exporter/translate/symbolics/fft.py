@@ -4,9 +4,11 @@
 Inside the graph a complex tensor of shape S is a real tensor of shape (*S, 2): real and
 imaginary parts on a trailing axis, which is ONNX DFT's own layout, so `view_as_real` and
 `view_as_complex` are identities (translate gives complex values that layout; the harness
-compares torch's complex values through `view_as_real`). Only the symbolics marked
-`takes_complex` accept complex operands: any other op on a complex value is reported
-unsupported rather than computed on the pairs as if they were reals.
+compares torch's complex values through `view_as_real`). Only the symbolics registered
+`takes_complex=True` accept complex operands, and the forms of a few ops registered
+`complex_operands=True` (below) stand in for their real symbolics on complex values: any other
+op on a complex value is reported unsupported rather than computed on the pairs as if they were
+reals.
 
 torch.fft.fft/rfft/ifft/irfft/fftn/rfftn/irfftn and torch.stft (which decomposes into frames
 and `_fft_r2c`) reach these. One DFT node transforms one axis, so n-d transforms chain them.
@@ -28,15 +30,8 @@ import torch.fx
 from exporter.translate.graph import Graph, Value
 from exporter.translate.registry import symbolic
 from exporter.translate.symbolics._helpers import cast_to, normalize_dim, rank_of, squeeze, unsqueeze
-from exporter.translate.symbolics.shape import assert_tensor_metadata
 
 DFT_AXIS_INPUT_SINCE = 20
-
-
-def takes_complex(fn: Any) -> Any:
-    """Mark a symbolic that understands complex operands in the (..., 2) layout."""
-    fn.takes_complex = True
-    return fn
 
 
 def _dft(g: Graph, pairs: Value, axis: int, onesided: bool = False) -> Value:
@@ -74,8 +69,7 @@ def _real_dtype(g: Graph) -> torch.dtype:
     return _input_meta(g).dtype.to_real()
 
 
-@symbolic("aten::_fft_r2c")
-@takes_complex
+@symbolic("aten::_fft_r2c", takes_complex=True)
 def fft_r2c(g: Graph, self: Value, dim, normalization: int, onesided: bool) -> Value:
     """_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor
 
@@ -91,8 +85,7 @@ def fft_r2c(g: Graph, self: Value, dim, normalization: int, onesided: bool) -> V
     return _scaled(g, out, normalization, _static_sizes(meta, dims), self.dtype)
 
 
-@symbolic("aten::_fft_c2c")
-@takes_complex
+@symbolic("aten::_fft_c2c", takes_complex=True)
 def fft_c2c(g: Graph, self: Value, dim, normalization: int, forward: bool) -> Value:
     """_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor"""
     meta = _input_meta(g)
@@ -105,8 +98,7 @@ def fft_c2c(g: Graph, self: Value, dim, normalization: int, forward: bool) -> Va
     return _scaled(g, out, normalization, _static_sizes(meta, dims), dtype)
 
 
-@symbolic("aten::_fft_c2r")
-@takes_complex
+@symbolic("aten::_fft_c2r", takes_complex=True)
 def fft_c2r(g: Graph, self: Value, dim, normalization: int, last_dim_size: int) -> Value:
     """_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor
 
@@ -136,8 +128,7 @@ def fft_c2r(g: Graph, self: Value, dim, normalization: int, last_dim_size: int) 
     return _scaled(g, real, normalization, sizes, dtype)
 
 
-@symbolic("aten::view_as_real", "aten::view_as_real_copy")
-@takes_complex
+@symbolic("aten::view_as_real", "aten::view_as_real_copy", takes_complex=True)
 def view_as_real(g: Graph, self: Value) -> Value:
     """view_as_real(Tensor(a) self) -> Tensor(a)
 
@@ -147,8 +138,7 @@ def view_as_real(g: Graph, self: Value) -> Value:
     return g.op("Identity", self)
 
 
-@symbolic("aten::view_as_complex", "aten::view_as_complex_copy")
-@takes_complex
+@symbolic("aten::view_as_complex", "aten::view_as_complex_copy", takes_complex=True)
 def view_as_complex(g: Graph, self: Value) -> Value:
     """view_as_complex(Tensor(a) self) -> Tensor(a)
 
@@ -158,11 +148,12 @@ def view_as_complex(g: Graph, self: Value) -> Value:
 
 
 # -- ops that also read complex values: their forms for the (..., 2) layout ----------------------
-# Consulted by translate when a node reads or makes a complex tensor and its registered symbolic
-# does not take complex operands (`takes_complex`); each is covered by an op-table row (stft,
-# rfft abs, fft2's cast of the reals to complex, complex sums and products).
+# Registered `complex_operands=True`: translate uses them when a node reads or makes a complex
+# tensor and its registered symbolic does not take complex operands; each is covered by an
+# op-table row (stft, rfft abs, fft2's cast of the reals to complex, complex sums and products).
 
 
+@symbolic("aten::transpose.int", complex_operands=True)
 def _complex_transpose(g: Graph, self: Value, dim0: int, dim1: int) -> Value:
     """transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a), on a complex tensor:
     the dims count in the complex tensor's rank; the pair axis stays last."""
@@ -173,6 +164,7 @@ def _complex_transpose(g: Graph, self: Value, dim0: int, dim1: int) -> Value:
     return g.op("Transpose", self, perm_i=perm)
 
 
+@symbolic("aten::abs", complex_operands=True)
 def _complex_abs(g: Graph, self: Value) -> Value:
     """abs(Tensor self) -> Tensor, on a complex tensor: the modulus, sqrt(re^2 + im^2)."""
     if g.opset_version >= 18:
@@ -198,6 +190,7 @@ def _as_pairs(g: Graph, index: int, operand: Any, dtype: torch.dtype) -> tuple[A
     return g.constant(operand, dtype), False
 
 
+@symbolic("aten::mul.Tensor", "aten::mul.Scalar", complex_operands=True)
 def _complex_mul(g: Graph, self: Any, other: Any) -> Value:
     """mul.Tensor(Tensor self, Tensor other) -> Tensor, with a complex operand: (a + bi)(c + di)
     = (ac - bd) + (ad + bc)i as a * c + (-b, a) * d on the pairs; a real operand (or a number)
@@ -219,26 +212,38 @@ def _with_zero_imaginary(g: Graph, real: Value, dtype: torch.dtype) -> Value:
     return g.op("Concat", real, zeros, axis_i=-1)
 
 
-def _complex_sum(op_type: str) -> Any:
-    """add/sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor, with a complex
+@symbolic("aten::add.Tensor", "aten::add.Scalar", complex_operands=True)
+def _complex_add(g: Graph, self: Any, other: Any, alpha: Any = 1) -> Value:
+    """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor, with a complex
     operand: the parts add; a real operand (or number) adds to the real parts alone."""
-    def form(g: Graph, self: Any, other: Any, alpha: Any = 1) -> Value:
-        dtype = _result_real_dtype(g)
-        pairs = []
-        for index, operand in enumerate((self, other)):
-            value, is_complex = _as_pairs(g, index, operand, dtype)
-            if not is_complex:
-                value = _with_zero_imaginary(g, value if value.rank != 0 else unsqueeze(g, value, [-1]), dtype)
-            pairs.append(value)
-        first, second = pairs
-        if isinstance(alpha, complex):
-            raise ValueError(f"a complex alpha ({alpha}) is not translated")
-        if alpha != 1:
-            second = g.op("Mul", second, g.constant(alpha, dtype))
-        return g.op(op_type, first, second)
-    return form
+    return _complex_sum(g, "Add", self, other, alpha)
 
 
+@symbolic("aten::sub.Tensor", "aten::sub.Scalar", complex_operands=True)
+def _complex_sub(g: Graph, self: Any, other: Any, alpha: Any = 1) -> Value:
+    """sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor, with a complex
+    operand: the parts subtract; a real operand (or number) from the real parts alone."""
+    return _complex_sum(g, "Sub", self, other, alpha)
+
+
+def _complex_sum(g: Graph, op_type: str, self: Any, other: Any, alpha: Any) -> Value:
+    """`op_type` (Add or Sub) of two operands as pairs, `other` scaled by a real `alpha`."""
+    dtype = _result_real_dtype(g)
+    pairs = []
+    for index, operand in enumerate((self, other)):
+        value, is_complex = _as_pairs(g, index, operand, dtype)
+        if not is_complex:
+            value = _with_zero_imaginary(g, value if value.rank != 0 else unsqueeze(g, value, [-1]), dtype)
+        pairs.append(value)
+    first, second = pairs
+    if isinstance(alpha, complex):
+        raise ValueError(f"a complex alpha ({alpha}) is not translated")
+    if alpha != 1:
+        second = g.op("Mul", second, g.constant(alpha, dtype))
+    return g.op(op_type, first, second)
+
+
+@symbolic("aten::_to_copy", complex_operands=True)
 def _complex_to_copy(g: Graph, self: Value, **options) -> Value:
     """_to_copy(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor, to or from a complex
     dtype: reals become pairs with a zero imaginary part; pairs change their parts' dtype; a
@@ -252,6 +257,7 @@ def _complex_to_copy(g: Graph, self: Value, **options) -> Value:
     return cast_to(g, g.op("Gather", self, g.constant(0, torch.int64), axis_i=-1), target)
 
 
+@symbolic("aten::squeeze.dim", "aten::squeeze.dims", complex_operands=True)
 def _complex_squeeze(g: Graph, self: Value, dim) -> Value:
     """squeeze.dim(Tensor(a) self, int dim) -> Tensor(a), of a complex tensor: the dim of the
     complex shape (the pairs' last axis is not one of its dims); stft of a 1-D signal ends so."""
@@ -259,19 +265,3 @@ def _complex_squeeze(g: Graph, self: Value, dim) -> Value:
     dims = sorted({normalize_dim(d, rank) for d in (dim if isinstance(dim, (list, tuple)) else [dim])})
     dropped = [d for d in dims if self.shape is not None and self.shape[d] == 1]
     return squeeze(g, self, dropped) if dropped else self
-
-
-COMPLEX_FORMS = {
-    "aten.squeeze.dim": _complex_squeeze,
-    "aten.squeeze.dims": _complex_squeeze,
-    "aten.transpose.int": _complex_transpose,
-    "aten.abs.default": _complex_abs,
-    "aten.mul.Tensor": _complex_mul,
-    "aten.mul.Scalar": _complex_mul,
-    "aten.add.Tensor": _complex_sum("Add"),
-    "aten.add.Scalar": _complex_sum("Add"),
-    "aten.sub.Tensor": _complex_sum("Sub"),
-    "aten.sub.Scalar": _complex_sum("Sub"),
-    "aten._to_copy.default": _complex_to_copy,
-    "aten._assert_tensor_metadata.default": assert_tensor_metadata,  # a check: no node, any dtype
-}

@@ -478,7 +478,7 @@ def _check_source(g: Graph) -> str:
     return source_of(checked) if isinstance(checked, torch.fx.Node) else ""
 
 
-@symbolic("aten::_assert_tensor_metadata")
+@symbolic("aten::_assert_tensor_metadata", takes_complex=True)  # a check: no node, any dtype
 @emits_no_nodes
 def assert_tensor_metadata(g: Graph, a: Value, size=None, stride=None, dtype=None, **options) -> None:
     """_assert_tensor_metadata(Tensor a, SymInt[]? size=None, SymInt[]? stride=None, ScalarType? dtype=None, *, Device? device=None, Layout? layout=None) -> ()

@@ -117,6 +117,12 @@ class Backend(abc.ABC):
     def prepare(self, model: onnx.ModelProto, device: str = "CPU", **options: Any) -> PreparedModel:
         """Load `model` on `device`; raises runtime.ModelLoadError for a model it refuses."""
 
+    def judges_fusions(self) -> bool:
+        """Whether a verification reads this backend's own fusions (`runtime_fusions()`) into its
+        rows and judges each fused layer as a region. False by default: a backend that fuses
+        nothing, or whose fusions cost another compile to find."""
+        return False
+
     def settings(self) -> dict[str, Any]:
         """What a report records of this backend: its spec, options with defaults filled, and
         the backend's version."""

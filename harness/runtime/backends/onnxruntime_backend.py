@@ -73,6 +73,12 @@ class OnnxRuntimeBackend(Backend):
             options["execution_provider"] = provider
         return prepare(model, target, **options)
 
+    def judges_fusions(self) -> bool:
+        """When the spec names an optimisation level that fuses (`onnxruntime:level=all`): finding
+        onnxruntime's fusions costs one more session, which writes its optimised graph; plain
+        `onnxruntime` (its default level) is verified as before, without them."""
+        return self.option("level") not in (None, "disabled")
+
     def settings(self) -> dict[str, Any]:
         import onnxruntime
 

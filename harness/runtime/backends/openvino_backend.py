@@ -51,6 +51,10 @@ class OpenVinoBackend(Backend):
 
     name = "openvino"
     RUNS_DECLARED = False  # the CPU plugin's precision hint may lower it
+
+    def judges_fusions(self) -> bool:
+        """Always: the compiled model already names each layer's source operations."""
+        return True
     OPTIONS = {
         "precision": BackendOption("precision", "INFERENCE_PRECISION_HINT: f32, bf16 or f16", PRECISIONS, None),
         "mode": BackendOption("mode", "EXECUTION_MODE_HINT: accuracy or performance",
