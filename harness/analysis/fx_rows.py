@@ -351,6 +351,11 @@ def _judge_fused_layers(records: dict[str, OpRecord], analysis: FxAnalysis, rule
     layers = runtime_regions.fused_layers(analysis.runtime_fusions, analysis.groups)
     runtime_regions.annotate(records, layers)
     regions = {layer.output: layer for layer in layers if layer.is_region and layer.output in records}
+    for fx in [fx for fx in regions if quant_rows.is_quantized_op(records[fx].aten)]:
+        # a layer ending in a quantize is an integer kernel that requantizes: the step rule judges
+        # it (quant_rows reads the same layer), not an exact comparison of its integers
+        records[fx].notes.append("its fused runtime layer is judged by the step rule as a quantized region")
+        del regions[fx]
     if regions and isinstance(analysis.values, TorchValues) and analysis.values.streaming:
         for fx in regions:
             records[fx].notes.append("its fused runtime layer was not judged as a region: torch's values were "

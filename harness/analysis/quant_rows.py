@@ -77,9 +77,19 @@ FUSED_ALLOWED_STEPS = 1
 """Steps a fused integer kernel may differ by: its one requantization of the int32 accumulator."""
 
 RECIPROCAL_MARGIN = 2.0 ** -21
-"""Relative width (of the position x / scale) of the band around a tie where torch's
-x * fl(1 / scale) and QuantizeLinear's x / scale may round apart: each is within 1.5 float32
-ulps (2^-24 relative each) of the exact quotient; 2^-21 leaves a factor of 4 over that."""
+"""Relative width of the band around a tie where two correct float32 quantizations may round
+apart: torch's x * fl(1 / scale) and QuantizeLinear's x / scale are each within 1.5 float32 ulps
+(2^-24 relative each) of the exact quotient, relative to the position x / scale; a runtime that
+quantizes through the clamped range (OpenVINO's FakeQuantize: (x - low) * (levels - 1) /
+(high - low)) has intermediates up to qmax - qmin steps, so its error is relative to that.
+2^-21 of the larger leaves a factor of 4 over the ulps (measured on OpenVINO 2026.4: mismatches
+lie within 2.4e-5 steps of a tie, the band over int8's range is 1.2e-4)."""
+
+
+def rounding_band(qp: "QParams", positions: np.ndarray) -> np.ndarray:
+    """The reciprocal band (in steps) around each position's nearest tie: RECIPROCAL_MARGIN
+    times the larger of |x / scale| and the integer range qmax - qmin."""
+    return RECIPROCAL_MARGIN * np.maximum(np.abs(positions - _zp(qp, positions)), float(qp.qmax - qp.qmin))
 
 NOISE_MARGIN_FACTOR = 4.0
 """How many times torch's own float32 distance from the region's fp64 truth (in steps) the tie
@@ -312,7 +322,7 @@ def judge_region(actual: np.ndarray, torch_int: np.ndarray, truth_positions: np.
     where the truth lies that close to k + 1/2, either neighbour counts."""
     observed = float(np.max(np.abs(torch_positions - truth_positions))) if truth_positions.size else 0.0
     noise = max(noise_steps, NOISE_MARGIN_FACTOR * observed)
-    margin = noise + RECIPROCAL_MARGIN * np.abs(truth_positions - _zp(qp, truth_positions))
+    margin = noise + rounding_band(qp, truth_positions)
     allowed = FUSED_ALLOWED_STEPS if fused else 0
     backend = _steps(actual, truth_positions, qp, margin)
     torch_side = _steps(torch_int, truth_positions, qp, margin)
@@ -357,7 +367,7 @@ def isolated_quantize_verdict(record: OpRecord, actual: np.ndarray, torch_input:
     """A quantize op alone, fed torch's float input: equal to torch's integers except at ties
     (where x * fl(1/scale) and x / scale may round apart), named in the row's notes."""
     positions = qp.positions(torch_input)
-    margin = RECIPROCAL_MARGIN * np.abs(positions - _zp(qp, positions))
+    margin = rounding_band(qp, positions)
     against_torch = _steps(actual, torch_int, qp, margin)
     distance = np.abs(actual.astype(np.float64) - torch_int.astype(np.float64))
     tie = np.abs(np.abs(positions - np.floor(positions)) - 0.5) <= margin
@@ -365,7 +375,8 @@ def isolated_quantize_verdict(record: OpRecord, actual: np.ndarray, torch_input:
     ties = int(((distance > 0) & tie).sum())
     if ties:
         record.notes.append(f"quantize alone: {ties} element(s) one step from torch at rounding ties "
-                            "(torch rounds x * (1/scale), QuantizeLinear x / scale; both half to even)")
+                            "(torch rounds x * (1/scale), QuantizeLinear x / scale or through the clamped range; "
+                            "all half to even)")
     passed = beyond == 0
     return Verdict(QUANT_STEPS_RULE, passed, record.dtype, record.fx_node, e_backend=against_torch.max_steps,
                    e_torch=0.0, allowed=0.0, score=0.0 if passed else 1.0 + against_torch.max_steps,
