@@ -113,15 +113,16 @@ def _breakdown(run: Callable[[], Any], hooks: list[tuple[Any, str, str]]) -> dic
 
 def ours_breakdown(case, module, args, path: str) -> dict[str, float]:
     """capture (torch.export), decompose (rewrites, or run_decompositions), translate, serialise
-    (skeleton), optimize (exporter.optimize's passes), write (the file, straight from the weights), materialise (the
+    (the onnx_ir model built from the translation, and its skeleton proto at the end), optimize (exporter.optimize's passes), write (the file, straight from the weights), materialise (the
     returned ModelProto, parsed back from the file written)."""
     return _breakdown(lambda: ours(case, module, args, path), [
         (torch.export, "export", "capture"),
         (functionalize, "rewrite", "decompose"),
         (torch.export.ExportedProgram, "run_decompositions", "decompose"),
         (exporting, "translate", "translate"),
-        (exporting, "optimize_model", "optimize"),
-        (exporting, "to_model", "serialise"),
+        (exporting, "optimize_ir", "optimize"),
+        (exporting, "build_model", "serialise"),
+        (exporting, "to_skeleton", "serialise"),
         (exporting, "write_model", "write"),
         (exporting, "with_weights", "materialise"),
         (exporting, "_parse_mapped", "materialise"),  # to a path: parsed back from the file

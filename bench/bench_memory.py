@@ -11,7 +11,10 @@ not count; `resource`'s ru_maxrss, which does, is recorded too); optionally the 
 written to a file first (`--write`, external data past 2 GB). The ratio that counts is (peak - baseline) / weight bytes: the model's own parameters
 (1x) plus everything export and verify add, with the interpreter and its libraries (about
 0.7 GB for torch, torchvision and onnxruntime) left out, since they do not grow with the model.
-The raw peak is recorded beside it.
+The raw peak is recorded beside it. Each row also records the largest
+activation (the largest tensor one eager forward makes, measured before the peak is reset) and
+whether the net peak is within the scale target, 2 x the weights + 2 GB (`within_target`);
+tools/gen_performance_doc.py puts the large cases in docs/PERFORMANCE.md's scale table.
 
 `--from-file` measures the file path instead: the export is written to a file (external data),
 the module's outputs kept and the module dropped, and then
@@ -180,6 +183,38 @@ def _from_file(module, args, result: dict, ort_config: str | None):
     return verification, folder
 
 
+TARGET_ACTIVATIONS = 2 * 10**9
+"""The scale target: peak - baseline at most 2 x the weights plus this many bytes of activations."""
+
+
+def largest_activation(module, args) -> int:
+    """Bytes of the largest tensor one eager forward of `module` makes (every ATen op's output
+    with storage of its own, seen by a dispatch mode; views of weights or inputs are none): the
+    activation the scale table sets the peak against."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    import torch.utils._pytree as pytree
+
+    class Largest(TorchDispatchMode):
+        largest = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            read = {leaf.untyped_storage().data_ptr() for leaf in pytree.tree_leaves((args, kwargs))
+                    if isinstance(leaf, torch.Tensor) and leaf.layout == torch.strided}
+            for leaf in pytree.tree_leaves(out):
+                if (isinstance(leaf, torch.Tensor) and leaf.layout == torch.strided
+                        and leaf.untyped_storage().data_ptr() not in read):
+                    Largest.largest = max(Largest.largest, leaf.numel() * leaf.element_size())
+            return out
+
+    from exporter.capturing.trace import eval_mode
+
+    with torch.no_grad(), eval_mode(module), Largest():
+        module(*args)
+    return Largest.largest
+
+
 def child(name: str, write: bool, batch: int, from_file: bool = False, ort_config: str | None = None) -> dict:
     """One measurement, in this process (the parent runs it as a fresh child)."""
     import torch  # noqa: F401
@@ -190,10 +225,15 @@ def child(name: str, write: bool, batch: int, from_file: bool = False, ort_confi
 
     baseline = _rss_bytes()
     module, args = _build(name, batch)
+    activation_bytes = largest_activation(module, args)
+    from harness.runtime.memory import release_freed_memory
+
+    release_freed_memory()
     built = _rss_bytes()
     _reset_peak()
     weight_bytes = sum(p.numel() * p.element_size() for p in module.parameters())
     result: dict = {"case": name, "weight_bytes": weight_bytes, "baseline_rss": baseline, "model_rss": built,
+                    "largest_activation_bytes": activation_bytes,
                     "inputs": [list(a.shape) for a in args]}
     started = time.perf_counter()
     result["from_file"] = from_file
@@ -238,6 +278,8 @@ def measure(name: str, write: bool, batch: int, from_file: bool = False, ort_con
     row["ratio_over_baseline"] = (row["peak_rss"] - row["baseline_rss"]) / row["weight_bytes"]
     row["ratio_raw"] = row["peak_rss"] / row["weight_bytes"]
     row["within_limit"] = row["ratio_over_baseline"] <= LIMIT
+    row["target_bytes"] = 2 * row["weight_bytes"] + TARGET_ACTIVATIONS
+    row["within_target"] = row["peak_rss"] - row["baseline_rss"] <= row["target_bytes"]
     return row
 
 

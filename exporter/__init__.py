@@ -18,7 +18,7 @@ _PUBLIC = {
     "UnsupportedOperator": "exporter.errors", "UnsupportedOperatorError": "exporter.errors",
     "ExportResult": "exporter.api", "__version__": "exporter.api", "capture": "exporter.api",
     "convert": "exporter.api", "convert_program": "exporter.api", "export": "exporter.api",
-    "export_program": "exporter.api", "save": "exporter.api",
+    "export_program": "exporter.api", "save": "exporter.api", "ExportOptions": "exporter.contract.options",
     "Graph": "exporter.translate.graph", "Type": "exporter.translate.graph", "Value": "exporter.translate.graph",
     "DEFAULT_OPSET": "exporter.translate.registry", "MAX_OPSET": "exporter.translate.registry",
     "MIN_OPSET": "exporter.translate.registry", "register_symbolic": "exporter.translate.registry",

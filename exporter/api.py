@@ -33,15 +33,16 @@ from exporter.contract.keys import (
     RENAMED_VALUES_KEY,
 )
 from exporter.contract.metadata import describe_check
+from exporter.contract.options import ExportOptions
 from exporter.contract.static_axes import SpecialisedAxis, fixed_sizes_entry, metadata_entry
 from exporter.errors import ExportError, ExportWarning
-from exporter.optimize import PASSES, WEIGHT_FOLDING, baked_sizes, optimize as optimize_model
-from exporter.optimize.legalize_dtypes import legalize_dtypes
+from exporter.optimize import PASSES, WEIGHT_FOLDING, baked_sizes, optimize_ir
+from exporter.optimize.legalize_dtypes import LegalizeDtypes
 from exporter.translate.registry import DEFAULT_OPSET, Dispatcher, check_opset
+from exporter.translate.ir_model import build_model, to_skeleton
 from exporter.translate.translator import dim_names_for, translate
 from exporter.write.external_data import Written, exceeds_protobuf_limit, weight_bytes, with_weights, write_model
 from exporter.write.printer import format_model
-from exporter.write.serialize import to_model
 
 __version__ = "0.1.0"
 
@@ -111,31 +112,16 @@ def export(
     external_data: bool | None = None,
     strict_dynamic: bool = False,
 ) -> onnx.ModelProto:
-    """Export `model` run on `args` to ONNX; also write it to `f` when given.
+    """Export `model` run on `args` (and `kwargs`) to ONNX; also write it to `f` when given.
 
-    `optimize=True` runs the optimisation stage after translation (exporter.optimize: constant
-    folding, BatchNorm folded into Conv, fused HardSwish/HardSigmoid, no-op removal, ...); each
-    fused node lists the FX nodes it stands for (`roundtrip.region`). `optimize=False` keeps one
-    node per op; `do_constant_folding` then still computes weight-only subgraphs (e.g. the
-    recurrent layers' gate reordering) at export and stores their results as initializers.
-    `external_data`: with `f` a path, True writes the weights to `<f>.data` beside the model,
-    None does so only when the model would pass protobuf's 2 GB limit, False never; the model
-    returned then holds external-data references instead of the weights.
-
-    `input_names`/`output_names` name the graph's inputs and outputs, `dynamic_axes` marks
-    axes as dynamic (`{"x": {0: "batch"}}`), `custom_symbolics` maps overload names to
-    symbolic functions for this call only. `verbose=True` prints the graph with scopes.
-    A dynamic axis the model fixes to one size is exported static with an ExportWarning (the
-    axis, the reason, your line) and listed in the model's `roundtrip.static_axes` metadata;
-    `strict_dynamic=True` raises ExportError instead.
+    The keyword arguments are `ExportOptions` (exporter.contract.options), documented there.
+    With `f` a path and the weights written to a data file (`external_data`), the model
+    returned holds external-data references instead of the weights.
     """
-    result = export_program(
-        model, args, kwargs=kwargs, input_names=input_names, output_names=output_names,
-        opset_version=opset_version, dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics,
-        do_constant_folding=do_constant_folding, optimize=optimize, strict_dynamic=strict_dynamic,
-    )
-    model = result.model if f is None else _save_and_return(result, f, external_data)
-    if verbose:
+    options = ExportOptions.from_arguments(locals())
+    result = _export_program(model, args, kwargs, options)
+    model = result.model if f is None else _save_and_return(result, f, options.external_data)
+    if options.verbose:
         sys.stdout.write(format_model(model) + "\n")  # the seed's documented behaviour
     return model
 
@@ -184,7 +170,7 @@ def capture(
 ) -> torch.export.ExportedProgram:
     """Capture `model` run on `args` (and `kwargs`) once, for `exporter.convert` at one or more opsets.
 
-    The arguments mean what they mean to `exporter.export`; `input_names` here only say which
+    The keyword arguments are `ExportOptions`, as for `exporter.export`; `input_names` here only say which
     names `dynamic_axes` uses. The names are checked before anything is traced: duplicates,
     a name used for an input and an output, more names than inputs or outputs, and dynamic
     axes outside their tensor's rank are ExportErrors. The program keeps every op that has a
@@ -195,6 +181,14 @@ def capture(
     size is exported static with an ExportWarning saying why and where (exporter.capturing.specialise);
     `strict_dynamic=True` refuses such a capture instead.
     """
+    return _capture(model, args, kwargs, ExportOptions.from_arguments(locals()))
+
+
+def _capture(model: torch.nn.Module, args: Any, kwargs: dict[str, Any] | None,
+             options: ExportOptions) -> torch.export.ExportedProgram:
+    """`capture` with its options gathered."""
+    input_names, output_names, dynamic_axes = options.input_names, options.output_names, options.dynamic_axes
+    custom_symbolics, strict_dynamic = options.custom_symbolics, options.strict_dynamic
     if not isinstance(model, torch.nn.Module):
         raise ExportError(f"export() takes a torch.nn.Module, got {type(model).__name__}")
     args = args if isinstance(args, tuple) else (args,)
@@ -257,14 +251,18 @@ def export_program(
 
     The same as `capture` followed by `convert_program` on its program.
     """
+    return _export_program(model, args, kwargs, ExportOptions.from_arguments(locals()))
+
+
+def _export_program(model: torch.nn.Module, args: Any, kwargs: dict[str, Any] | None,
+                    options: ExportOptions) -> ExportResult:
+    """`export_program` with its options gathered: capture, then convert what the capture
+    recorded (its names, axes and symbolics)."""
     started = time.perf_counter()
-    program = capture(
-        model, args, kwargs=kwargs, input_names=input_names, output_names=output_names,
-        dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics, strict_dynamic=strict_dynamic,
-    )
+    program = _capture(model, args, kwargs, options)
     captured = time.perf_counter()
-    converted = convert_program(program, opset_version=opset_version, do_constant_folding=do_constant_folding,
-                                optimize=optimize, strict_dynamic=strict_dynamic)
+    converted = _convert_program(program, replace(options, input_names=None, output_names=None, dynamic_axes=None,
+                                                  custom_symbolics=None))
     return replace(converted, capture_seconds=captured - started)
 
 
@@ -284,11 +282,7 @@ def convert(
 
     See `convert_program`, which also returns the program and the naming.
     """
-    return convert_program(
-        program, opset_version=opset_version, input_names=input_names, output_names=output_names,
-        dynamic_axes=dynamic_axes, custom_symbolics=custom_symbolics, graph_name=graph_name,
-        do_constant_folding=do_constant_folding, optimize=optimize,
-    ).model
+    return _convert_program(program, ExportOptions.from_arguments(locals())).model
 
 
 def convert_program(
@@ -322,18 +316,24 @@ def convert_program(
     which also roots every node's scope. A program from `torch.export.export` itself is
     accepted too: its inputs are then named after its placeholders.
     """
+    return _convert_program(program, ExportOptions.from_arguments(locals()))
+
+
+def _convert_program(program: torch.export.ExportedProgram, options: ExportOptions) -> ExportResult:
+    """`convert_program` with its options gathered; what they leave None comes from the capture."""
     record = capture_record(program)
     if record is not None:
-        input_names = record.input_names if input_names is None else input_names
-        output_names = record.output_names if output_names is None else output_names
-        dynamic_axes = record.dynamic_axes if dynamic_axes is None else dynamic_axes
-        custom_symbolics = record.custom_symbolics if custom_symbolics is None else custom_symbolics
-        graph_name = record.root_name if graph_name is None else graph_name
+        options = options.with_defaults(
+            input_names=record.input_names, output_names=record.output_names, dynamic_axes=record.dynamic_axes,
+            custom_symbolics=record.custom_symbolics, graph_name=record.root_name)
         default_names: Sequence[str] = (*record.forward_names, *record.input_keys)
     else:
-        graph_name = _root_name(program) if graph_name is None else graph_name
+        options = options.with_defaults(graph_name=_root_name(program))
         default_names = [node.name for node in user_input_nodes(program)]
-    opset = check_opset(opset_version)
+    input_names, output_names, dynamic_axes = options.input_names, options.output_names, options.dynamic_axes
+    custom_symbolics, graph_name, optimize = options.custom_symbolics, options.graph_name, options.optimize
+    do_constant_folding, strict_dynamic = options.do_constant_folding, options.strict_dynamic
+    opset = check_opset(options.opset_version)
 
     started = time.perf_counter()
     conversion = translate(
@@ -353,19 +353,19 @@ def convert_program(
     if checks:
         metadata[DROPPED_CHECKS_KEY] = json.dumps(checks)
         warn_dropped_checks(checks, graph_name)
-    skeleton = to_model(conversion.graph, graph_name=graph_name, producer_version=__version__,
-                        metadata=metadata, weights_inline=False)
-    weights = dict(conversion.graph.initializers)
+    # One IR from translation to the file: the translated graph is an onnx_ir model, the passes
+    # rewrite it in place, and its proto (a skeleton plus the arrays) is made once, at the end.
+    model = build_model(conversion.graph, graph_name=graph_name, producer_version=__version__, metadata=metadata)
     if optimize:
         passes = PASSES if do_constant_folding else tuple(p for p in PASSES if p.name != "fold_constants")
     else:
         passes = WEIGHT_FOLDING if do_constant_folding else ()
-    optimized = optimize_model(skeleton, weights, passes) if passes else None
-    if optimized is not None:
-        skeleton, weights = optimized.skeleton, optimized.weights
-    # Last, so that what the optimiser fused is legal too: Casts around ops ONNX or onnxruntime
-    # cannot run in float16/bfloat16.
-    legalize_dtypes(skeleton)
+    # Legalisation last, so that what the optimiser fused is legal too: Casts around ops ONNX or
+    # onnxruntime cannot run in float16/bfloat16.
+    optimizing = time.perf_counter()
+    applied = optimize_ir(model, (*passes, LegalizeDtypes()))
+    optimize_seconds = time.perf_counter() - optimizing
+    skeleton, weights = to_skeleton(model)
     _check_baked_sizes(program, skeleton, weights, graph_name, strict_dynamic)
     return ExportResult(
         skeleton=skeleton,
@@ -376,9 +376,9 @@ def convert_program(
         output_names=conversion.output_names,
         renamed=conversion.renamed,
         convert_seconds=time.perf_counter() - started,
-        optimize_seconds=optimized.seconds if optimized else 0.0,
-        optimize_cpu_seconds=optimized.cpu_seconds if optimized else {},
-        changes=optimized.changes if optimized else {},
+        optimize_seconds=optimize_seconds,
+        optimize_cpu_seconds=applied.cpu_seconds,
+        changes=applied.changes,
     )
 
 

@@ -18,6 +18,7 @@ import onnx
 from harness import runtime
 from harness.metrics.arrays import as_array, contiguous
 from harness.metrics.tolerances import ToleranceTable
+from harness.verification.options import VerifyOptions
 from harness.records import Verification
 from harness.runtime.model_files import load_model_file
 from harness.analysis.backend_runs import annotate_node_rows, resolve_backends
@@ -53,13 +54,13 @@ def verify_onnx(
     `inputs`: arrays in graph-input order, or {name: array}. `expected`: the outputs in graph
     order (or by name); without them the ReferenceEvaluator's outputs are expected. The model
     passes when the checker passes and every output is inside `output_atol + output_rtol*|e|`
-    (by default the table's output row for the output's dtype).
-    `strict` raises the harness's own errors (harness.analysis.strictness). `session_options`:
-    the onnxruntime configuration to verify (runtime.OrtConfig.of), default onnxruntime's own.
-    `backend`: the backend to verify on (a spec string such as "openvino:precision=f32", a
-    BackendSpec or a Backend; harness.runtime.backends), onnxruntime by default.
+    (by default the table's output row for the output's dtype: there is no module, so no fp64
+    truth). `backend`: the one backend to verify on (default onnxruntime). The other keyword
+    arguments are `VerifyOptions` (harness.verification.options). An error of the ReferenceEvaluator other
+    than an op it lacks is raised in strict mode (harness.analysis.onnx_rows.reference_or_reason).
     """
-    chosen = resolve_backends((backend,), device)[0]
+    options = VerifyOptions.from_arguments(locals(), backends=(backend,))
+    chosen = resolve_backends(options.backends, options.device)[0]
     path = base_dir = None
     if isinstance(model_or_path, onnx.ModelProto):
         model, name = model_or_path, model_or_path.graph.name
@@ -68,13 +69,14 @@ def verify_onnx(
         model = load_model_file(path, keep_initializers_external=True)
         name = os.path.basename(os.path.dirname(path)) or path
         base_dir = os.path.dirname(os.path.abspath(path))
-    table = tolerance_table(tolerances)
-    spec = runtime.DeviceSpec.parse(device)
-    ort_config = runtime.OrtConfig.of(session_options)
-    verification = new_verification(model, spec, model_name=model_name or name, exporter="given", path=path)
+    table = tolerance_table(options.tolerances)
+    spec = runtime.DeviceSpec.parse(options.device)
+    ort_config = runtime.OrtConfig.of(options.session_options)
+    verification = new_verification(model, spec, model_name=options.model_name or name, exporter="given", path=path)
     verification.backend = str(chosen.spec)
     timings = verification.timings
     output_names = [o.name for o in model.graph.output]
+    tf32, per_op, strict = options.tf32, options.per_op, options.strict
     with runtime.device_context(spec, tf32=tf32) as environment:
         verification.environment = {**environment, **runtime.versions(),
                                     "onnxruntime_session": runtime.session_record(ort_config)}
@@ -90,15 +92,12 @@ def verify_onnx(
         reference = None
         if expected is None or per_op:
             started = time.perf_counter()
-            from harness.analysis.onnx_rows import reference_values
+            from harness.analysis.onnx_rows import reference_or_reason
 
             reference_model, reference_feeds = _reference_form(model, loaded, shared, feeds)
-            try:
-                reference = reference_values(reference_model, reference_feeds)
-            except Exception as error:  # the evaluator lacks an op, or fails on this model
-                verification.notes.append(
-                    f"onnx's ReferenceEvaluator cannot run the model: {runtime.first_line(error, 300)}"
-                )
+            reference, reason = reference_or_reason(reference_model, reference_feeds, strict)
+            if reference is None:
+                verification.notes.append(f"onnx's ReferenceEvaluator cannot run the model: {reason[:300]}")
             timings["reference_s"] = time.perf_counter() - started
         if expected is None:
             if reference is None:
@@ -111,7 +110,7 @@ def verify_onnx(
             expected_list = list(expected)
         if actual is not None:  # no module, so no fp64 truth: each output's row (or the given tolerances) decides
             judge_outputs(verification, actual, expected_list, None, output_names, table=table, device=spec.kind,
-                          atol=output_atol, rtol=output_rtol, allowed_mismatch=allowed_mismatch)
+                          atol=options.output_atol, rtol=options.output_rtol, allowed_mismatch=options.allowed_mismatch)
         if len(expected_list) != len(output_names):
             verification.notes.append(f"{len(expected_list)} expected outputs for {len(output_names)} model outputs")
         if per_op and reference is not None:

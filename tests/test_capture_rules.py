@@ -127,6 +127,14 @@ def test_paste_masks_rule_equals_torchvision() -> None:
     torch.testing.assert_close(rules.paste_masks_in_image(masks, boxes, (128, 140)), expected, atol=2e-6, rtol=0)
 
 
+def test_resize_keypoints_rule_equals_torchvision() -> None:
+    from torchvision.models.detection import transform
+
+    keypoints = torch.rand(5, 17, 3, generator=torch.Generator().manual_seed(4)) * 200
+    expected = transform.resize_keypoints(keypoints, [160, 224], [192, 269])
+    assert torch.equal(rules.resize_keypoints(keypoints, [160, 224], [192, 269]), expected)
+
+
 def test_anchor_generator_rule_equals_torchvision() -> None:
     from torchvision.models.detection.anchor_utils import AnchorGenerator
     from torchvision.models.detection.image_list import ImageList

@@ -82,24 +82,59 @@ def test_small_detector_verifies_at_two_non_square_sizes_with_one_model() -> Non
     assert {anchors.dtype for anchors in _ci_model().rpn.anchor_generator.cell_anchors} == {torch.float32}
 
 
-# Detectors whose verification depends on rounding, with why (docs/EXCEPTIONS.md): not strict,
-# since which of two near-equal maxima wins changes with onnxruntime's thread count.
+# Detectors whose verification depends on rounding, with why (docs/EXCEPTIONS.md), and the one
+# failure that explains: which of two near-equal maxima wins changes with onnxruntime's thread
+# count, so such a case may pass; when it fails, every failure must be that one, else it is a
+# regression like any other.
 ROUNDING_DEPENDENT = {
     "keypointrcnn_resnet50_fpn": "untrained heatmaps hold near-equal maxima 2-7 px apart (gaps from 1e-3, below "
     "their float32 error of ~3e-3): a keypoint may land on the other one; the failing comparison names it",
 }
 
 
-def _tier_cases() -> list:
-    return [pytest.param(case, marks=pytest.mark.xfail(reason=ROUNDING_DEPENDENT[case.name], strict=False))
-            if case.name in ROUNDING_DEPENDENT else case for case in model_zoo_cases.select(tier="detection")]
+def _only_moved_keypoints(verification) -> bool:
+    """Whether the verification fails only because keypoints moved to another near-equal maximum:
+    its one failing output is `keypoints`, whose note names the moves (harness.metrics.detections),
+    and the keypoints' scores agree (a moved score would be a differing heatmap, not a tie)."""
+    failing = [c for c in verification.outputs if not c.passed]
+    return (verification.checker.passed and len(failing) == 1 and failing[0].name == "keypoints"
+            and "keypoint(s) moved" in (failing[0].note or "")
+            and not any(op.passed is False and op.check != "matched" for op in verification.ops))
 
 
 @pytest.mark.nightly
-@pytest.mark.parametrize("case", _tier_cases(), ids=lambda case: case.name)
+@pytest.mark.parametrize("case", model_zoo_cases.select(tier="detection"), ids=lambda case: case.name)
 def test_detection_tier(case) -> None:
     module = case.module(0)
     others = [case.inputs_at(sizes, 1)[0] for sizes in case.other_sizes]
     traced, resized = _verify_sizes(module, case.inputs(0)[0], others, atol=case.atol, rtol=case.rtol)
-    assert traced.passed and all(r.passed for r in resized), _failures(traced) + sum(map(_failures, resized), [])
     model_zoo_cases.clear_module_cache()
+    failed = [v for v in (traced, *resized) if not v.passed]
+    if failed and case.name in ROUNDING_DEPENDENT and all(_only_moved_keypoints(v) for v in failed):
+        pytest.xfail(f"{ROUNDING_DEPENDENT[case.name]}: " + "; ".join(
+            next(c.note for c in v.outputs if not c.passed) for v in failed)[:500])
+    assert not failed, _failures(traced) + sum(map(_failures, resized), [])
+
+
+def _verification(*outputs, op_failures=(), checker=True):
+    """A stand-in record: outputs as (name, passed, note), failing rows as (check,)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        checker=SimpleNamespace(passed=checker),
+        outputs=[SimpleNamespace(name=name, passed=passed, note=note) for name, passed, note in outputs],
+        ops=[SimpleNamespace(passed=False, check=check) for check in op_failures])
+
+
+@pytest.mark.parametrize(("verification", "expected"), [
+    (_verification(("boxes", True, ""), ("keypoints", False, "1 keypoint(s) moved: torch's #3 keypoint 7 moved "
+                                                               "4.19 px (score 4.427 against torch's 4.426)"),
+                   ("keypoints_scores", True, ""), op_failures=("matched",)), True),
+    (_verification(("keypoints", False, "max_abs 3.1")), False),  # keypoints wrong, none named as moved
+    (_verification(("keypoints", False, "1 keypoint(s) moved: ..."), ("keypoints_scores", False, "")), False),
+    (_verification(("keypoints", False, "1 keypoint(s) moved: ..."), op_failures=("value",)), False),
+    (_verification(("keypoints", False, "1 keypoint(s) moved: ..."), checker=False), False),
+])
+def test_the_keypoint_xfail_takes_only_moved_keypoints(verification, expected) -> None:
+    """The nightly tier's Keypoint R-CNN expectation covers its cause alone, not any failure."""
+    assert _only_moved_keypoints(verification) is expected

@@ -138,13 +138,9 @@ def test_ops_onnxruntime_has_no_kernel_for_are_computed_by_onnx_reference(monkey
     """A graph ONNX allows but onnxruntime's CPU provider cannot run (bfloat16 Gemm and Relu,
     left unwrapped here): the backend refuses the model, which stays a finding, and each such
     op's row is computed by onnx's ReferenceEvaluator and says so."""
-    import functools
+    import exporter.optimize.legalize_dtypes as legalize
 
-    import exporter.api
-    from exporter.optimize.legalize_dtypes import legalize_dtypes
-
-    schemas_only = functools.partial(legalize_dtypes, onnxruntime_cpu=False)
-    monkeypatch.setattr(exporter.api, "legalize_dtypes", schemas_only)
+    monkeypatch.setattr(legalize, "onnxruntime_cpu_runs", lambda probe: True)  # the schemas alone decide
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval().to(torch.bfloat16)
     verification = harness.verify(module, (torch.randn(2, 8, dtype=torch.bfloat16),))

@@ -363,7 +363,7 @@ def _gemm_model(bad: bool = False) -> onnx.ModelProto:
 
 
 def test_the_checker_takes_a_model_too_large_to_serialise(monkeypatch):
-    import harness.verification as verification
+    import harness.verification.checker as verification
 
     monkeypatch.setattr(verification, "PROTOBUF_LIMIT", 2**20)  # the 1 MiB weight stands for > 2 GB
     stubbed = []

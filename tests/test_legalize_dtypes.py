@@ -169,3 +169,24 @@ def test_an_op_of_several_wrapped_nodes_rounds_once(monkeypatch):
     _, _, rounded_twice = _bfloat16_linear()
     assert [n.op_type for n in rounded_twice.graph.node].count("Cast") == 6
     assert not _within_half_an_ulp(rounded_twice, module, x)  # what the pass prevents
+
+
+def test_failed_type_inference_names_the_nodes_it_leaves_unwrapped(monkeypatch):
+    """A MaxPool reading an undeclared value (a Relu's output) needs onnx's type inference to
+    be found bfloat16; when inference fails, the MaxPool cannot be wrapped, and an
+    ExportWarning says so and names it."""
+    relu = helper.make_node("Relu", ["x"], ["t"], name="relu")
+    pool = helper.make_node("MaxPool", ["t"], ["y"], name="max_pool2d", kernel_shape=[1, 1])
+    graph = helper.make_graph([relu, pool], "g", [helper.make_tensor_value_info("x", BF16, [1, 2, 3, 3])],
+                              [helper.make_tensor_value_info("y", BF16, [1, 2, 3, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    inferred = legalize_dtypes(onnx.ModelProto.FromString(model.SerializeToString()), onnxruntime_cpu=False)
+    assert [w.op_type for w in inferred] == ["MaxPool"]
+
+    def planted(*args, **kwargs):
+        raise onnx.shape_inference.InferenceError("planted inference failure")
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", planted)
+    with pytest.warns(exporter.ExportWarning, match=r"planted inference failure.*MaxPool 'max_pool2d'"):
+        assert legalize_dtypes(model, onnxruntime_cpu=False) == []
+    assert [n.op_type for n in model.graph.node] == ["Relu", "MaxPool"]

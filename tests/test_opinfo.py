@@ -146,16 +146,18 @@ def test_opinfo_samples(entry_key: str, dtype: str) -> None:
     for index, sample in enumerate(samples):
         if call is not None and index not in recorded:
             continue  # a kernel form runs the recorded samples that fit it, not every one
-        outcome = SWEEP.run_sample(entry, sample, claimed, call)
+        expectation = EXPECTED.expectation_for(entry_key, dtype, sample)
+        tolerance = expectation.tolerance_for(dtype) if expectation is not None else None
+        outcome = SWEEP.run_sample(entry, sample, claimed, call, tolerance=tolerance)
         if outcome is None:
             continue
         ran.append(index)
-        expectation = EXPECTED.expectation_for(entry_key, dtype, sample)
         if outcome.passed:
             if expectation is not None and expectation.strict:
                 fixed.append(f"sample {index} passes now; take its expectation off ({expectation.reason})")
         elif expectation is None or not expectation.explains(outcome.reason):
-            covered = f" (its expectation wants /{expectation.error}/)" if expectation else ""
+            covered = (f" (judged at its expectation's (rtol, atol) {tolerance})" if tolerance is not None
+                       else f" (its expectation wants /{expectation.error}/)" if expectation else "")
             unexpected.append(f"sample {index} ({', '.join(outcome.targets)}){covered}: {outcome.reason}")
     assert not unexpected, "\n".join(unexpected) + "\nfix it, or add a scoped Expectation to tests/opinfo_expectations.py"
     assert not fixed, "\n".join(fixed)

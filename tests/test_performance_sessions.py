@@ -54,6 +54,7 @@ def test_sessions_are_sized_to_torch_and_do_not_spin_but_keep_onnxruntimes_defau
         assert options.intra_op_num_threads == torch.get_num_threads()
         assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
         assert options.get_session_config_entry("session.inter_op.allow_spinning") == "0"
+        assert not options.enable_cpu_mem_arena  # an output kept would hold its session's whole arena
         with pytest.raises(RuntimeError, match="does not have configuration"):
             options.get_session_config_entry("session.disable_prepacking")  # onnxruntime's default: on
         assert options.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL

@@ -75,12 +75,15 @@ class FusedOnlyFault(Backend):
 class FusedOnlyRep(PlantedRep):
     def run(self, inputs: Any) -> list[np.ndarray]:
         outputs = self.inner.run(inputs)
-        fused = self._reads_a_conv()
-        return [self._plant(o) if name == self.target and fused else o for name, o in zip(self.output_names, outputs)]
+        return [self._plant(o) if self._fused(name) else o for name, o in zip(self.output_names, outputs)]
 
-    def _reads_a_conv(self) -> bool:
+    def _fused(self, name: str) -> bool:
+        """Whether output `name` is the target's value (renamed `target::k` in a batched isolation
+        model) computed by a node reading a Conv's output in this model."""
+        if name.split("::")[0] != self.target:
+            return False
         producer = {out: node for node in self.model.graph.node for out in node.output}
-        node = producer.get(self.target)
+        node = producer.get(name)
         return node is not None and any(producer.get(i) is not None and producer[i].op_type == "Conv"
                                         for i in node.input)
 

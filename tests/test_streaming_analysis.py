@@ -129,6 +129,27 @@ def test_streamed_torch_values_are_released_after_their_readers():
     assert meta.device.type == "meta" and meta.shape == whole[ops[0].name].shape
 
 
+def test_a_value_read_only_by_ops_without_rows_is_released_with_the_rows_reading_it():
+    """Ops the analysis has no row for (here: every other op) never get measured: what they read
+    must still go once the rows around them are measured, not stay to the end of the graph."""
+    import exporter
+
+    module, args = _model(), _inputs()
+    program = exporter.capture(module, args)
+    streamed = torch_values.record_values(program, args, budget=2 * VALUE_BYTES)
+    ops = [n for n in program.graph.nodes if n.op == "call_function"]
+    rows = [node.name for node in ops[::2]]
+    streamed.measured_by({name: name for name in rows})
+    most_live = 0
+    for name in rows:
+        assert streamed[name] is not None
+        streamed.release([name])
+        most_live = max(most_live, len(streamed._computed))
+    assert streamed.passes == 2
+    assert most_live <= 4, most_live
+    assert len(streamed._computed) <= 2  # at the end: nothing waits for a row any more
+
+
 def test_segments_compute_what_the_whole_model_computes():
     import exporter
 

@@ -198,3 +198,19 @@ def test_a_model_the_reference_cannot_run_is_noted():
     verification = harness.verify_onnx(model, [np.ones(2, np.float32)])
     assert not verification.passed
     assert any("ReferenceEvaluator cannot run" in note for note in verification.notes)
+
+
+def test_a_reference_evaluator_failure_is_raised_in_strict_mode(monkeypatch):
+    """Beyond an op it lacks, an error of onnx.reference is a note only outside strict mode."""
+    from harness.analysis import onnx_rows
+
+    def broken(model, feeds):
+        raise TypeError("the evaluator tripped")
+
+    monkeypatch.setattr(onnx_rows, "reference_values", broken)
+    model = _model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [_vi("x", [2])], [_vi("y", [2])])
+    with pytest.raises(TypeError, match="the evaluator tripped"):
+        harness.verify_onnx(model, [np.ones(2, np.float32)], strict=True)
+    verification = harness.verify_onnx(model, [np.ones(2, np.float32)], strict=False)
+    assert any("ReferenceEvaluator cannot run the model: TypeError: the evaluator tripped" in n
+               for n in verification.notes), verification.notes

@@ -148,10 +148,11 @@ def _summary(record: dict[str, Any]) -> str:
 
 def render(results: dict[str, Any]) -> str:
     """The Markdown table: one row per model and size, both exporters' verdicts side by side."""
-    lines = ["| Model | Size | roundtrip | TorchScript | What stops roundtrip |", "|---|---|---|---|---|"]
+    lines = ["| Model | Size | roundtrip | TorchScript | export s (roundtrip / TorchScript) | What stops roundtrip |",
+             "|---|---|---|---|---|---|"]
     for name, record in results.items():
         if "failure" in record:
-            lines.append(f"| {name} | - | not measured | not measured | {record['failure']} |")
+            lines.append(f"| {name} | - | not measured | not measured | - | {record['failure']} |")
             continue
         for label in ["traced", *record["sizes"]]:
             size = record["traced"] + " (traced)" if label == "traced" else label
@@ -166,7 +167,8 @@ def render(results: dict[str, Any]) -> str:
                              + (f" ({at['max_abs']:.2g})" if at.get("max_abs") is not None else ""))
             ours = record.get("roundtrip") or {}
             why = ours.get("error") or ours.get("sizes", {}).get(label, {}).get("error", "")
-            lines.append(f"| {name} | {size} | {cells[0]} | {cells[1]} | {why.replace('|', '/')} |")
+            seconds = " / ".join(f"{(record.get(e) or {}).get('export_s', '-')}" for e in EXPORTERS) if label == "traced" else ""
+            lines.append(f"| {name} | {size} | {cells[0]} | {cells[1]} | {seconds} | {why.replace('|', '/')} |")
     return "\n".join(lines)
 
 

@@ -246,6 +246,48 @@ def memory_section(document: dict[str, Any]) -> list[str]:
     return lines
 
 
+SCALE_CASES = ("fasterrcnn_resnet50_fpn", "maskrcnn_resnet50_fpn", "llama", "unet", "linear23300")
+"""bench_memory's cases at scale, where activations or one huge initializer set the peak."""
+
+
+def scale_section(document: dict[str, Any]) -> list[str]:
+    """The scale table: bench_memory's large cases, peak net of the interpreter against the
+    weights, the largest activation and the target (2 x weights + 2 GB)."""
+    rows = [row for row in document["rows"] if row.get("case") in SCALE_CASES]
+    lines = ["## Scale", "",
+             "The models users most need per-op verification for, each verified per op in a fresh process "
+             "(`bench/bench_memory.py`; detectors at torchvision's default 800 px transform, Llama on 128 tokens, "
+             "a diffusers UNet on 64 x 64 latents, one Linear(23300, 23300) of 2.17 GB). Net peak is the peak "
+             "resident set minus the interpreter's (torch, onnxruntime and the harness imported); the target is "
+             "2 x the weights + 2 GB. The largest activation is the largest tensor one eager forward makes. Time is "
+             "the whole `harness.verify` (export included) on the machine as it was loaded then (load average "
+             "beside the date); the anchor, torch.onnx.verification, was not run on these models.", "",
+
+             "| case | inputs | path | verdict | weights (GiB) | largest activation (GiB) | net peak (GiB) | "
+             "net peak / weights | target (GiB) | within | time (s) | measured |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---|---:|---|"]
+    for row in rows:
+        path = ("verify_onnx(file)" if row.get("from_file") else
+                "export, write, verify" if row.get("write") else "verify(module)")
+        if "error" in row:
+            lines.append(f"| {row['case']} | | {path} | failed: {row['error']} ||||||||")
+            continue
+        shapes = " ".join("x".join(str(d) for d in shape) for shape in row.get("inputs", []))
+        net = row["peak_rss"] - row["baseline_rss"]
+        target = 2 * row["weight_bytes"] + 2 * 10**9
+        activation = row.get("largest_activation_bytes")
+        verdict = "pass" if row.get("passed") else "fail" if row.get("passed") is False else "-"
+        lines.append(f"| {row['case']} | {shapes} | {path} | {verdict} | {row['weight_bytes'] / GIB:.2f} | "
+                     f"{_fmt(activation / GIB if activation else None)} | {net / GIB:.2f} | "
+                     f"{net / row['weight_bytes']:.2f}x | {target / GIB:.2f} | {'yes' if net <= target else 'no'} | "
+                     f"{_fmt(row.get('seconds'), '.0f')} | {str(row.get('measured', ''))[:10]}"
+                     f"{' (load ' + format(row['load_average'], '.0f') + ')' if row.get('load_average') else ''} |")
+    if not rows:
+        lines.append("| no scale case measured yet: `python bench/bench_memory.py --cases fasterrcnn_resnet50_fpn` |||||||||||")
+    lines += [""]
+    return lines
+
+
 SECTIONS = {"bench_export": export_section, "bench_inference": inference_section, "bench_verify": verify_section, "bench_floor": floor_section,
             "bench_memory": memory_section, "bench_shape_sweep": shape_sweep_section}
 
@@ -260,6 +302,10 @@ python bench/bench_floor.py --tier full
 python bench/bench_memory.py --cases vgg16
 python bench/bench_memory.py --cases linear3g        # alone: about 8 GB
 python bench/bench_memory.py --cases fasterrcnn_resnet50_fpn   # alone: the detector at 800 px (scale)
+python bench/bench_memory.py --cases maskrcnn_resnet50_fpn     # alone, each: the scale table
+python bench/bench_memory.py --cases llama
+python bench/bench_memory.py --cases unet
+python bench/bench_memory.py --cases linear23300 --from-file
 python bench/bench_shape_sweep.py                    # ResNet-18, super-resolution, word LM (LSTM)
 python tools/gen_performance_doc.py
 ```
@@ -276,6 +322,8 @@ def render(folder: str = RESULTS) -> str:
             lines += [f"## {name}", "", f"No results yet: run `python bench/{name}.py`.", ""]
             continue
         lines += SECTIONS[name](document)
+        if name == "bench_memory":
+            lines += scale_section(document)
     lines.append(COMMANDS)
     return "\n".join(lines)
 

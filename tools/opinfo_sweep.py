@@ -385,8 +385,9 @@ def _outputs(value: Any) -> list[torch.Tensor] | None:
     return leaves
 
 
-def _compare(got: np.ndarray, want: torch.Tensor) -> str:
-    """"" when `got` is torch's `want`, else what differs."""
+def _compare(got: np.ndarray, want: torch.Tensor, tolerance: tuple[float, float] | None = None) -> str:
+    """"" when `got` is torch's `want`, else what differs. Floats are judged at `tolerance`
+    ((rtol, atol), as torch_lib writes it) when given, else at the dtype's default."""
     from exporter.translate.dtypes import numpy_type
 
     if want.dtype.is_complex:  # the model's complex values are (..., 2) real pairs (exporter/translate/symbolics/fft.py)
@@ -402,6 +403,8 @@ def _compare(got: np.ndarray, want: torch.Tensor) -> str:
         return f"shape {tuple(got.shape)}, torch gives {tuple(want_np.shape)}"
     if want.dtype.is_floating_point:
         atol, rtol = TOLERANCES.get(want.dtype, TOLERANCES[torch.float32])
+        if tolerance is not None:
+            rtol, atol = tolerance
         a, b = got.astype(np.float64), want_np.astype(np.float64)
         close = np.isclose(a, b, atol=atol, rtol=rtol, equal_nan=True)
         if not close.all():
@@ -412,10 +415,12 @@ def _compare(got: np.ndarray, want: torch.Tensor) -> str:
     return "" if np.array_equal(got, want_np) else "values differ (exact dtype)"
 
 
-def run_sample(entry: Any, sample: Any, claimed: set[str], call: DirectCall | None = None) -> Outcome | None:
+def run_sample(entry: Any, sample: Any, claimed: set[str], call: DirectCall | None = None,
+               tolerance: tuple[float, float] | None = None) -> Outcome | None:
     """Export one sample and compare it with torch; None when the sample is not one for
     `claimed` (its program holds none of them) or returns no tensors. With `call`, the sample
-    goes through that kernel form instead of the entry's own op (None if it does not fit)."""
+    goes through that kernel form instead of the entry's own op (None if it does not fit).
+    `tolerance`: the (rtol, atol) its float outputs are judged at instead of the default."""
     from op_table.table import program_targets
 
     op, sample_input, args, kwargs = entry.op, sample.input, tuple(sample.args), dict(sample.kwargs)
@@ -454,7 +459,7 @@ def run_sample(entry: Any, sample: Any, claimed: set[str], call: DirectCall | No
     if len(got) != len(expected):
         return Outcome(exercised, False, f"{len(got)} outputs, torch has {len(expected)}")
     for index, (actual, want) in enumerate(zip(got, expected)):
-        problem = _compare(actual, want)
+        problem = _compare(actual, want, tolerance)
         if problem:
             return Outcome(exercised, False, f"{backend}output {index}: {problem}")
     return Outcome(exercised, True, backend.rstrip(": "))

@@ -1,6 +1,6 @@
 """The optimisation stage after translation: passes over onnx_ir that keep per-op provenance.
 
-`optimize(skeleton, weights)` runs `PASSES` in order (constant folding, BatchNorm folded into
+`optimize(skeleton, weights)` runs `PASSES` in order, under onnx_ir's `PassManager` (constant folding, BatchNorm folded into
 Conv/ConvTranspose/Gemm, fused HardSwish/HardSigmoid, no-op removal, static shape sub-graphs,
 deduplicated constants) and returns the optimised skeleton and weights with what each pass
 changed. A node that a rewrite made stands for every FX node it replaced
@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,9 +22,10 @@ import onnx
 import onnx_ir as ir
 
 from exporter.optimize import aliases
-from exporter.optimize.bridge import from_ir, to_ir
-from exporter.optimize.passes import PASSES, WEIGHT_FOLDING, Pass
-from exporter.contract.keys import ALIASED_VALUES_KEY, FOLDED_VALUES_KEY, FX_NODE_KEY
+from exporter.optimize.bridge import to_ir
+from exporter.optimize.passes import LEDGER_META, PASSES, WEIGHT_FOLDING, Ledger, Pass, fx_values
+from exporter.contract.keys import ALIASED_VALUES_KEY, FOLDED_VALUES_KEY
+from exporter.translate.ir_model import to_skeleton
 
 __all__ = ["FOLDED_VALUES_KEY", "PASSES", "WEIGHT_FOLDING", "Applied", "Optimized", "Pass", "optimize", "optimize_ir"]
 
@@ -55,39 +56,33 @@ class Optimized:
     cpu_seconds: dict[str, float] = field(default_factory=dict)  # pass (and "bridge") -> process CPU time
 
 
-def optimize_ir(model: ir.Model, passes: tuple[Pass, ...] = PASSES) -> Applied:
-    """Run `passes` on `model` in place, in order. Returns what each changed, the FX values
-    folded into initializers (initializer name -> FX node, also written to the model's
-    `roundtrip.folded_values` metadata) and those merged into another value by a removed
-    no-op or a shared sub-expression (`roundtrip.aliased_values`, exporter.optimize.aliases)."""
+def optimize_ir(model: ir.Model, passes: Sequence[ir.passes.PassBase] = PASSES) -> Applied:
+    """Run `passes` on `model` in place, in order, under onnx_ir's `PassManager`. Returns what
+    each changed, the FX values folded into initializers (initializer name -> FX node, also
+    written to the model's `roundtrip.folded_values` metadata) and those merged into another
+    value by a removed no-op or a shared sub-expression (`roundtrip.aliased_values`,
+    exporter.optimize.aliases)."""
     graph = model.graph
-    computed = {value.name: node.metadata_props[FX_NODE_KEY]
-                for node in graph if FX_NODE_KEY in node.metadata_props
-                for value in node.outputs if value.name and "::" not in value.name}
-    applied = Applied()
-    merged: dict[str, str] = dict(json.loads(model.metadata_props.get(ALIASED_VALUES_KEY, "{}")))
-    for step in passes:
-        started = time.process_time()
-        before = aliases.readers(graph, computed)
-        counts: Counter[str] = step.run(model)
-        merged.update(aliases.merged_values(before, graph))
-        applied.cpu_seconds[step.name] = time.process_time() - started
-        if counts:
-            applied.changes[step.name] = dict(counts)
-            logger.debug("%s: %s", step.name, dict(counts))
+    ledger = Ledger(fx_values(graph), merged=dict(json.loads(model.metadata_props.get(ALIASED_VALUES_KEY, "{}"))))
+    model.meta[LEDGER_META] = ledger
+    try:
+        if passes:
+            ir.passes.PassManager(list(passes))(model)
+    finally:
+        del model.meta[LEDGER_META]
     folded = dict(json.loads(model.metadata_props.get(FOLDED_VALUES_KEY, "{}")))
-    folded.update({name: computed[name] for name in graph.initializers if name in computed})
+    folded.update({name: ledger.watched[name] for name in graph.initializers if name in ledger.watched})
     if folded:
         model.metadata_props[FOLDED_VALUES_KEY] = json.dumps(folded)
-    applied.folded_values = folded
-    applied.aliased_values = aliases.resolved(merged, aliases.present_values(graph))
+    applied = Applied(changes=ledger.changes, folded_values=folded, cpu_seconds=ledger.cpu_seconds)
+    applied.aliased_values = aliases.resolved(ledger.merged, aliases.present_values(graph))
     if applied.aliased_values:
         model.metadata_props[ALIASED_VALUES_KEY] = json.dumps(applied.aliased_values)
     return applied
 
 
 def optimize(skeleton: onnx.ModelProto, weights: dict[str, np.ndarray],
-             passes: tuple[Pass, ...] = PASSES) -> Optimized:
+             passes: Sequence[ir.passes.PassBase] = PASSES) -> Optimized:
     """Optimise an exported model given as skeleton and weights (exporter.write.external_data); the
     weights the passes leave alone are passed through without a copy."""
     started, cpu = time.perf_counter(), time.process_time()
@@ -95,7 +90,7 @@ def optimize(skeleton: onnx.ModelProto, weights: dict[str, np.ndarray],
     bridge = time.process_time() - cpu
     applied = optimize_ir(model, passes)
     cpu = time.process_time()
-    new_skeleton, new_weights = from_ir(model)
+    new_skeleton, new_weights = to_skeleton(model)
     applied.cpu_seconds["bridge"] = bridge + time.process_time() - cpu
     return Optimized(new_skeleton, new_weights, applied.changes, applied.folded_values,
                      time.perf_counter() - started, applied.aliased_values, applied.cpu_seconds)

@@ -16,19 +16,30 @@ without a float16 kernel to float32 by itself.
 
 The wrapped node carries `roundtrip.cast` ("bfloat16->float32: <why>"); the Casts carry the
 node's provenance, so they belong to the same FX node's subgraph.
+
+`LegalizeDtypes` is an onnx_ir pass, the last one the export runs (exporter.optimize);
+`legalize_dtypes` applies it to a ModelProto. Values whose type the model does not declare are
+typed by onnx's type inference; where that fails, the nodes it would have typed are named in an
+ExportWarning (they may hold float16/bfloat16 values that no runtime loads), never skipped in
+silence.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
 import onnx
+import onnx_ir as ir
 from onnx import TensorProto
 
 from exporter.contract.keys import CAST_KEY, FX_NODE_KEY
+from exporter.errors import ExportWarning
+from exporter.translate.ir_model import to_skeleton
 
 logger = logging.getLogger(__name__)
 
@@ -61,46 +72,69 @@ class Wrapped:
         return f"{self.cast}: {self.reason}"
 
 
-def legalize_dtypes(model: onnx.ModelProto, *, onnxruntime_cpu: bool = True) -> list[Wrapped]:
-    """Wrap, in place, every node of `model`'s main graph whose float16/bfloat16 values ONNX
+class LegalizeDtypes(ir.passes.InPlacePass):
+    """The onnx_ir pass: wrap every node of the main graph whose float16/bfloat16 values ONNX
     does not define at the model's opset, or (with `onnxruntime_cpu`) onnxruntime's CPU
-    provider has no kernel for. Returns what was wrapped, in graph order."""
-    if not _may_hold_low_precision(model):
+    provider has no kernel for. `modified` when a node was wrapped."""
+
+    def __init__(self, *, onnxruntime_cpu: bool = True) -> None:
+        super().__init__()
+        self.onnxruntime_cpu = onnxruntime_cpu
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        return ir.passes.PassResult(model, modified=bool(wrap_nodes(model, onnxruntime_cpu=self.onnxruntime_cpu)))
+
+
+def legalize_dtypes(model: onnx.ModelProto, *, onnxruntime_cpu: bool = True) -> list[Wrapped]:
+    """`LegalizeDtypes` on a ModelProto, in place. Returns what was wrapped, in graph order."""
+    ir_model = ir.serde.deserialize_model(model)
+    wrapped = wrap_nodes(ir_model, onnxruntime_cpu=onnxruntime_cpu)
+    if wrapped:
+        model.CopyFrom(ir.serde.serialize_model(ir_model))
+    return wrapped
+
+
+def wrap_nodes(model: ir.Model, *, onnxruntime_cpu: bool = True) -> list[Wrapped]:
+    """Wrap, in place, the nodes of `model`'s main graph that cannot run in their float16/bfloat16
+    types (see `LegalizeDtypes`). Returns what was wrapped, in graph order."""
+    if not _may_hold_low_precision(model.graph):
         return []
-    opsets = {entry.domain or "": entry.version for entry in model.opset_import}
+    graph = model.graph
+    opsets = dict(model.opset_imports)
     types = _value_types(model)
     wrapped: list[Wrapped] = []
-    names = _NameSource(model)
-    rebuilt: list[onnx.NodeProto] = []
+    names = _NameSource(graph)
     casts_up: set[int] = set()
     casts_back: set[int] = set()
-    for node in model.graph.node:
+    for node in list(graph):
         decision = _decide(node, types, opsets, model.ir_version, onnxruntime_cpu)
         if decision is None:
-            rebuilt.append(node)
             continue
         low, reason = decision
-        record = Wrapped(node.name, node.op_type, f"{TensorProto.DataType.Name(low).lower()}->float32", reason)
+        record = Wrapped(node.name or "", node.op_type, f"{TensorProto.DataType.Name(low).lower()}->float32", reason)
         before, after = _wrap(node, types, names, record)
-        rebuilt.extend([*before, node, *after])
+        graph.insert_before(node, before)
+        graph.insert_after(node, after)
         casts_up.update(id(cast) for cast in before)
         casts_back.update(id(cast) for cast in after)
         wrapped.append(record)
     if wrapped:
-        rebuilt = _round_once_per_op(rebuilt, casts_up, casts_back, model.graph)
-        del model.graph.node[:]
-        model.graph.node.extend(rebuilt)
+        nodes = list(graph)
+        kept = {id(node) for node in _round_once_per_op(nodes, casts_up, casts_back, graph)}
+        dropped = [node for node in nodes if id(node) not in kept]
+        if dropped:
+            graph.remove(dropped, safe=True)
         logger.info("cast-wrapped %d node(s): %s", len(wrapped), ", ".join(sorted({w.op_type for w in wrapped})))
     return wrapped
 
 
-def _decide(node: onnx.NodeProto, types: dict[str, int], opsets: dict[str, int], ir_version: int,
+def _decide(node: ir.Node, types: dict[str, int], opsets: dict[str, int], ir_version: int,
             onnxruntime_cpu: bool) -> tuple[int, str] | None:
     """(the low-precision type, why) when `node` must be wrapped, else None."""
     if node.domain not in ("", "ai.onnx") or node.op_type == "Cast" or _has_subgraph(node):
         return None
-    inputs = [types.get(name, 0) if name else 0 for name in node.input]
-    outputs = [types.get(name, 0) for name in node.output]
+    inputs = [types.get(v.name, 0) if v is not None and v.name else 0 for v in node.inputs]
+    outputs = [types.get(v.name, 0) if v.name else 0 for v in node.outputs]
     low = [t for t in inputs if t in LOW_PRECISION]
     if not low:  # a node that only produces low-precision values (ConstantOfShape, Cast) is defined
         return None
@@ -129,13 +163,12 @@ def _decide(node: onnx.NodeProto, types: dict[str, int], opsets: dict[str, int],
 _RUN_TIME_REFUSALS = {"ScatterElements": "reduction", "ScatterND": "reduction"}
 
 
-def _refused_at_run_time(node: onnx.NodeProto) -> bool:
+def _refused_at_run_time(node: ir.Node) -> bool:
     """Whether `node`, with low-precision inputs, is one onnxruntime's CPU provider refuses to run."""
     attribute = _RUN_TIME_REFUSALS.get(node.op_type)
     if attribute is None:
         return False
-    value = next((a.s.decode() for a in node.attribute if a.name == attribute), "none")
-    return value != "none"
+    return node.attributes.get_string(attribute, "none") != "none"
 
 
 def undefined_types(op_type: str, opset: int, inputs: list[int], outputs: list[int]) -> str:
@@ -185,20 +218,20 @@ def _loads(serialized: bytes) -> bool:
     return True
 
 
-def _probe_model(node: onnx.NodeProto, inputs: list[int], outputs: list[int], opset: int,
+def _probe_model(node: ir.Node, inputs: list[int], outputs: list[int], opset: int,
                  ir_version: int) -> onnx.ModelProto:
     """`node` alone, its inputs fed, typed as in the model (no shapes: the kernel lookup needs
     only the operator, its version and the types). Named by position, so that nodes that
     differ only in names share the cached answer."""
     probe = onnx.NodeProto(op_type=node.op_type, domain=node.domain)
-    probe.attribute.extend(node.attribute)
+    probe.attribute.extend(ir.serde.serialize_attribute(attr) for attr in node.attributes.values())
     fed = [(f"i{k}", t) for k, t in enumerate(inputs)]
-    probe.input.extend(name if name_in else "" for (name, _), name_in in zip(fed, node.input))
+    probe.input.extend(name if value is not None else "" for (name, _), value in zip(fed, node.inputs))
     probe.output.extend(f"o{k}" for k in range(len(outputs)))
     graph = onnx.helper.make_graph(
         [probe], "probe",
         [onnx.helper.make_tensor_value_info(name, t or COMPUTE_TYPE, None)
-         for (name, t), name_in in zip(fed, node.input) if name_in],
+         for (name, t), value in zip(fed, node.inputs) if value is not None],
         [onnx.helper.make_tensor_value_info(f"o{k}", t, None) if t else onnx.ValueInfoProto(name=f"o{k}")
          for k, t in enumerate(outputs)],
     )
@@ -206,83 +239,68 @@ def _probe_model(node: onnx.NodeProto, inputs: list[int], outputs: list[int], op
                                   ir_version=ir_version)
 
 
-def _wrap(node: onnx.NodeProto, types: dict[str, int], names: _NameSource, record: Wrapped
-          ) -> tuple[list[onnx.NodeProto], list[onnx.NodeProto]]:
+def _wrap(node: ir.Node, types: dict[str, int], names: _NameSource, record: Wrapped
+          ) -> tuple[list[ir.Node], list[ir.Node]]:
     """Cast(inputs) -> node in float32 -> Cast(outputs) back, the node's names kept outside;
-    returns the Casts before and after it."""
-    provenance = [(p.key, p.value) for p in node.metadata_props]
-    before: list[onnx.NodeProto] = []
-    for index, name in enumerate(node.input):
-        if name and types.get(name) in LOW_PRECISION:
-            widened = names.value(name + _SUFFIX)
-            before.append(_cast(name, widened, COMPUTE_TYPE, names.node(f"{node.name}::cast_in{index}"), provenance))
-            node.input[index] = widened
-    after: list[onnx.NodeProto] = []
-    for index, name in enumerate(node.output):
-        if name and types.get(name) in LOW_PRECISION:
-            computed = names.value(name + _SUFFIX)
-            after.append(_cast(computed, name, types[name], names.node(f"{node.name}::cast_out{index}"), provenance))
-            node.output[index] = computed
-    entry = node.metadata_props.add()
-    entry.key, entry.value = CAST_KEY, record.note
+    returns the Casts before and after it (not yet in the graph)."""
+    provenance = dict(node.metadata_props)
+    before: list[ir.Node] = []
+    for index, value in enumerate(node.inputs):
+        if value is not None and value.name and types.get(value.name) in LOW_PRECISION:
+            widened = ir.Value(name=names.value(value.name + _SUFFIX))
+            before.append(_cast(value, widened, COMPUTE_TYPE, names.node(f"{node.name}::cast_in{index}"), provenance))
+            node.replace_input_with(index, widened)
+    after: list[ir.Node] = []
+    for index, value in enumerate(node.outputs):
+        if value.name and types.get(value.name) in LOW_PRECISION:
+            # The node's output becomes an untyped float32 value; a Cast gives back the value
+            # its readers (and the graph outputs) read, under its name, type and shape.
+            kept = ir.Value(name=value.name, type=value.type, shape=value.shape, doc_string=value.doc_string)
+            value.replace_all_uses_with(kept, replace_graph_outputs=True)
+            value.name = names.value(kept.name + _SUFFIX)
+            value.type, value.shape = None, None
+            after.append(_cast(value, kept, types[kept.name], names.node(f"{node.name}::cast_out{index}"), provenance))
+    node.metadata_props[CAST_KEY] = record.note
     return before, after
 
 
-def _round_once_per_op(nodes: list[onnx.NodeProto], casts_up: set[int], casts_back: set[int],
-                       graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+def _round_once_per_op(nodes: list[ir.Node], casts_up: set[int], casts_back: set[int],
+                       graph: ir.Graph) -> list[ir.Node]:
     """Drop the Cast back and Casts up between two wrapped nodes of one FX node (MatMul then
     Add for a linear, say): the value between them stays float32, so the op rounds to its
     dtype once, as torch's kernels do, not once per ONNX node. Values the harness joins to FX
-    nodes (`n`, `n__1`) and graph outputs keep their Casts."""
-    consumers: dict[str, list[onnx.NodeProto]] = {}
-    for node in nodes:
-        for name in node.input:
-            consumers.setdefault(name, []).append(node)
-    outputs = {o.name for o in graph.output}
-    rewired: dict[str, str] = {}
+    nodes (`n`, `n__1`) and graph outputs keep their Casts. Returns the nodes kept (the
+    readers of the dropped Casts are rewired; removing the dropped nodes is the caller's)."""
     dropped: set[int] = set()
     for node in nodes:
         if id(node) not in casts_back:
             continue
-        value, op = node.output[0], _fx_node(node)
-        users = consumers.get(value, [])
-        if not op or value in outputs or not users or re.fullmatch(rf"{re.escape(op)}(__\d+)?", value):
+        value, op = node.outputs[0], _fx_node(node)
+        users = [user for user, _ in value.uses()]
+        if not op or value.is_graph_output() or not users or re.fullmatch(rf"{re.escape(op)}(__\d+)?", value.name or ""):
             continue
         if all(id(user) in casts_up and _fx_node(user) == op for user in users):
-            rewired.update((user.output[0], node.input[0]) for user in users)
+            for user in users:
+                user.outputs[0].replace_all_uses_with(node.inputs[0])
             dropped.update(id(n) for n in (node, *users))
-    kept = [node for node in nodes if id(node) not in dropped]
-    for node in kept:
-        node.input[:] = [rewired.get(name, name) for name in node.input]
-    gone = {n.output[0] for n in nodes if id(n) in dropped}
-    infos = [info for info in graph.value_info if info.name not in gone]
-    if len(infos) != len(graph.value_info):
-        del graph.value_info[:]
-        graph.value_info.extend(infos)
-    return kept
+    return [node for node in nodes if id(node) not in dropped]
 
 
-def _fx_node(node: onnx.NodeProto) -> str:
-    return next((p.value for p in node.metadata_props if p.key == FX_NODE_KEY), "")
+def _fx_node(node: ir.Node) -> str:
+    return node.metadata_props.get(FX_NODE_KEY, "")
 
 
-def _cast(source: str, target: str, to: int, name: str, provenance: list[tuple[str, str]]) -> onnx.NodeProto:
-    cast = onnx.helper.make_node("Cast", [source], [target], name=name, to=to)
-    for key, value in provenance:
-        entry = cast.metadata_props.add()
-        entry.key, entry.value = key, value
-    return cast
+def _cast(source: ir.Value, target: ir.Value, to: int, name: str, provenance: dict[str, str]) -> ir.Node:
+    return ir.Node("", "Cast", [source], attributes=[ir.AttrInt64("to", to)], outputs=[target], name=name,
+                   metadata_props=dict(provenance))
 
 
 class _NameSource:
-    """Fresh value and node names that collide with nothing in the model."""
+    """Fresh value and node names that collide with nothing in the graph."""
 
-    def __init__(self, model: onnx.ModelProto) -> None:
-        graph = model.graph
-        self._values = {v for n in graph.node for v in (*n.input, *n.output)}
-        self._values |= {v.name for v in (*graph.input, *graph.output, *graph.value_info)}
-        self._values |= {t.name for t in graph.initializer}
-        self._nodes = {n.name for n in graph.node}
+    def __init__(self, graph: ir.Graph) -> None:
+        self._values = {v.name for v in _values(graph) if v.name}
+        self._nodes = {n.name for n in graph if n.name}
 
     def value(self, wanted: str) -> str:
         return self._fresh(wanted, self._values)
@@ -299,47 +317,68 @@ class _NameSource:
         return name
 
 
-def _may_hold_low_precision(model: onnx.ModelProto) -> bool:
+def _values(graph: ir.Graph) -> Iterable[ir.Value]:
+    """Every value of the main graph: initializers, inputs, node inputs and outputs, outputs."""
+    yield from graph.initializers.values()
+    yield from graph.inputs
+    for node in graph:
+        yield from (v for v in node.inputs if v is not None)
+        yield from node.outputs
+    yield from graph.outputs
+
+
+def _elem_type(value: ir.Value) -> int:
+    """The value's element type (0: unknown), from its type or its constant."""
+    if value.dtype is not None:
+        return int(value.dtype)
+    return int(value.const_value.dtype) if value.const_value is not None else 0
+
+
+def _may_hold_low_precision(graph: ir.Graph) -> bool:
     """Whether any value of the main graph can be float16/bfloat16: one is declared so, or a
     node makes one (a Cast or a constant); a float32 model skips type inference."""
-    graph = model.graph
-    declared = [t.data_type for t in graph.initializer]
-    declared += [i.type.tensor_type.elem_type for i in (*graph.input, *graph.output, *graph.value_info)]
-    if any(t in LOW_PRECISION for t in declared):
+    if any(_elem_type(value) in LOW_PRECISION for value in _values(graph)):
         return True
     return any(
-        (a.type == onnx.AttributeProto.INT and a.name in ("to", "dtype") and a.i in LOW_PRECISION)
-        or (a.type == onnx.AttributeProto.TENSOR and a.t.data_type in LOW_PRECISION)
-        for node in graph.node for a in node.attribute
+        (attr.type == ir.AttributeType.INT and attr.name in ("to", "dtype") and attr.value in LOW_PRECISION)
+        or (attr.type == ir.AttributeType.TENSOR and int(attr.value.dtype) in LOW_PRECISION)
+        for node in graph for attr in node.attributes.values()
     )
 
 
-def _has_subgraph(node: onnx.NodeProto) -> bool:
-    return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
+def _has_subgraph(node: ir.Node) -> bool:
+    return any(attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for attr in node.attributes.values())
 
 
-def _value_types(model: onnx.ModelProto) -> dict[str, int]:
+def _value_types(model: ir.Model) -> dict[str, int]:
     """Element type of every value of the main graph: declared, or from onnx's type inference
-    (run on a copy without the weight bytes, which inference does not need)."""
+    (run on the model's skeleton, without the weight bytes, which inference does not need).
+    Where inference fails, an ExportWarning names the nodes left as they are."""
     graph = model.graph
-    types = {t.name: t.data_type for t in graph.initializer}
-    for info in (*graph.input, *graph.output, *graph.value_info):
-        if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type:
-            types.setdefault(info.name, info.type.tensor_type.elem_type)
-    if all(name in types for node in graph.node for name in (*node.input, *node.output) if name):
+    types: dict[str, int] = {}
+    for value in _values(graph):
+        if value.name and _elem_type(value):
+            types.setdefault(value.name, _elem_type(value))
+    untyped = [node for node in graph
+               if any(v is not None and v.name and v.name not in types for v in (*node.inputs, *node.outputs))]
+    if not untyped:
         return types
-    shell = onnx.ModelProto()
-    shell.CopyFrom(model)  # a skeleton's stubs hold no bytes; inline ones are small
-    declared = {i.name for i in graph.input}
+    shell, _ = to_skeleton(model)  # large initializers as data-less stubs; small ones inline
+    declared = {i.name for i in shell.graph.input}
     shell.graph.input.extend(  # initializers as typed inputs: inference needs no weight bytes
         onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
-        for t in graph.initializer if t.name not in declared
+        for t in shell.graph.initializer if t.name not in declared
     )
     del shell.graph.initializer[:]
     try:
         inferred = onnx.shape_inference.infer_shapes(shell, strict_mode=False)
-    except Exception as error:  # inference is best effort: undeclared values then stay unknown
-        logger.info("type inference failed (%s); nodes with untyped values are left as they are", error)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as error:
+        left = [f"{node.op_type} {node.name!r}" for node in untyped
+                if node.domain in ("", "ai.onnx") and node.op_type != "Cast"]
+        warnings.warn(ExportWarning(
+            f"onnx's type inference failed ({error}); {len(left)} node(s) with values of unknown type are "
+            f"left without Casts, and may not load in a runtime if they compute in float16/bfloat16: "
+            f"{', '.join(left[:10])}{' ...' if len(left) > 10 else ''}"), stacklevel=2)
         return types
     for info in inferred.graph.value_info:
         if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type:

@@ -1,6 +1,6 @@
-"""The optimisation passes, each a small named step over an onnx_ir model.
+"""The optimisation passes, each a small named onnx_ir pass (`ir.passes.InPlacePass`).
 
-Every pass is idempotent (a second run changes nothing) and returns what it changed: the op
+`exporter.optimize` runs them in order under onnx_ir's `PassManager`. Every pass is idempotent (a second run changes nothing) and returns what it changed: the op
 types it removed (`-Op`) and added (`+Op`), and for rewrites the count per rule. Rewrites
 carry the provenance of the nodes they replace (exporter.optimize.rewriting); the passes that
 only delete nodes (no-op removal, unused nodes, shared sub-expressions) leave nothing that
@@ -9,9 +9,11 @@ stands for them, and the FX values they drop get no row of their own in the harn
 
 from __future__ import annotations
 
+import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
@@ -23,6 +25,7 @@ from onnxscript import optimizer
 from onnxscript.rewriter import pattern
 from onnxscript.rewriter.rules import common as onnxscript_rules
 
+from exporter.contract.keys import FX_NODE_KEY
 from exporter.optimize import aliases
 from exporter.optimize.rewriting import RuleIndex, apply_rules
 from exporter.optimize.rules import (
@@ -53,13 +56,64 @@ DATA_MOVEMENT = frozenset({"Transpose", "Gather", "Concat", "Unsqueeze", "Squeez
                            "Slice", "Cast"})
 
 
-@dataclass(frozen=True)
-class Pass:
-    """One named step: `run(model)` rewrites it in place and returns the changes it made."""
+logger = logging.getLogger(__name__)
 
-    name: str
-    doc: str
-    run: Callable[[ir.Model], Counter[str]]
+LEDGER_META = "roundtrip.optimize.ledger"
+"""`ir.Model.meta` key (in memory, never serialised) of the `Ledger` the passes write to."""
+
+
+@dataclass
+class Ledger:
+    """What the passes run on one model did: the changes per pass, the FX values merged into
+    other values (exporter.optimize.aliases) and each pass's process CPU time. `watched`: the
+    FX-named values (value name -> FX node) whose rows must survive the passes."""
+
+    watched: dict[str, str]
+    changes: dict[str, dict[str, int]] = field(default_factory=dict)  # pass name -> change -> count
+    merged: dict[str, str] = field(default_factory=dict)  # merged value -> value carrying it
+    cpu_seconds: dict[str, float] = field(default_factory=dict)  # pass name -> process CPU time
+
+
+def fx_values(graph: ir.Graph) -> dict[str, str]:
+    """The values `graph`'s nodes compute for FX nodes (not the '::' temporaries) -> FX node."""
+    return {value.name: node.metadata_props[FX_NODE_KEY]
+            for node in graph if FX_NODE_KEY in node.metadata_props
+            for value in node.outputs if value.name and "::" not in value.name}
+
+
+def ledger_of(model: ir.Model) -> Ledger:
+    """The ledger of `model`'s pass run (a fresh one, kept on the model, for a pass run alone)."""
+    ledger = model.meta.get(LEDGER_META)
+    if ledger is None:
+        ledger = model.meta[LEDGER_META] = Ledger(fx_values(model.graph))
+    return ledger
+
+
+class Pass(ir.passes.InPlacePass):
+    """One named step: `rewrite(model)` changes the model in place and returns the changes it
+    made. Run as an onnx_ir pass, it reports `modified` and writes its changes, the FX values it
+    merged into others and its CPU time to the model's `Ledger`."""
+
+    def __init__(self, name: str, doc: str, rewrite: Callable[[ir.Model], Counter[str]]) -> None:
+        super().__init__()
+        self.name = name
+        self.doc = doc
+        self.rewrite = rewrite
+
+    def __repr__(self) -> str:
+        return f"Pass({self.name!r})"
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        ledger = ledger_of(model)
+        started = time.process_time()
+        before = aliases.readers(model.graph, ledger.watched)
+        counts = self.rewrite(model)
+        ledger.merged.update(aliases.merged_values(before, model.graph))
+        ledger.cpu_seconds[self.name] = time.process_time() - started
+        if counts:
+            ledger.changes[self.name] = dict(counts)
+            logger.debug("%s: %s", self.name, dict(counts))
+        return ir.passes.PassResult(model, modified=bool(counts))
 
 
 def op_delta(model: ir.Model, step: Callable[[ir.Model], object]) -> Counter[str]:

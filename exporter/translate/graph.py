@@ -1,9 +1,12 @@
-"""The graph that symbolic functions write into, with the seed's API.
+"""The graph that symbolic functions write into, with the seed's API, recording onnx_ir nodes.
 
-`g.op("Conv", x, w, b, kernel_shape_i=[3, 3], strides_i=[1, 1])` adds a node and returns its
-output `Value` (a tuple of them with `outputs=k`). Attribute names carry the seed's type
-suffixes: `_i` int(s), `_f` float(s), `_s` string(s), `_t` tensor, `_g` graph. Every node is
-stamped with the provenance of the FX node being translated (see `Graph.provenance`).
+`g.op("Conv", x, w, b, kernel_shape_i=[3, 3], strides_i=[1, 1])` records an `ir.Node` and
+returns its output `Value` (a tuple of them with `outputs=k`). Attribute names carry the seed's
+type suffixes: `_i` int(s), `_f` float(s), `_s` string(s), `_t` tensor, `_g` graph. Every node
+is stamped with the provenance of the FX node being translated (see `Graph.provenance`).
+A `Value` is the seed-style handle on an `ir.Value`: it carries torch's dtype, the shape with
+symbolic sizes by name and the constant when known, which symbolic functions read;
+exporter.translate.ir_model makes the recorded nodes the `ir.Model` the later stages work on.
 """
 
 from __future__ import annotations
@@ -12,15 +15,15 @@ import itertools
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import torch
 from onnx import helper, numpy_helper
 
-from exporter.translate.dtypes import numpy_type, onnx_type, to_numpy, torch_dtype_of
+from exporter.translate.dtypes import numpy_type, to_numpy, torch_dtype_of
 
 Dim = int | str | None  # static size, symbolic name, or unknown
 
@@ -47,23 +50,35 @@ class Type:
 
 
 class Value:
-    """An ONNX value: a graph input, an initializer or a node output."""
+    """An ONNX value (a graph input, an initializer or a node output) as symbolic functions see
+    it: the `ir.Value` (`.ir`) with torch's dtype, the shape and the constant when known."""
 
-    __slots__ = ("name", "dtype", "shape", "producer", "const")
+    __slots__ = ("ir", "dtype", "shape", "const")
 
     def __init__(
         self,
-        name: str,
+        value: ir.Value,
         dtype: torch.dtype | None = None,
         shape: tuple[Dim, ...] | None = None,
-        producer: Node | None = None,
         const: np.ndarray | None = None,
     ) -> None:
-        self.name = name
+        self.ir = value
         self.dtype = dtype
         self.shape = shape
-        self.producer = producer
         self.const = const  # the value when known at export time (constants, initializers)
+
+    @property
+    def name(self) -> str:
+        return self.ir.name or ""
+
+    @name.setter
+    def name(self, name: str) -> None:
+        self.ir.name = name
+
+    @property
+    def producer(self) -> ir.Node | None:
+        """The node computing this value (None for inputs and initializers)."""
+        return self.ir.producer()
 
     def type(self) -> Type:
         return Type(self.dtype, self.shape)
@@ -76,30 +91,20 @@ class Value:
         return f"%{self.name} : {self.type()!r}"
 
 
-@dataclass
-class Node:
-    """One ONNX node; inputs may be None for omitted optional inputs."""
-
-    op_type: str
-    domain: str
-    inputs: list[Value | None]
-    outputs: list[Value]
-    attributes: dict[str, Any]
-    provenance: dict[str, str] = field(default_factory=dict)
-
-
-def _attribute(key: str, value: Any) -> onnx.AttributeProto:
+def _attribute(key: str, value: Any) -> ir.Attr:
+    """The `ir.Attr` of a `key_suffix=value` attribute."""
     match = _ATTR_SUFFIX.match(key)
     name, kind = (match["name"], match["kind"]) if match else (key, None)
+    many = isinstance(value, (list, tuple))
     if kind == "i":
-        value = [int(v) for v in value] if isinstance(value, (list, tuple)) else int(value)
-    elif kind == "f":
-        value = [float(v) for v in value] if isinstance(value, (list, tuple)) else float(value)
-    elif kind == "s":
-        value = [str(v).encode() for v in value] if isinstance(value, (list, tuple)) else str(value).encode()
-    elif kind == "t":
-        value = _tensor_proto(value, name="")
-    return helper.make_attribute(name, value)
+        return ir.AttrInt64s(name, [int(v) for v in value]) if many else ir.AttrInt64(name, int(value))
+    if kind == "f":
+        return ir.AttrFloat32s(name, [float(v) for v in value]) if many else ir.AttrFloat32(name, float(value))
+    if kind == "s":
+        return ir.AttrStrings(name, [str(v) for v in value]) if many else ir.AttrString(name, str(value))
+    if kind == "t":
+        return ir.AttrTensor(name, ir.serde.deserialize_tensor(_tensor_proto(value, name="")))
+    return ir.serde.deserialize_attribute(helper.make_attribute(name, value))
 
 
 def _tensor_proto(value: Any, name: str) -> onnx.TensorProto:
@@ -111,11 +116,14 @@ def _tensor_proto(value: Any, name: str) -> onnx.TensorProto:
 
 
 class Graph:
-    """Collects nodes, graph inputs, initializers and outputs for one ONNX graph."""
+    """Records the nodes, graph inputs, initializers and outputs of one ONNX graph into an
+    `ir.Graph` (`ir_graph`); exporter.translate.ir_model.build_model makes it a model."""
 
     def __init__(self, opset_version: int) -> None:
         self.opset_version = opset_version
-        self.nodes: list[Node] = []
+        self.ir_graph = ir.Graph([], [], nodes=[], opset_imports={"": opset_version})
+        self.nodes: list[ir.Node] = []  # the nodes recorded, in order (translation's bookkeeping)
+        self._outputs: list[Value] = []  # the handles on the nodes' outputs
         self.inputs: list[Value] = []
         self.outputs: list[Value] = []
         self.initializers: dict[str, np.ndarray] = {}
@@ -130,7 +138,7 @@ class Graph:
 
     # -- the seed's API -------------------------------------------------------------------
     def op(self, opname: str, *inputs: Any, outputs: int = 1, **attrs: Any) -> Value | tuple[Value, ...]:
-        """Add an ONNX node and return its output value(s).
+        """Record an ONNX node (an `ir.Node`) and return its output value(s).
 
         `opname` may carry a domain, `"mydomain::MyOp"`; custom domains are imported at
         version 1 unless `g.custom_domains[domain]` says otherwise. Python numbers, lists,
@@ -142,11 +150,16 @@ class Graph:
         else:
             domain = ""
         node_inputs = [self._as_value(v) for v in inputs]
-        attributes = {k: v for k, v in attrs.items() if v is not None}
-        node = Node(op_type, domain, node_inputs, [], attributes, dict(self.provenance))
-        node.outputs = [Value(self._temp_name(op_type), producer=node) for _ in range(outputs)]
+        attributes = [_attribute(k, v) for k, v in attrs.items() if v is not None]
+        node = ir.Node(domain, op_type, [v.ir if v is not None else None for v in node_inputs], attributes,
+                       num_outputs=outputs, metadata_props=dict(self.provenance))
+        for out in node.outputs:
+            out.name = self._temp_name(op_type)
+        self.ir_graph.append(node)
         self.nodes.append(node)
-        return node.outputs[0] if outputs == 1 else tuple(node.outputs)
+        values = tuple(Value(out) for out in node.outputs)
+        self._outputs.extend(values)
+        return values[0] if outputs == 1 else values
 
     # -- helpers for symbolic functions ---------------------------------------------------
     def constant(self, value: Any, dtype: torch.dtype | None = None) -> Value:
@@ -170,15 +183,19 @@ class Graph:
         return out
 
     def add_input(self, name: str, dtype: torch.dtype, shape: tuple[Dim, ...] | None) -> Value:
-        value = Value(name, dtype, shape)
+        value = Value(ir.Value(name=name), dtype, shape)
         self.inputs.append(value)
+        self.ir_graph.inputs.append(value.ir)
         return value
 
     def add_initializer(self, name: str, tensor: torch.Tensor | np.ndarray) -> Value:
         array = to_numpy(tensor) if isinstance(tensor, torch.Tensor) else np.asarray(tensor)
         self.initializers[name] = array
-        value = Value(name, torch_dtype_of(array.dtype), tuple(array.shape), const=array)
+        tensor = ir.Tensor(array, name=name)  # a view of the array: no copy
+        value = Value(ir.Value(name=name, type=ir.TensorType(tensor.dtype), shape=tensor.shape, const_value=tensor),
+                      torch_dtype_of(array.dtype), tuple(array.shape), const=array)
         self.initializer_values[name] = value
+        self.ir_graph.register_initializer(value.ir)
         return value
 
     @contextmanager
@@ -191,7 +208,11 @@ class Graph:
         finally:
             self.provenance, self._temp_prefix = saved
 
-    def nodes_since(self, start: int) -> Sequence[Node]:
+    def values(self) -> Sequence[Value]:
+        """The handles on every node output recorded so far, in the order they were made."""
+        return self._outputs
+
+    def nodes_since(self, start: int) -> Sequence[ir.Node]:
         return self.nodes[start:]
 
     # -- internals -------------------------------------------------------------------------
@@ -205,16 +226,3 @@ class Graph:
         if isinstance(value, (bool, int, float, list, tuple, np.ndarray, np.generic, torch.Tensor)):
             return self.constant(value)
         raise TypeError(f"g.op input of type {type(value).__name__} is not a Value or a constant")
-
-
-def attribute_protos(attributes: dict[str, Any]) -> list[onnx.AttributeProto]:
-    """The AttributeProtos for a node's `key_suffix=value` attributes."""
-    return [_attribute(k, v) for k, v in attributes.items()]
-
-
-def tensor_proto(value: Any, name: str) -> onnx.TensorProto:
-    return _tensor_proto(value, name)
-
-
-def elem_type(value: Value) -> int | None:
-    return None if value.dtype is None else onnx_type(value.dtype)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from harness.analysis.strictness import harness_error
+from harness.analysis.strictness import harness_errors
 from harness.metrics.arrays import as_array
 from harness.metrics.comparison import Comparison, compare
 from harness.onnxgraph.segments import Segment, plan_segments, segment_model, tensor_types
@@ -76,11 +76,12 @@ def run_instrumented(
     backend's errors are findings; the harness's own are raised in strict mode."""
     instrumented = expose_values(model, exposed)
     try:
-        values = run(instrumented, dict(feeds))
+        with harness_errors("running the instrumented model", strict, findings=BACKEND_ERRORS) as failed:
+            values = run(instrumented, dict(feeds))  # the harness's code around it: session, shared weights
     except BACKEND_ERRORS as error:  # a model the backend cannot run: reported, isolation still runs
         return InstrumentedRun({}, error=first_line(error))
-    except Exception as error:  # the harness's own code around the run (session, shared weights)
-        return InstrumentedRun({}, error=harness_error(error, "running the instrumented model", strict))
+    if failed:
+        return InstrumentedRun({}, error=failed.note)
     result = InstrumentedRun(values)
     if production is not None:
         result.final_vs_production = compare_with_production(
@@ -128,13 +129,14 @@ class SegmentedRun:
             model = segment_model(self.model, segment, live, self.types)
             fed = {name: live[name] for name in segment.inputs}
             try:
-                produced = self.run(model, fed)
+                with harness_errors("running a segment of the instrumented model", self.strict,
+                                    findings=BACKEND_ERRORS) as failed:  # the harness's code around the run
+                    produced = self.run(model, fed)
             except BACKEND_ERRORS as error:  # the backend cannot run this piece of the model
                 self.result.error = self._failed(index, first_line(error))
                 return
-            except Exception as error:  # the harness's own code around the run
-                self.result.error = self._failed(index, harness_error(
-                    error, "running a segment of the instrumented model", self.strict))
+            if failed:
+                self.result.error = self._failed(index, failed.note)
                 return
             del fed, model
             for name in segment.released:

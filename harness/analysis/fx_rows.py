@@ -27,7 +27,7 @@ from harness.analysis.rows import (
     BLAME_RUNTIME_PRECISION, OpAnalysis, OpArtifacts, OpRecord, judge, worst_comparison as _worst,
 )
 from harness.analysis.spilled import SpillFolder, spill
-from harness.analysis.strictness import harness_error
+from harness.analysis.strictness import harness_errors
 from harness.analysis.torch_values import TorchValues, describe_value
 from harness.analysis.truth import OpCallFailed, Replayer, no_truth_reason, reduction_length, replay_region
 from harness.metrics.arrays import as_array, largest_finite
@@ -78,6 +78,8 @@ class FxAnalysis:
     chunk_bytes: int = field(default_factory=lambda: CHUNK_BYTES)  # backend values held at once (_analyse_streamed)
     ort_config: Any = None  # onnxruntime: the sessions' runtime.OrtConfig (which fusions it makes)
     runtime_fusions: Sequence[Any] = ()  # the backend's fused layers (RuntimeFusion), judged as regions
+    region_truths: dict[str, Any] = field(default_factory=dict)  # fp64 per-op truths the fused layers reuse
+    region_rows: dict[str, Any] = field(default_factory=dict)  # the fused layers' region rows, between passes
 
 
 def analyse(analysis: FxAnalysis) -> OpAnalysis:
@@ -105,7 +107,7 @@ def analyse_backends(analyses: Sequence[FxAnalysis]) -> list[OpAnalysis]:
         rule = analysis.rule or load_rule(analysis.noise_model)
         for fx, record in records.items():
             _judge(record, isolated.get(fx, {}), truths[index].get(fx, {}), rule, analysis)
-        _judge_fused_layers(records, analysis, rule, result.timings)
+        _judge_fused_layers(records, analysis, rule, analysis.region_rows, isolated, result.timings)
         started = time.perf_counter()
         result.notes.extend(quant_rows.annotate(records, analysis, analysis.ort_config))
         if any(record.quant_steps is not None for record in records.values()):
@@ -123,6 +125,7 @@ def analyse_backends(analyses: Sequence[FxAnalysis]) -> list[OpAnalysis]:
 def _measure(analysis: FxAnalysis) -> tuple[dict[str, OpRecord], OpAnalysis, dict[str, dict[str, Comparison]]]:
     """The rows of one backend with their accumulated and isolated errors (not yet judged)."""
     records = {fx: _record(group, analysis) for fx, group in analysis.groups.items()}
+    _annotate_fusions(records, analysis)
     result = OpAnalysis(ops=list(records.values()), reference="torch")
     timings = result.timings
 
@@ -141,7 +144,8 @@ def _measure(analysis: FxAnalysis) -> tuple[dict[str, OpRecord], OpAnalysis, dic
     timings["accumulated_s"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    isolated = _isolated(records, analysis)
+    analysis.region_rows = _region_rows(records, analysis)
+    isolated = _isolated(records, analysis, extra=analysis.region_rows)
     timings["isolated_s"] = time.perf_counter() - started
     return records, result, isolated
 
@@ -154,6 +158,7 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
     replayed in float64 and judged; then the chunk's backend values are dropped. A model that
     fits the budget is one chunk: one instrumented run, one isolation run."""
     records = {fx: _record(group, analysis) for fx, group in analysis.groups.items()}
+    _annotate_fusions(records, analysis)
     result = OpAnalysis(ops=list(records.values()), reference="torch")
     timings = result.timings
     for phase in ("accumulated_s", "isolated_s", "truth_s"):
@@ -210,7 +215,6 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
             "torch's values exceed the budget of values held at once, so they were streamed (each released once "
             f"the ops reading it were measured); reproducer inputs are kept for the {kept} op(s) with the largest "
             "errors")
-    _judge_fused_layers(records, analysis, rule, timings)
     started = time.perf_counter()
     result.notes.extend(quant_rows.annotate_regions(records, analysis, analysis.ort_config))
     if any(record.quant_steps is not None for record in records.values()):
@@ -302,13 +306,15 @@ def _measure_chunk(records: dict[str, OpRecord], analysis: FxAnalysis, sources: 
     """Isolate, replay in float64 and judge one chunk of rows; then drop the backend's isolated
     values of the rows that passed (a failing row keeps them beside its reproducer's inputs)."""
     started = time.perf_counter()
-    isolated = _isolated(records, analysis, sources)
+    regions = _region_rows(records, analysis)
+    isolated = _isolated(records, analysis, sources, regions)
     timings["isolated_s"] += time.perf_counter() - started
 
     started = time.perf_counter()
     truths = truth.measure(records, isolated)
     for fx, record in records.items():
         _judge(record, isolated.get(fx, {}), truths.get(fx, {}), rule, analysis)
+    _judge_fused_layers(records, analysis, rule, regions, isolated, timings)
     quant_rows.annotate_rows(records, analysis)  # reads the isolated outputs, dropped next
     for record in records.values():
         if record.artifacts is not None and record.passed is not False:
@@ -339,52 +345,90 @@ def _judge(record: OpRecord, isolated: Mapping[str, Comparison], truths: Mapping
                             "(the backend's precision, not the export)")
 
 
-def _judge_fused_layers(records: dict[str, OpRecord], analysis: FxAnalysis, rule: VerdictRule,
-                        timings: dict[str, float]) -> None:
-    """The backend's fused layers onto the rows (runtime_regions), and each layer that ran
-    several FX nodes judged as one region on its output's row: isolated together from torch's
-    values, against its members' fp64 truth. A failing region fails that row, whose verdict
-    becomes the region's."""
+REGION_KEY = "runtime-region:"
+"""The isolation key of a fused layer's region, beside the rows' own (FX node names)."""
+
+
+def _annotate_fusions(records: dict[str, OpRecord], analysis: FxAnalysis) -> None:
+    """The backend's fused layers onto the rows they cover (runtime_regions)."""
+    if analysis.runtime_fusions:
+        runtime_regions.annotate(records, runtime_regions.fused_layers(analysis.runtime_fusions, analysis.groups))
+
+
+def _region_rows(records: Mapping[str, OpRecord], analysis: FxAnalysis) -> dict[str, tuple[OpRecord, NodeGroup]]:
+    """{isolation key: (a scratch row, its group)} of each fused layer that ran several FX nodes
+    and outputs the value of one of `records`: isolated in the same batch as the rows."""
     if not analysis.runtime_fusions:
-        return
-    started = time.perf_counter()
-    layers = runtime_regions.fused_layers(analysis.runtime_fusions, analysis.groups)
-    runtime_regions.annotate(records, layers)
-    regions = {layer.output: layer for layer in layers if layer.is_region and layer.output in records}
-    for fx in [fx for fx in regions if quant_rows.is_quantized_op(records[fx].aten)]:
+        return {}
+    layers = [layer for layer in runtime_regions.fused_layers(analysis.runtime_fusions, analysis.groups)
+              if layer.is_region and layer.output in records]
+    for layer in [layer for layer in layers if quant_rows.is_quantized_op(records[layer.output].aten)]:
         # a layer ending in a quantize is an integer kernel that requantizes: the step rule judges
         # it (quant_rows reads the same layer), not an exact comparison of its integers
-        records[fx].notes.append("its fused runtime layer is judged by the step rule as a quantized region")
-        del regions[fx]
-    if regions and isinstance(analysis.values, TorchValues) and analysis.values.streaming:
-        for fx in regions:
-            records[fx].notes.append("its fused runtime layer was not judged as a region: torch's values were "
-                                     "streamed and released")
-        regions = {}
+        records[layer.output].notes.append("its fused runtime layer is judged by the step rule as a quantized region")
+        layers.remove(layer)
+    if layers and isinstance(analysis.values, TorchValues) and analysis.values.streaming:
+        for layer in layers:
+            records[layer.output].notes.append("its fused runtime layer was not judged as a region: torch's values "
+                                               "were streamed and released")
+        return {}
+    found = {}
+    for layer in layers:
+        group = runtime_regions.region_group(layer, analysis.groups, analysis.onnx_model)
+        found[REGION_KEY + layer.output] = (_record(group, analysis), group)
+    return found
+
+
+def _judge_fused_layers(records: dict[str, OpRecord], analysis: FxAnalysis, rule: VerdictRule,
+                        regions: Mapping[str, tuple[OpRecord, NodeGroup]], isolated: Mapping[str, Mapping[str, Comparison]],
+                        timings: dict[str, float]) -> None:
+    """Each fused layer that ran several FX nodes judged as one region on its output's row:
+    isolated together from torch's values (`isolated`, in the rows' batch), against its
+    members' fp64 truth replayed in sequence (from the first member's per-op truth). A failing
+    region fails that row, whose verdict becomes the region's."""
     if not regions:
         return
-    groups = {fx: runtime_regions.region_group(layer, analysis.groups, analysis.onnx_model)
-              for fx, layer in regions.items()}
-    scoped = dataclasses.replace(analysis, groups={**analysis.groups, **groups})
-    scratch = {fx: _record(group, scoped) for fx, group in groups.items()}
-    isolated = _isolated(scratch, scoped)
+    started = time.perf_counter()
     by_name = {n.name: n for n in analysis.program.graph.nodes}
-    for fx, region in scratch.items():
+    for key, (region, group) in regions.items():
+        fx = group.fx_node
         truths: dict[str, TruthPair] = {}
-        members = _region_members(groups[fx], analysis.program)
+        members = _region_members(group, analysis.program)
         reason = next((no_truth_reason(m) for m in members if no_truth_reason(m)), "")
         if reason:
             region.notes.append(f"no fp64 truth: {reason}")
         else:
             try:
-                truth, length = replay_region(members, analysis.values)
-                truths = _fill_truth(region, groups[fx], by_name[fx], truth, None, scoped, isolated.get(fx, {}),
+                truth, length = replay_region(members, analysis.values, known=analysis.region_truths)
+                truths = _fill_truth(region, group, by_name[fx], truth, None, analysis, isolated.get(key, {}),
                                      length=length)
             except OpCallFailed as failed:
                 region.notes.append(f"no fp64 truth: the float64 call failed: {failed}"[:300])
-        _judge(region, isolated.get(fx, {}), truths, rule, scoped)
+        _judge(region, isolated.get(key, {}), truths, rule, analysis)
+        _within_members(region, [records[m] for m in (records[fx].runtime_fusion or {}).get("fx_nodes", [])
+                                 if m in records])
         _take_region(records[fx], region)
-    timings["runtime_regions_s"] = time.perf_counter() - started
+    timings["runtime_regions_s"] = timings.get("runtime_regions_s", 0.0) + time.perf_counter() - started
+
+
+def _within_members(region: OpRecord, members: Sequence[OpRecord]) -> None:
+    """A region whose error against the truth is no larger than what one of its member rows was
+    allowed alone passes: the members it adds after that one round once more at most (a Relu
+    after its Conv rounds nothing), while torch's own error at the region's output, which the
+    rule scales by, can be smaller than at the member's by chance (a Relu drops the elements
+    where torch's Conv erred most)."""
+    verdict = region.verdict
+    if region.passed is not False or verdict is None or verdict.rule != "truth" or verdict.e_backend is None:
+        return
+    allowed = max((m.verdict.allowed for m in members if m.verdict is not None and m.verdict.passed
+                   and m.verdict.rule == "truth" and m.verdict.allowed), default=None)
+    if allowed is None or verdict.e_backend > allowed:
+        return
+    region.passed = True
+    region.verdict = dataclasses.replace(
+        verdict, passed=True, allowed=allowed, score=verdict.e_backend / allowed,
+        reason=f"e_backend {verdict.e_backend:.3g} <= {allowed:.3g}, what a member of the region was allowed alone "
+               f"(the rule at the region's output: {verdict.reason})")
 
 
 def _take_region(record: OpRecord, region: OpRecord) -> None:
@@ -472,8 +516,6 @@ def _compare_outputs(group: NodeGroup, actual: Mapping[str, Any], analysis: FxAn
             if selecting is not None and index == selecting[0]:
                 comparisons.append(selecting[1](actual[name], as_array(expected), name))
                 record.check = "selection"
-                if comparisons[-1].note and comparisons[-1].note not in record.notes:
-                    record.notes.append(comparisons[-1].note)
                 continue
             comparisons.append(compare(actual[name], as_array(expected), atol=tolerance.atol,
                                        rtol=tolerance.rtol, name=name))
@@ -540,20 +582,19 @@ def torch_lookup(analysis: FxAnalysis, sources: Mapping[str, tuple[str, int]] | 
     return lookup
 
 
-def _isolated(records: dict[str, OpRecord], analysis: FxAnalysis,
-              sources: Mapping[str, tuple[str, int]] | None = None) -> dict[str, dict[str, Comparison]]:
-    """Fill the isolated rows of `records` (all their subgraphs in one batch); return every
-    isolated comparison by FX node and value name."""
-    groups = {fx: analysis.groups[fx] for fx in records}
-    subgraphs = [
-        Subgraph(fx, group.nodes, [name for _, name in sorted(group.outputs.items())])
-        for fx, group in groups.items()
-    ]
+def _isolated(records: dict[str, OpRecord], analysis: FxAnalysis, sources: Mapping[str, tuple[str, int]] | None = None,
+              extra: Mapping[str, tuple[OpRecord, NodeGroup]] | None = None) -> dict[str, dict[str, Comparison]]:
+    """Fill the isolated rows of `records`, and of `extra` ({key: (row, its group)}: the fused
+    layers' regions), all their subgraphs in one batch; return every isolated comparison by key
+    (the FX node for a row of `records`) and value name."""
+    items = [(fx, record, analysis.groups[fx]) for fx, record in records.items()]
+    items += [(key, record, group) for key, (record, group) in (extra or {}).items()]
+    subgraphs = [Subgraph(fx, group.nodes, [name for _, name in sorted(group.outputs.items())])
+                 for fx, _, group in items]
     result = isolate(analysis.onnx_model, subgraphs, torch_lookup(analysis, sources), analysis.run,
                      analysis.initializer, strict=analysis.strict, fallback=analysis.fallback)
     isolated_by_name: dict[str, dict[str, Comparison]] = {}
-    for fx, group in groups.items():
-        record = records[fx]
+    for fx, record, group in items:
         if group.folded_into:
             _folded(record, group, analysis)
             continue
@@ -569,6 +610,8 @@ def _isolated(records: dict[str, OpRecord], analysis: FxAnalysis,
             )
         actual = dict(zip([name for _, name in sorted(group.outputs.items())], result.outputs[fx]))
         comparisons = _compare_outputs(group, actual, analysis, record)
+        if record.check == "selection":  # the isolated indices' verdict: a tie, or a wrong index
+            record.notes.extend(c.note for c in comparisons if c.note and c.note not in record.notes)
         isolated_by_name[fx] = {c.name: c for c in comparisons}
         record.isolated = _worst(comparisons)
         record.passed = judge(record, comparisons)
@@ -618,6 +661,7 @@ class _TruthPass:
         self.analysis = analysis
         self.by_name = {n.name: n for n in analysis.program.graph.nodes if n.name in records}
         self.replay = Replayer(list(self.by_name.values()), analysis.values, device="cpu", dtype=torch.float64)
+        self.wanted = runtime_regions.first_members(analysis.runtime_fusions, analysis.groups)
 
     def measure(self, records: Mapping[str, OpRecord], isolated: Mapping[str, Mapping[str, Comparison]]
                 ) -> dict[str, dict[str, TruthPair]]:
@@ -627,29 +671,48 @@ class _TruthPass:
         found: dict[str, dict[str, TruthPair]] = {}
         for node in (self.by_name[fx] for fx in records if fx in self.by_name):
             record = records[node.name]
-            group = analysis.groups[node.name]
-            members = _region_members(group, analysis.program)
-            reason = no_truth_reason(node) or next((no_truth_reason(m) for m in members if no_truth_reason(m)), "")
-            if reason or not group.outputs:
-                if reason:
-                    record.notes.append(f"no fp64 truth: {reason}")
-                replay.skip(node)
-                continue
-            try:
-                if members:  # an optimised region: its members replayed in sequence
-                    replay.skip(node)
-                    truth, length = replay_region(members, analysis.values)
-                    args = None
-                else:
-                    truth, args = replay(node)
-                    length = None
-                found[node.name] = _fill_truth(record, group, node, truth, args, analysis,
+
+            def fill(truth: Any, args: Any, length: int | None, members: Sequence[torch.fx.Node],
+                     node: torch.fx.Node = node, record: OpRecord = record) -> None:
+                if node.name in self.wanted:  # a fused layer starts here: its region replay starts from this truth
+                    analysis.region_truths[node.name] = (truth, tuple(m.name for m in members) or (node.name,))
+                found[node.name] = _fill_truth(record, analysis.groups[node.name], node, truth, args, analysis,
                                                isolated.get(node.name, {}), length=length)
-            except OpCallFailed as failed:  # an overload without a float64 kernel, say
-                record.notes.append(f"no fp64 truth: the float64 call failed: {failed}"[:300])
-            except Exception as error:  # the replay's or the comparison's own code: a harness bug
-                record.notes.append(harness_error(error, f"computing the fp64 truth of {node.name}", analysis.strict))
+
+            _replay_truth(node, analysis, replay, [record], fill)
         return found
+
+
+def _replay_truth(node: torch.fx.Node, analysis: FxAnalysis, replay: Replayer, rows: Sequence[OpRecord],
+                  fill: Callable[[Any, Any, int | None, Sequence[torch.fx.Node]], None]) -> None:
+    """Replay `node` (or its optimised region's members, in sequence) in float64 and hand the
+    truth to `fill(truth, args, region_length, region_members)`; the rows of every backend get
+    the note when there is no truth: the op has none by nature, float64 has no kernel for it,
+    or the harness's own code failed (raised in strict mode)."""
+    group = analysis.groups[node.name]
+    members = _region_members(group, analysis.program)
+    reason = no_truth_reason(node) or next((no_truth_reason(m) for m in members if no_truth_reason(m)), "")
+    if reason or not group.outputs:
+        for record in rows if reason else ():
+            record.notes.append(f"no fp64 truth: {reason}")
+        replay.skip(node)
+        return
+    notes: list[str] = []
+    try:
+        with harness_errors(f"computing the fp64 truth of {node.name}", analysis.strict, notes,
+                            findings=(OpCallFailed,)):
+            if members:  # an optimised region: its members replayed in sequence
+                replay.skip(node)
+                truth, length = replay_region(members, analysis.values)
+                args = None
+            else:
+                truth, args = replay(node)
+                length = None
+            fill(truth, args, length, members)
+    except OpCallFailed as failed:  # an overload without a float64 kernel, say
+        notes.append(f"no fp64 truth: the float64 call failed: {failed}"[:300])
+    for record in rows:
+        record.notes.extend(notes)
 
 
 def _truth(measured: Sequence[tuple[dict[str, OpRecord], FxAnalysis, Mapping[str, Mapping[str, Comparison]]]]
@@ -662,34 +725,19 @@ def _truth(measured: Sequence[tuple[dict[str, OpRecord], FxAnalysis, Mapping[str
     records, analysis, _ = measured[0]
     nodes = [n for n in analysis.program.graph.nodes if n.name in records]
     replay = Replayer(nodes, analysis.values, device="cpu", dtype=torch.float64)
+    wanted = {name for _, each, _ in measured for name in runtime_regions.first_members(each.runtime_fusions, each.groups)}
     for node in nodes:
-        group = analysis.groups[node.name]
-        members = _region_members(group, analysis.program)
-        reason = no_truth_reason(node) or next((no_truth_reason(m) for m in members if no_truth_reason(m)), "")
-        if reason or not group.outputs:
-            if reason:
-                for rows, _, _ in measured:
-                    rows[node.name].notes.append(f"no fp64 truth: {reason}")
-            replay.skip(node)
-            continue
-        try:
-            if members:  # an optimised region: its members replayed in sequence
-                replay.skip(node)
-                truth, length = replay_region(members, analysis.values)
-                args = None
-            else:
-                truth, args = replay(node)
-                length = None
+
+        def fill(truth: Any, args: Any, length: int | None, members: Sequence[torch.fx.Node],
+                 node: torch.fx.Node = node) -> None:
+            if node.name in wanted:  # a fused layer starts here: its region replay starts from this truth
+                for _, each, _ in measured:
+                    each.region_truths[node.name] = (truth, tuple(m.name for m in members) or (node.name,))
             for index, (rows, backend_analysis, isolated) in enumerate(measured):
-                found[index][node.name] = _fill_truth(rows[node.name], group, node, truth, args, backend_analysis,
-                                                      isolated.get(node.name, {}), length=length)
-        except OpCallFailed as failed:  # an overload without a float64 kernel, say
-            for rows, _, _ in measured:
-                rows[node.name].notes.append(f"no fp64 truth: the float64 call failed: {failed}"[:300])
-        except Exception as error:  # the replay's or the comparison's own code: a harness bug
-            note = harness_error(error, f"computing the fp64 truth of {node.name}", analysis.strict)
-            for rows, _, _ in measured:
-                rows[node.name].notes.append(note)
+                found[index][node.name] = _fill_truth(rows[node.name], analysis.groups[node.name], node, truth, args,
+                                                      backend_analysis, isolated.get(node.name, {}), length=length)
+
+        _replay_truth(node, analysis, replay, [rows[node.name] for rows, _, _ in measured], fill)
     return found
 
 
@@ -772,12 +820,13 @@ def _noise_floor(records: dict[str, OpRecord], analysis: FxAnalysis) -> None:
             replay.skip(node)
             continue
         try:
-            cpu_value, _ = replay(node)
+            with harness_errors(f"computing the noise floor of {node.name}", analysis.strict, record.notes,
+                                findings=(OpCallFailed,)) as failed_here:
+                cpu_value, _ = replay(node)
         except OpCallFailed as failed:
             record.notes.append(f"no noise floor: the CPU call failed: {failed}"[:300])
             continue
-        except Exception as error:  # the replay's own code: a harness bug
-            record.notes.append(harness_error(error, f"computing the noise floor of {node.name}", analysis.strict))
+        if failed_here:
             continue
         tolerance = _tolerance(record)
         floors = [

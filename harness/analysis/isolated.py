@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from harness.analysis.strictness import harness_error
+from harness.analysis.strictness import harness_errors
 from harness.onnxgraph.isolation import IsolationModel, Subgraph, build
 from harness.onnxgraph.values import external_inputs, topological
 from harness.runtime.errors import BACKEND_ERRORS, first_line, missing_kernel
@@ -145,8 +145,10 @@ def _run_batch(source, subgraphs, inputs, run, initializer, result: IsolationRes
     if built is None:
         return
     try:
-        result.runs += 1
-        values = run(built.model, built.feeds)
+        with harness_errors(f"running the isolation model of {len(subgraphs)} subgraph(s)", strict,
+                            findings=BACKEND_ERRORS) as failed:  # the harness's code around the run
+            result.runs += 1
+            values = run(built.model, built.feeds)
     except BACKEND_ERRORS as error:  # the backend cannot load or run this batch (the harness's errors pass)
         reason = first_line(error)
         if len(subgraphs) == 1 and fallback is not None and missing_kernel(error):
@@ -165,11 +167,8 @@ def _run_batch(source, subgraphs, inputs, run, initializer, result: IsolationRes
         _run_batch(source, subgraphs[:half], inputs, run, initializer, result, strict, fallback)
         _run_batch(source, subgraphs[half:], inputs, run, initializer, result, strict, fallback)
         return
-    except Exception as error:  # the harness's own code around the run (session, shared weights)
-        note = harness_error(error, f"running the isolation model of {len(subgraphs)} subgraph(s)", strict)
-        for subgraph in subgraphs:
-            result.not_isolable[subgraph.key] = note
-            result.inputs.pop(subgraph.key, None)
+    if failed:  # the harness's own code around the run (session, shared weights)
+        _not_isolable(subgraphs, result, failed.note)
         return
     for key, names in built.outputs.items():
         result.outputs[key] = [values[name] for name in names]
@@ -193,11 +192,14 @@ def _on_reference(built: IsolationModel, fallback: ModelRunner, key: str, result
 def _build(source, subgraphs, inputs, initializer, result: IsolationResult, strict: bool | None) -> IsolationModel | None:
     """The batch's model, or None after recording the harness's failure to build it on every
     subgraph of the batch (raised in strict mode)."""
-    try:
+    with harness_errors(f"building the isolation model of {len(subgraphs)} subgraph(s)", strict) as failed:
         return build(source, subgraphs, inputs, initializer)
-    except Exception as error:  # the harness's own graph surgery failed: not the backend's doing
-        note = harness_error(error, f"building the isolation model of {len(subgraphs)} subgraph(s)", strict)
-        for subgraph in subgraphs:
-            result.not_isolable[subgraph.key] = note
-            result.inputs.pop(subgraph.key, None)
-        return None
+    _not_isolable(subgraphs, result, failed.note)  # the harness's own graph surgery failed, not the backend
+    return None
+
+
+def _not_isolable(subgraphs: Sequence[Subgraph], result: IsolationResult, note: str) -> None:
+    """Record the harness's failure `note` on every subgraph of a batch."""
+    for subgraph in subgraphs:
+        result.not_isolable[subgraph.key] = note
+        result.inputs.pop(subgraph.key, None)

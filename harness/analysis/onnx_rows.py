@@ -9,6 +9,7 @@ decides the row's `passed` against the tolerance row `onnx::<OpType>` (or the '*
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -19,6 +20,7 @@ import onnx
 from exporter.contract.keys import SCOPE_KEY, SOURCE_KEY
 from harness.analysis.accumulated import run_instrumented
 from harness.analysis.isolated import isolate
+from harness.analysis.strictness import is_strict
 from harness.analysis.rows import OpAnalysis, OpArtifacts, OpRecord, judge, worst_comparison as _worst
 from harness.metrics.arrays import as_array
 from harness.metrics.comparison import Comparison, compare, dtype_name
@@ -27,6 +29,8 @@ from harness.metrics.verdict import OVERRIDE, TOLERANCE, by_row
 from harness.onnxgraph.isolation import Subgraph
 from harness.runtime.errors import first_line
 from harness.runtime.runner import ModelRunner
+
+logger = logging.getLogger(__name__)
 
 REFERENCE = "onnx.reference"
 
@@ -41,6 +45,23 @@ def reference_values(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) ->
     evaluator = ReferenceEvaluator(model)
     produced = dict(zip(names, evaluator.run(names, dict(feeds))))
     return {name: value if isinstance(value, list) else np.asarray(value) for name, value in produced.items()}
+
+
+def reference_or_reason(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
+                        strict: bool | None = None) -> tuple[dict[str, np.ndarray] | None, str]:
+    """`reference_values`, or None and why the ReferenceEvaluator could not run the model. An op
+    it has no implementation of (NotImplementedError) is its known limit, always a note; any
+    other error of the evaluator is a note outside strict mode and raised in it
+    (harness.analysis.strictness), since the run then compares nothing with a reference."""
+    try:
+        return reference_values(model, feeds), ""
+    except NotImplementedError as error:  # the evaluator lacks an op of the model
+        return None, first_line(error, 400)
+    except Exception as error:  # onnx.reference fails on this model: its bug or the model's, unknown
+        if is_strict(strict):
+            raise
+        logger.warning("onnx's ReferenceEvaluator failed", exc_info=error)
+        return None, first_line(error, 400)
 
 
 def op_type_key(node: onnx.NodeProto) -> str:
@@ -97,12 +118,9 @@ def analyse_nodes(
     timings = result.timings
     if reference is None:
         started = time.perf_counter()
-        try:
-            reference = reference_values(source_model, feeds)
-        except Exception as error:  # unsupported op, or a reference bug: nothing to compare with
-            result.notes.append(
-                f"per-node analysis skipped: onnx's ReferenceEvaluator cannot run the model: {first_line(error, 400)}"
-            )
+        reference, reason = reference_or_reason(source_model, feeds, strict)
+        if reference is None:  # nothing to compare with
+            result.notes.append(f"per-node analysis skipped: onnx's ReferenceEvaluator cannot run the model: {reason}")
             return result
         timings["reference_s"] = time.perf_counter() - started
     keys = node_keys(model)

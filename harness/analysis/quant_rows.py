@@ -39,9 +39,11 @@ import torch
 import torch.fx
 
 from harness.analysis.rows import OpRecord
+from harness.analysis.strictness import harness_errors
 from harness.analysis.truth import OpCallFailed, replay_region
 from harness.metrics.quant_steps import QuantSteps, quant_steps
 from harness.metrics.verdict import Verdict
+from harness.runtime.errors import BACKEND_ERRORS
 
 logger = logging.getLogger(__name__)
 
@@ -491,14 +493,17 @@ def _regions(records: Mapping[str, OpRecord], quantizers: list[torch.fx.Node], a
         if name in inputs:
             feeds[name] = _torch_array(analysis.values[quantized[name]])
     try:
-        produced = analysis.run(cut, feeds)
-    except Exception as error:  # the runtime refused the cut model: the rows keep their isolated verdicts
+        with harness_errors("running the quantized regions", analysis.strict, findings=BACKEND_ERRORS) as failed:
+            produced = analysis.run(cut, feeds)
+    except BACKEND_ERRORS as error:  # the runtime refused the cut model: the rows keep their isolated verdicts
         return [f"quantized regions not run: {type(error).__name__}: {str(error)[:200]}"]
+    if failed:  # the harness's own code around the run (raised in strict mode)
+        return [failed.note]
     kernels: dict[str, str] = {}
     if analysis.device == "cpu" and ort_config is not None:  # onnxruntime's optimised graph says which fused
         try:
             kernels = region_kernels(cut, ort_config, list(renamed.values()))
-        except Exception as error:
+        except (*BACKEND_ERRORS, OSError) as error:  # a session that would not load, or wrote no optimised file
             logger.info("could not read onnxruntime's optimised graph: %s", error)
     elif str(getattr(analysis, "backend", "")).startswith("openvino"):  # its runtime graph says which ran in int8
         try:

@@ -62,6 +62,11 @@ def fused_layers(fusions: Sequence[RuntimeFusion], groups: Mapping[str, NodeGrou
     return found
 
 
+def first_members(fusions: Sequence[RuntimeFusion], groups: Mapping[str, NodeGroup]) -> set[str]:
+    """The first FX row of every fused layer that runs several: where its region's replay starts."""
+    return {layer.fx_nodes[0] for layer in fused_layers(fusions, groups) if layer.is_region}
+
+
 def region_group(layer: FusedLayer, groups: Mapping[str, NodeGroup], model: onnx.ModelProto) -> NodeGroup:
     """The NodeGroup a fused layer is isolated and replayed as: every ONNX node of the FX nodes
     it covers (in the model's order), the output FX node's outputs, and one region member per FX

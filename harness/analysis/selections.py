@@ -80,6 +80,9 @@ def match_rows(records: Mapping[str, OpRecord], groups: Mapping[str, NodeGroup],
     """Record the tied selections among `records` (into `selections`, kept for the outputs), and
     recompare the failing accumulated values of rows downstream of one where the selections agree."""
     for fx, record in records.items():
+        if record.check == "selection" and record.accumulated is not None and record.accumulated.note:
+            record.notes.append(f"in the accumulated run (indices picked on the backend's own inputs): "
+                                f"{record.accumulated.note}")
         found = tied_selection(record, groups[fx], backend_values, torch_values)
         if found is not None:
             selections[fx] = found

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import operator
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
@@ -369,14 +369,25 @@ def _convert(value: Any, device: torch.device, dtype: torch.dtype | None) -> Any
 
 
 def replay_region(members: list[torch.fx.Node], values: dict[str, Any], *,
-                  dtype: torch.dtype = torch.float64) -> tuple[Any, int]:
+                  dtype: torch.dtype = torch.float64, known: Mapping[str, tuple[Any, tuple[str, ...]]] | None = None
+                  ) -> tuple[Any, int]:
     """(the last member's output, the largest reduction length) of a region replayed in `dtype`
     on CPU: each member computed on its predecessors' replayed outputs, and on torch's values
     (cast up) for what enters the region from outside. This is the truth of what one optimised
     node computes (a Conv with its BatchNorm folded in, a fused HardSwish): the rounding torch
     does between the members is then torch's error, not the backend's. OpCallFailed when a
-    member's op raises."""
+    member's op raises. `known`: {FX node: (its output replayed in `dtype` from torch's values,
+    the members that replay was made of)}, per-op truths already computed: the region's longest
+    prefix found there is taken as it is, not replayed again."""
     replayed: dict[str, Any] = {}
+    names = tuple(member.name for member in members)
+    prefix = next((j for j in range(len(members) - 1, -1, -1) if names[j] in (known or {})
+                   and known[names[j]][1] == names[:j + 1]), None)
+    if prefix is not None:
+        replayed[names[prefix]] = known[names[prefix]][0]
+        members = members[prefix + 1:]
+        if not members:
+            return replayed[names[prefix]], 1
     device = torch.device("cpu")
 
     def value_of(node: torch.fx.Node) -> Any:

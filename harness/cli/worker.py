@@ -135,17 +135,19 @@ def _ort_config(options: dict[str, Any]) -> Any:
 
 
 def _reproducers(verification: Any, case_dir: str, report_dir: str) -> dict[str, str]:
-    """Reproducers of the failing ops (worst first), as {fx_node: path relative to the report}."""
+    """Reproducers of the failing ops (worst first), as {fx_node: path relative to the report}.
+    One that cannot be written is the harness's error: raised in strict mode, else a note on
+    the case (harness.analysis.strictness), the verdict kept."""
+    from harness.analysis.strictness import harness_errors
     from harness.reproducer import write_reproducer
 
     failing = sorted((op for op in verification.ops if op.passed is False and op.artifacts is not None),
                      key=lambda op: op.error_ratio, reverse=True)[:MAX_REPRODUCERS]
     written = {}
     for op in failing:
-        try:
+        with harness_errors(f"writing the reproducer of {op.name}", notes=verification.notes) as failed:
             folder = write_reproducer(op, case_dir)
-        except Exception:  # a reproducer is a convenience: log why, keep the verdict
-            logger.exception("could not write the reproducer of %s", op.name)
+        if failed:
             continue
         fix_directory_mode(folder)
         written[op.name] = os.path.relpath(folder, report_dir)
@@ -161,7 +163,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     a note or blamed on the backend. A failure while building the case or exporting it, an
     ExportError, a backend that cannot be used, or an ONNX file that cannot be read are findings
     about the case (status "error"); any other exception is a fault of the harness (status
-    "error", internal: the run exits 3).
+    "error", internal: the run exits 3), a reproducer or Model Explorer file that cannot be
+    written too in strict mode (ROUNDTRIP_STRICT; else a note on the case).
     """
     from exporter.errors import ExportError
     from harness.runtime import BackendUnavailableError, ModelFileError
@@ -196,26 +199,30 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
                 from harness.analysis.quant_cost import quantization_cost
 
                 verification.quantization = quantization_cost(built.float_module, built.module, built.args).to_dict()
+        phase = "write the reproducers"
+        case_dir = os.path.join(job["report_dir"], "reproducers", safe_filename(name, "case"))
+        reproducers = _reproducers(verification, case_dir, job["report_dir"])
+        case = case_from_verification(verification, name=name, other=other, seconds=time.perf_counter() - started,
+                                      reproducer=reproducers, family=task.get("family"),
+                                      sizes=built.sizes[:1] if verification.shape_sweep is not None else built.sizes,
+                                      origin=task["origin"])
+        if options.get("model_explorer"):
+            phase = "write the Model Explorer files"
+            _model_explorer(case, verification, program, job["report_dir"])
     except Exception as error:
         logger.error("%s failed:\n%s", phase, traceback.format_exc())
         refused = phase in ("build", "export") or isinstance(error, (ExportError, BackendUnavailableError)) or (
             phase == "verify the ONNX file" and isinstance(error, ModelFileError))
         message = f"{phase}: {type(error).__name__}: {error}".splitlines()[0][:500]
         return error_case(name, error=message, internal=not refused, seconds=time.perf_counter() - started)
-    case_dir = os.path.join(job["report_dir"], "reproducers", safe_filename(name, "case"))
-    reproducers = _reproducers(verification, case_dir, job["report_dir"])
-    case = case_from_verification(verification, name=name, other=other, seconds=time.perf_counter() - started,
-                                  reproducer=reproducers, family=task.get("family"),
-                                  sizes=built.sizes[:1] if verification.shape_sweep is not None else built.sizes,
-                                  origin=task["origin"])
-    if options.get("model_explorer"):
-        _model_explorer(case, verification, program, job["report_dir"])
     return case
 
 
 def _model_explorer(case: dict[str, Any], verification: Any, program: Any, report_dir: str) -> None:
     """Add the case's Model Explorer files (harness.report.explorer_files) to the report; a
-    failure to write them is logged and noted on the case, never a change of its verdict."""
+    failure to write them is the harness's error: raised in strict mode, else noted on the case,
+    never a change of its verdict."""
+    from harness.analysis.strictness import harness_errors
     from harness.report.explorer_files import write_case_files
 
     if verification.onnx_model is None:
@@ -223,12 +230,9 @@ def _model_explorer(case: dict[str, Any], verification: Any, program: Any, repor
     full = verification.to_dict()["ops"]
     rows = [{**row, "onnx_nodes": list(source.get("onnx_nodes", []))}
             for row, source in zip(case["verification"]["ops"], full)]
-    try:
+    with harness_errors("writing the Model Explorer files", notes=case["verification"]["notes"]):
         case["model_explorer"] = write_case_files(report_dir, safe_filename(case["name"], "case"), case=case["name"],
                                                   rows=rows, onnx_model=verification.onnx_model, program=program)
-    except Exception as error:  # the viewer's files are a convenience: the verdict stands
-        logger.exception("could not write the Model Explorer files of %s", case["name"])
-        case["verification"]["notes"].append(f"Model Explorer files not written: {type(error).__name__}: {error}")
 
 
 

@@ -27,6 +27,7 @@ The arrays come from wherever the weights already are, without copying them:
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import tempfile
 from collections.abc import Mapping
@@ -38,6 +39,8 @@ import onnx
 from onnx import helper
 
 from exporter.contract.skeleton import ALIGNMENT, IN_MEMORY, PROTOBUF_LIMIT, is_in_memory, stub, tensor_bytes
+
+logger = logging.getLogger(__name__)
 
 DATA_FILE = "weights.data"
 """The data file of a SharedWeights' scratch folder."""
@@ -83,11 +86,10 @@ class SharedWeights:
                     arrays[tensor.name] = external_array(tensor, base_dir)
                     sources[tensor.name] = "file"
             elif tensor.ByteSize() >= min_bytes:
-                try:
-                    arrays[tensor.name] = onnx.numpy_helper.to_array(tensor)
-                except Exception:  # dtypes numpy cannot hold (e.g. 4-bit types) stay inline
-                    continue
-                sources[tensor.name] = "proto"
+                array = _proto_array(tensor)
+                if array is not None:  # else it stays inline in the proto
+                    arrays[tensor.name] = array
+                    sources[tensor.name] = "proto"
         if missing:
             raise MissingWeightsError(
                 f"{len(missing)} initializer(s) of the model ({', '.join(missing[:5])}"
@@ -244,3 +246,13 @@ def _copy_field(target, descriptor, value) -> None:
         getattr(target, descriptor.name).CopyFrom(value)
     else:
         setattr(target, descriptor.name, value)
+
+
+def _proto_array(tensor: onnx.TensorProto) -> np.ndarray | None:
+    """An inline initializer's array, or None for one onnx cannot give numpy (an undefined
+    element type, one it does not convert: such a tensor is left inline, for the runtime to read)."""
+    try:
+        return onnx.numpy_helper.to_array(tensor)
+    except (TypeError, ValueError, NotImplementedError) as error:  # what to_array raises for a dtype it cannot convert
+        logger.debug("initializer %s stays inline: %s", tensor.name, error)
+        return None

@@ -244,15 +244,44 @@ def _locate(guards: Sequence[Any], symbol: Any, traced: Mapping[Any, int], axis:
         if len(others) + 1 != len(expr.free_symbols):
             continue  # a guard on sizes that are not inputs' (unbacked values)
         univariate = expr.xreplace(others)
+        evaluate = _compiled(univariate, symbol)
         previous = None
         for size in range(axis.bottom, stop + 1):
-            value = _truth(univariate.xreplace({symbol: sympy.Integer(size)}))
+            value = evaluate(size)
             if value is None:
                 break
             if previous is not None and value != previous:
                 located.append((_text(expr, axis_name), size - 1))
             previous = value
     return located
+
+
+def _compiled(expr: Any, symbol: Any) -> Callable[[int], bool | None]:
+    """`size -> expr's truth at symbol = size` (None where it is not a truth value). The guard is
+    printed once as Python by torch's printer and compiled (thousands of sympy substitutions
+    would cost seconds per sweep); an expression the printer cannot write is substituted."""
+    import math
+    import types
+
+    import sympy
+    from torch.utils._sympy.printers import PythonPrinter
+
+    try:
+        code = compile(f"lambda {symbol}: ({PythonPrinter().doprint(expr)})", "<guard>", "eval")
+        sym = types.SimpleNamespace(sym_float=float, sym_int=int, sym_min=min, sym_max=max, sym_sqrt=math.sqrt)
+        function = eval(code, {"math": math, "torch": sym, "__builtins__": {
+            "min": min, "max": max, "abs": abs, "int": int, "float": float, "bool": bool}})
+    except Exception:  # a form the printer does not write as Python: substitute
+        return lambda size: _truth(expr.xreplace({symbol: sympy.Integer(size)}))
+
+    def truth(size: int) -> bool | None:
+        try:
+            value = function(size)
+        except Exception:  # a name or form the compiled guard lacks: substitute instead
+            return _truth(expr.xreplace({symbol: sympy.Integer(size)}))
+        return _truth(value)
+
+    return truth
 
 
 def _truth(value: Any) -> bool | None:

@@ -29,6 +29,7 @@ from harness import runtime
 from harness.analysis.torch_values import flat_user_inputs
 from harness.metrics.arrays import as_array, flatten_outputs
 from harness.metrics.detections import detection_layout
+from harness.verification.options import VerifyOptions
 from harness.records import Verification
 from harness.shapes.axes import AxisRanges, SweepAxes, read_axes
 from harness.shapes.frozen import bound_inputs, frozen_at
@@ -123,18 +124,10 @@ class ShapeSweep:
         }
 
 
-@dataclass
-class SweepSettings:
-    """How the sizes are judged: the traced verification's settings, carried to every size."""
+@dataclass(frozen=True)
+class SweepSettings(VerifyOptions):
+    """How the sizes are judged: the traced verification's options, carried to every size."""
 
-    device: str = "cpu"
-    tolerances: Any = None
-    output_atol: float | None = None
-    output_rtol: float | None = None
-    allowed_mismatch: float = 0.0
-    tf32: bool = False
-    strict: bool | None = None
-    session_options: Any = None
     model_name: str = "model"
     locate: bool = True  # run the per-op analysis at the first failing size
     backends: tuple[Any, ...] = ()  # the backends verified (specs or Backends; empty: onnxruntime)
@@ -377,7 +370,7 @@ def _locate(sweep: ShapeSweep, failing: SizeResult, exported: Any, module: torch
             kwargs: Mapping[str, Any] | None, tensors: list[torch.Tensor], axes: SweepAxes, make_inputs: Any,
             settings: SweepSettings) -> None:
     """Per-op rows at the first failing size; the first failing op in graph order is named."""
-    from harness.verification import verify_exported
+    from harness.verification import verify_with_options
 
     started = time.perf_counter()
     point_args, point_kwargs = inputs_at(failing.point, axes, args, kwargs, tensors, make_inputs)
@@ -391,12 +384,9 @@ def _locate(sweep: ShapeSweep, failing: SizeResult, exported: Any, module: torch
             sweep.timings["locate_s"] = time.perf_counter() - started
             return
     try:
-        at_failure = verify_exported(
-            exported, point_args, kwargs=point_kwargs, module=module, device=settings.device,
-            tolerances=settings.tolerances, per_op=True, output_atol=settings.output_atol,
-            output_rtol=settings.output_rtol, allowed_mismatch=settings.allowed_mismatch, tf32=settings.tf32,
-            model_name=settings.model_name, strict=settings.strict, session_options=settings.session_options,
-            backends=(failing.backend,) if failing.backend else (list(settings.backends) or None))
+        backends = (failing.backend,) if failing.backend else settings.backends
+        at_failure = verify_with_options(exported, point_args, point_kwargs, module,
+                                         replace(settings, per_op=True, backends=backends))
     except Exception as error:  # the per-op analysis could not run at this size: say so, keep the verdicts
         if settings.strict:
             raise

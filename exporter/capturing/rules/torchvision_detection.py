@@ -160,15 +160,17 @@ def anchor_generator_forward(self: Any, image_list: Any, feature_maps: list[torc
     soundness="each pasted mask is torchvision's: the box's own bilinear resize (align_corners=False, "
     "source index (j + 0.5) * M / w - 0.5 clamped at 0, the upper neighbour clamped to the last "
     "row) evaluated at every image pixel the box covers, zero elsewhere; only the loop over the "
-    "detections becomes a batch, so the values agree to fp32 rounding.",
+    "detections becomes a batch, so the values agree to fp32 rounding. The boxes are expanded by "
+    "torchvision's own traced form (`_onnx_expand_boxes`: the same four coordinates, stacked "
+    "instead of written into a zeros tensor, which would cost the capture torch's full decomposition).",
 )
 def paste_masks_in_image(masks: torch.Tensor, boxes: torch.Tensor, img_shape: tuple[int, int],
                          padding: int = 1) -> torch.Tensor:
     """torchvision's `paste_masks_in_image`, every detection at once."""
-    from torchvision.models.detection.roi_heads import expand_boxes, expand_masks
+    from torchvision.models.detection.roi_heads import _onnx_expand_boxes, expand_masks
 
     masks, scale = expand_masks(masks, padding=padding)
-    boxes = expand_boxes(boxes, scale).to(dtype=torch.int64)
+    boxes = _onnx_expand_boxes(boxes, scale).to(dtype=torch.int64)
     im_h, im_w = img_shape
     mask = masks[:, 0]  # [N, M, M]
     rows = _bilinear_taps(boxes[:, 1], boxes[:, 3], mask.shape[-2], im_h)  # per image row
@@ -199,6 +201,23 @@ def _bilinear_taps(start: torch.Tensor, end: torch.Tensor, mask_size: int, image
     index1 = torch.clamp(index0 + 1, max=mask_size - 1)
     weight1 = source - index0.to(torch.float32)
     return index0, index1, 1.0 - weight1, weight1, inside
+
+
+@rule(
+    "torchvision.models.detection.transform:resize_keypoints",
+    settles="no guard: `resized_data[..., 0] *= ratio_w` (torchvision/models/detection/transform.py: "
+    "resize_keypoints) writes into a view of a clone, which the capture's local decompositions cannot "
+    "rewrite, so every Keypoint R-CNN capture paid for torch's full decomposition (a second trace)",
+    soundness="it is torchvision's own branch for tracing (taken under torch.jit tracing): x times "
+    "ratio_w, y times ratio_h and the visibility column stacked, the same values the in-place "
+    "multiplications write.",
+)
+def resize_keypoints(keypoints: torch.Tensor, original_size: list[int], new_size: list[int]) -> torch.Tensor:
+    """torchvision's `resize_keypoints` as it runs under tracing: scaled columns stacked."""
+    ratio_h, ratio_w = (torch.tensor(size, dtype=torch.float32, device=keypoints.device)
+                        / torch.tensor(original, dtype=torch.float32, device=keypoints.device)
+                        for size, original in zip(new_size, original_size))
+    return torch.stack((keypoints[:, :, 0] * ratio_w, keypoints[:, :, 1] * ratio_h, keypoints[:, :, 2]), dim=2)
 
 
 # -- Keypoint R-CNN: heatmaps to keypoints -------------------------------------------------------

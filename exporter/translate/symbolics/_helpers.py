@@ -197,3 +197,22 @@ def read_by_checks(fn: Any) -> Any:
     its nodes are dead code the export removes. Tests use the mark as `emits_no_nodes`'s."""
     fn.read_by_checks = True
     return fn
+
+
+def register_one_node_unaries(table: Mapping[str, str]) -> None:
+    """Register, for each overload `aten::op` of `table`, the symbolic emitting its ONNX op
+    (`table[target]`) on the input promoted as torch promotes it: the elementwise ops that are
+    one ONNX node. Each symbolic's docstring is the overload's ATen schema line."""
+    from exporter.translate.registry import normalize_target, symbolic
+
+    for target, onnx_op in table.items():
+        namespace, name, overload = normalize_target(target).split(".")
+        schema = str(getattr(getattr(getattr(torch.ops, namespace), name), overload)._schema)
+
+        def one_node(g: Graph, self: Value, onnx_op: str = onnx_op) -> Value:
+            (self,) = promote(g, self)
+            return g.op(onnx_op, self)
+
+        one_node.__name__ = one_node.__qualname__ = name
+        one_node.__doc__ = f"{schema.removeprefix(namespace + '::')}\n\nONNX {onnx_op} of the promoted input."
+        symbolic(target)(one_node)

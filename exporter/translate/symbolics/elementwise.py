@@ -15,7 +15,9 @@ import torch
 from exporter.translate.dtypes import onnx_type
 from exporter.translate.graph import Graph, Value
 from exporter.translate.registry import symbolic
-from exporter.translate.symbolics._helpers import cast_to, normalize_dim, promote, rank_of, result_type
+from exporter.translate.symbolics._helpers import (
+    cast_to, normalize_dim, promote, rank_of, register_one_node_unaries, result_type,
+)
 
 # -- arithmetic --------------------------------------------------------------------------------
 
@@ -131,46 +133,11 @@ def div_mode(g: Graph, self: Value, other, *, rounding_mode=None) -> Value:
     return quotient  # ONNX integer Div truncates, as "trunc" asks
 
 
-@symbolic("aten::neg")
-def neg(g: Graph, self: Value) -> Value:
-    """neg(Tensor self) -> Tensor"""
-    (self,) = promote(g, self)
-    return g.op("Neg", self)
-
-
-@symbolic("aten::abs")
-def abs(g: Graph, self: Value) -> Value:
-    """abs(Tensor self) -> Tensor"""
-    (self,) = promote(g, self)
-    return g.op("Abs", self)
-
-
-@symbolic("aten::sqrt")
-def sqrt(g: Graph, self: Value) -> Value:
-    """sqrt(Tensor self) -> Tensor"""
-    (self,) = promote(g, self)
-    return g.op("Sqrt", self)
-
-
-@symbolic("aten::exp")
-def exp(g: Graph, self: Value) -> Value:
-    """exp(Tensor self) -> Tensor"""
-    (self,) = promote(g, self)
-    return g.op("Exp", self)
-
-
-@symbolic("aten::tanh")
-def tanh(g: Graph, self: Value) -> Value:
-    """tanh(Tensor self) -> Tensor"""
-    (self,) = promote(g, self)
-    return g.op("Tanh", self)
-
-
-@symbolic("aten::sigmoid")
-def sigmoid(g: Graph, self: Value) -> Value:
-    """sigmoid(Tensor self) -> Tensor"""
-    (self,) = promote(g, self)
-    return g.op("Sigmoid", self)
+# One ONNX node on the input promoted as torch promotes it (each symbolic's docstring is the schema).
+register_one_node_unaries({
+    "aten::neg": "Neg", "aten::abs": "Abs", "aten::sqrt": "Sqrt", "aten::exp": "Exp", "aten::tanh": "Tanh",
+    "aten::sigmoid": "Sigmoid", "aten::log": "Log", "aten::sin": "Sin", "aten::cos": "Cos",
+})
 
 
 @symbolic("aten::pow.Tensor_Scalar", "aten::pow.Tensor_Tensor")
@@ -538,13 +505,6 @@ def remainder_tensor(g: Graph, self: Value, other: Value) -> Value:
 # -- more unary math ------------------------------------------------------------------------------------
 
 
-@symbolic("aten::log")
-def log(g: Graph, self: Value) -> Value:
-    """log(Tensor self) -> Tensor"""
-    (self,) = promote(g, self)
-    return g.op("Log", self)
-
-
 @symbolic("aten::rsqrt")
 def rsqrt(g: Graph, self: Value) -> Value:
     """rsqrt(Tensor self) -> Tensor
@@ -553,20 +513,6 @@ def rsqrt(g: Graph, self: Value) -> Value:
     """
     (self,) = promote(g, self)
     return g.op("Reciprocal", g.op("Sqrt", self))
-
-
-@symbolic("aten::sin")
-def sin(g: Graph, self: Value) -> Value:
-    """sin(Tensor self) -> Tensor"""
-    (self,) = promote(g, self)
-    return g.op("Sin", self)
-
-
-@symbolic("aten::cos")
-def cos(g: Graph, self: Value) -> Value:
-    """cos(Tensor self) -> Tensor"""
-    (self,) = promote(g, self)
-    return g.op("Cos", self)
 
 
 # -- bitwise ops ---------------------------------------------------------------------------------------

@@ -63,39 +63,21 @@ def _resize(g: Graph, input: Value, output_size, scale_factors, mode: str, align
     return g.op("Resize", input, None, None, sizes, **attributes)
 
 
-@symbolic("aten::upsample_nearest1d.vec")
-def upsample_nearest1d(g: Graph, input: Value, output_size, scale_factors) -> Value:
-    """upsample_nearest1d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
+@symbolic("aten::upsample_nearest1d.vec", "aten::upsample_nearest2d.vec", "aten::upsample_nearest3d.vec")
+def upsample_nearest(g: Graph, input: Value, output_size, scale_factors) -> Value:
+    """upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
+
+    The 1-d and 3-d forms alike: Resize in nearest mode over the axes after batch and channels.
+    """
     return _resize(g, input, output_size, scale_factors, "nearest", None)
 
 
-@symbolic("aten::upsample_nearest2d.vec")
-def upsample_nearest2d(g: Graph, input: Value, output_size, scale_factors) -> Value:
-    """upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    return _resize(g, input, output_size, scale_factors, "nearest", None)
+@symbolic("aten::upsample_linear1d.vec", "aten::upsample_bilinear2d.vec", "aten::upsample_trilinear3d.vec")
+def upsample_linear(g: Graph, input: Value, output_size, align_corners: bool, scale_factors) -> Value:
+    """upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor
 
-
-@symbolic("aten::upsample_nearest3d.vec")
-def upsample_nearest3d(g: Graph, input: Value, output_size, scale_factors) -> Value:
-    """upsample_nearest3d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    return _resize(g, input, output_size, scale_factors, "nearest", None)
-
-
-@symbolic("aten::upsample_linear1d.vec")
-def upsample_linear1d(g: Graph, input: Value, output_size, align_corners: bool, scale_factors) -> Value:
-    """upsample_linear1d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
-    return _resize(g, input, output_size, scale_factors, "linear", align_corners)
-
-
-@symbolic("aten::upsample_bilinear2d.vec")
-def upsample_bilinear2d(g: Graph, input: Value, output_size, align_corners: bool, scale_factors) -> Value:
-    """upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
-    return _resize(g, input, output_size, scale_factors, "linear", align_corners)
-
-
-@symbolic("aten::upsample_trilinear3d.vec")
-def upsample_trilinear3d(g: Graph, input: Value, output_size, align_corners: bool, scale_factors) -> Value:
-    """upsample_trilinear3d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
+    The 1-d (linear) and 3-d (trilinear) forms alike: Resize in linear mode.
+    """
     return _resize(g, input, output_size, scale_factors, "linear", align_corners)
 
 

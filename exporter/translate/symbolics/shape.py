@@ -1,5 +1,6 @@
-"""Shape ops (view, permute, expand, squeeze, cat, split, unfold, pad), tensor factories, and
-the SymInt arithmetic of dynamic shapes.
+"""Shape ops (view, permute, expand, squeeze, cat, split, unfold, pad), tensor factories, a
+tensor's sizes as SymInts (`sym_size`) and the runtime checks on them. The arithmetic on sizes
+is exporter/translate/symbolics/sizes.py.
 
 SymInts reach the symbolics as 0-d int64 Values (or Python ints when torch.export specialised
 them); `int64_vector` turns a mixed size list into one 1-D int64 Value.
@@ -8,9 +9,7 @@ them); `int64_vector` turns a mixed size list into one 1-D int64 Value.
 from __future__ import annotations
 
 import math
-import operator
 import re
-from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -24,17 +23,14 @@ from exporter.translate.symbolics._helpers import (
     cast_to,
     dim_size,
     emits_no_nodes,
-    read_by_checks,
     int64_vector,
     normalize_dim,
     promote,
     rank_of,
     scalar_of,
     squeeze,
-    static_ints,
     unsqueeze,
 )
-from exporter.translate.symbolics.elementwise import floor_divide
 
 # -- reshaping ------------------------------------------------------------------------------------
 
@@ -359,79 +355,13 @@ def _is_integral(value) -> bool:
     return isinstance(value, int)
 
 
-# -- SymInt arithmetic and runtime checks ---------------------------------------------------------------
+# -- sizes as SymInts and runtime checks ----------------------------------------------------------
 
 
 @symbolic("aten::sym_size.int")
 def sym_size(g: Graph, self: Value, dim: int) -> Value:
     """sym_size.int(Tensor self, int dim) -> SymInt"""
     return squeeze(g, dim_size(g, self, dim), [0])
-
-
-def _sym_binary(
-    g: Graph, onnx_op: str | Callable[[Graph, Value, Value], Value], python_op, a, b
-) -> Value | int | bool:
-    """A SymInt op: folded when both sides are Python numbers, else on 0-d int64 Values, or
-    float64 ones when either side is a float or the result is a SymFloat (SymFloat arithmetic,
-    as Python computes it). `onnx_op` is an ONNX op type, or a function emitting the op."""
-    if not isinstance(a, Value) and not isinstance(b, Value):
-        return python_op(a, b)
-    is_float = isinstance(g.ctx.output_meta, (float, torch.SymFloat)) or not (_is_integral(a) and _is_integral(b))
-    a, b = promote(g, a, b, dtype=torch.float64 if is_float else torch.int64)
-    return onnx_op(g, a, b) if callable(onnx_op) else g.op(onnx_op, a, b)
-
-
-@symbolic("_operator.add")
-def sym_add(g: Graph, a, b) -> Value | int:
-    """SymInt a + b, as int64 scalars."""
-    return _sym_binary(g, "Add", operator.add, a, b)
-
-
-@symbolic("_operator.sub")
-def sym_sub(g: Graph, a, b) -> Value | int:
-    """SymInt a - b, as int64 scalars."""
-    return _sym_binary(g, "Sub", operator.sub, a, b)
-
-
-@symbolic("_operator.mul")
-def sym_mul(g: Graph, a, b) -> Value | int:
-    """SymInt a * b, as int64 scalars."""
-    return _sym_binary(g, "Mul", operator.mul, a, b)
-
-
-@symbolic("_operator.truediv")
-def sym_truediv(g: Graph, a, b) -> Value | float:
-    """SymInt or SymFloat a / b: a float64 scalar, as Python's true division."""
-    if not isinstance(a, Value) and not isinstance(b, Value):
-        return operator.truediv(a, b)
-    a, b = promote(g, a, b, dtype=torch.float64)
-    return g.op("Div", a, b)
-
-
-@symbolic("torch.sym_float")
-def sym_float(g: Graph, a) -> Value | float:
-    """torch.sym_float(a): a SymInt as a float64 scalar (what `size * 0.5` computes in)."""
-    return float(a) if not isinstance(a, Value) else cast_to(g, a, torch.float64)
-
-
-@symbolic("_operator.ge")
-@read_by_checks
-def sym_ge(g: Graph, a, b) -> Value | bool:
-    """SymInt a >= b, a bool scalar (the bounds checks of data-dependent sizes)."""
-    return _sym_binary(g, "GreaterOrEqual", operator.ge, a, b)
-
-
-@symbolic("_operator.le")
-@read_by_checks
-def sym_le(g: Graph, a, b) -> Value | bool:
-    """SymInt a <= b, a bool scalar (the bounds checks of data-dependent sizes)."""
-    return _sym_binary(g, "LessOrEqual", operator.le, a, b)
-
-
-@symbolic("_operator.floordiv")
-def sym_floordiv(g: Graph, a, b) -> Value | int:
-    """SymInt a // b: Python floors, also for negative values."""
-    return _sym_binary(g, floor_divide, operator.floordiv, a, b)
 
 
 _CHECKED_EXPRESSION = re.compile(r"expression (?P<expression>.+?)(?: on node '[^']*')?$")

@@ -12,17 +12,84 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Callable
 
 import torch
 
 from exporter.translate.graph import Graph, Value
 from exporter.translate.registry import symbolic
-from exporter.translate.symbolics._helpers import cast_to, read_by_checks, reduce, scalar_of
-from exporter.translate.symbolics.shape import _is_integral, _sym_binary
+from exporter.translate.symbolics._helpers import cast_to, promote, read_by_checks, reduce, scalar_of
+from exporter.translate.symbolics.elementwise import floor_divide
+from exporter.translate.symbolics.shape import _is_integral
+
+EmitOp = Callable[[Graph, Value, Value], Value]
 
 
 def _is_float(value) -> bool:
     return not _is_integral(value)
+
+
+def _sym_binary(g: Graph, onnx_op: str | EmitOp, python_op, a, b) -> Value | int | bool:
+    """A SymInt op: folded when both sides are Python numbers, else on 0-d int64 Values, or
+    float64 ones when either side is a float or the result is a SymFloat (SymFloat arithmetic,
+    as Python computes it). `onnx_op` is an ONNX op type, or a function emitting the op."""
+    if not isinstance(a, Value) and not isinstance(b, Value):
+        return python_op(a, b)
+    is_float = isinstance(g.ctx.output_meta, (float, torch.SymFloat)) or not (_is_integral(a) and _is_integral(b))
+    a, b = promote(g, a, b, dtype=torch.float64 if is_float else torch.int64)
+    return onnx_op(g, a, b) if callable(onnx_op) else g.op(onnx_op, a, b)
+
+
+# Python's binary operators on sizes: target -> (the ONNX op, or a function emitting it; the Python
+# op folding two numbers; the symbolic's docstring). The comparisons give 0-d bools, read by checks.
+_ARITHMETIC: dict[str, tuple[str | EmitOp, Callable, str]] = {
+    "_operator.add": ("Add", operator.add, "SymInt a + b, as int64 scalars."),
+    "_operator.sub": ("Sub", operator.sub, "SymInt a - b, as int64 scalars."),
+    "_operator.mul": ("Mul", operator.mul, "SymInt a * b, as int64 scalars."),
+    "_operator.floordiv": (floor_divide, operator.floordiv, "SymInt a // b: Python floors, also for negative values."),
+}
+_COMPARISONS: dict[str, tuple[str | EmitOp, Callable, str]] = {
+    "_operator.eq": ("Equal", operator.eq,
+                     "SymInt a == b, a bool scalar (e.g. the check that split sizes read from a tensor add up)."),
+    "_operator.lt": ("Less", operator.lt, "SymInt a < b, a bool scalar."),
+    "_operator.gt": ("Greater", operator.gt, "SymInt a > b, a bool scalar."),
+    "_operator.ge": ("GreaterOrEqual", operator.ge,
+                     "SymInt a >= b, a bool scalar (the bounds checks of data-dependent sizes)."),
+    "_operator.le": ("LessOrEqual", operator.le,
+                     "SymInt a <= b, a bool scalar (the bounds checks of data-dependent sizes)."),
+}
+
+
+def _binary_symbolic(target: str, onnx_op: str | EmitOp, python_op: Callable, doc: str) -> Callable:
+    """The symbolic of one of Python's binary operators on sizes, named `sym_<op>`."""
+
+    def sym_binary(g: Graph, a, b) -> Value | int | bool:
+        return _sym_binary(g, onnx_op, python_op, a, b)
+
+    sym_binary.__name__ = sym_binary.__qualname__ = f"sym_{target.rsplit('.', 1)[-1]}"
+    sym_binary.__doc__ = doc
+    return sym_binary
+
+
+for _target, (_onnx_op, _python_op, _doc) in _ARITHMETIC.items():
+    symbolic(_target)(_binary_symbolic(_target, _onnx_op, _python_op, _doc))
+for _target, (_onnx_op, _python_op, _doc) in _COMPARISONS.items():
+    symbolic(_target)(read_by_checks(_binary_symbolic(_target, _onnx_op, _python_op, _doc)))
+
+
+@symbolic("_operator.truediv")
+def sym_truediv(g: Graph, a, b) -> Value | float:
+    """SymInt or SymFloat a / b: a float64 scalar, as Python's true division."""
+    if not isinstance(a, Value) and not isinstance(b, Value):
+        return operator.truediv(a, b)
+    a, b = promote(g, a, b, dtype=torch.float64)
+    return g.op("Div", a, b)
+
+
+@symbolic("torch.sym_float")
+def sym_float(g: Graph, a) -> Value | float:
+    """torch.sym_float(a): a SymInt as a float64 scalar (what `size * 0.5` computes in)."""
+    return float(a) if not isinstance(a, Value) else cast_to(g, a, torch.float64)
 
 
 @symbolic("_operator.neg")
@@ -44,36 +111,11 @@ def sym_mod(g: Graph, a, b) -> Value | int | float:
     return g.op("Mod", a, b, fmod_i=0)
 
 
-def _comparison(g: Graph, onnx_op: str, python_op, a, b) -> Value | bool:
-    return _sym_binary(g, onnx_op, python_op, a, b)
-
-
-@symbolic("_operator.eq")
-@read_by_checks
-def sym_eq(g: Graph, a, b) -> Value | bool:
-    """SymInt a == b, a bool scalar (e.g. the check that split sizes read from a tensor add up)."""
-    return _comparison(g, "Equal", operator.eq, a, b)
-
-
 @symbolic("torch.sym_not")
 @read_by_checks
 def sym_not(g: Graph, a) -> Value | bool:
     """torch.sym_not(a): not a, a bool scalar (`a != b` reaches a check as not (a == b))."""
     return (not a) if not isinstance(a, Value) else g.op("Not", a)
-
-
-@symbolic("_operator.lt")
-@read_by_checks
-def sym_lt(g: Graph, a, b) -> Value | bool:
-    """SymInt a < b, a bool scalar."""
-    return _comparison(g, "Less", operator.lt, a, b)
-
-
-@symbolic("_operator.gt")
-@read_by_checks
-def sym_gt(g: Graph, a, b) -> Value | bool:
-    """SymInt a > b, a bool scalar."""
-    return _comparison(g, "Greater", operator.gt, a, b)
 
 
 def _rounded(g: Graph, onnx_op: str, python_op, a) -> Value | int:

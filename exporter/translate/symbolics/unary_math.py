@@ -14,13 +14,8 @@ import torch
 
 from exporter.translate.graph import Graph, Value
 from exporter.translate.registry import symbolic
-from exporter.translate.symbolics._helpers import cast_to, promote
+from exporter.translate.symbolics._helpers import cast_to, promote, register_one_node_unaries
 from exporter.translate.symbolics.elementwise import _remainder, trunc as _trunc
-
-
-def _unary(g: Graph, onnx_op: str, self: Value) -> Value:
-    (self,) = promote(g, self)
-    return g.op(onnx_op, self)
 
 
 def _is_float(value: Value) -> bool:
@@ -34,59 +29,13 @@ def is_infinite(g: Graph, value: Value, dtype: torch.dtype) -> Value:
 
 # -- trigonometric and hyperbolic ------------------------------------------------------------
 
-
-@symbolic("aten::tan")
-def tan(g: Graph, self: Value) -> Value:
-    """tan(Tensor self) -> Tensor"""
-    return _unary(g, "Tan", self)
-
-
-@symbolic("aten::asin")
-def asin(g: Graph, self: Value) -> Value:
-    """asin(Tensor self) -> Tensor"""
-    return _unary(g, "Asin", self)
-
-
-@symbolic("aten::acos")
-def acos(g: Graph, self: Value) -> Value:
-    """acos(Tensor self) -> Tensor"""
-    return _unary(g, "Acos", self)
-
-
-@symbolic("aten::atan")
-def atan(g: Graph, self: Value) -> Value:
-    """atan(Tensor self) -> Tensor"""
-    return _unary(g, "Atan", self)
-
-
-@symbolic("aten::sinh")
-def sinh(g: Graph, self: Value) -> Value:
-    """sinh(Tensor self) -> Tensor"""
-    return _unary(g, "Sinh", self)
-
-
-@symbolic("aten::cosh")
-def cosh(g: Graph, self: Value) -> Value:
-    """cosh(Tensor self) -> Tensor"""
-    return _unary(g, "Cosh", self)
-
-
-@symbolic("aten::asinh")
-def asinh(g: Graph, self: Value) -> Value:
-    """asinh(Tensor self) -> Tensor"""
-    return _unary(g, "Asinh", self)
-
-
-@symbolic("aten::acosh")
-def acosh(g: Graph, self: Value) -> Value:
-    """acosh(Tensor self) -> Tensor"""
-    return _unary(g, "Acosh", self)
-
-
-@symbolic("aten::atanh")
-def atanh(g: Graph, self: Value) -> Value:
-    """atanh(Tensor self) -> Tensor"""
-    return _unary(g, "Atanh", self)
+# One ONNX node on the input promoted as torch promotes it (each symbolic's docstring is the schema):
+# the trigonometric and hyperbolic functions, erf and the reciprocal.
+register_one_node_unaries({
+    "aten::tan": "Tan", "aten::asin": "Asin", "aten::acos": "Acos", "aten::atan": "Atan", "aten::sinh": "Sinh",
+    "aten::cosh": "Cosh", "aten::asinh": "Asinh", "aten::acosh": "Acosh", "aten::atanh": "Atanh",
+    "aten::erf": "Erf", "aten::reciprocal": "Reciprocal",
+})
 
 
 @symbolic("aten::atan2")
@@ -111,12 +60,6 @@ def atan2(g: Graph, self: Value, other: Value) -> Value:
 
 
 # -- exponentials and logarithms ---------------------------------------------------------------
-
-
-@symbolic("aten::erf")
-def erf(g: Graph, self: Value) -> Value:
-    """erf(Tensor self) -> Tensor"""
-    return _unary(g, "Erf", self)
 
 
 @symbolic("aten::erfc")
@@ -185,12 +128,6 @@ def expm1(g: Graph, self: Value) -> Value:
     corrected = g.op("Where", g.op("Equal", u_minus_one, g.op("Neg", one)), u_minus_one, corrected)
     corrected = g.op("Where", is_infinite(g, u, g.ctx.output_dtype), u, corrected)
     return g.op("Where", g.op("Equal", u, one), x, corrected)
-
-
-@symbolic("aten::reciprocal")
-def reciprocal(g: Graph, self: Value) -> Value:
-    """reciprocal(Tensor self) -> Tensor"""
-    return _unary(g, "Reciprocal", self)
 
 
 # -- rounding -------------------------------------------------------------------------------
