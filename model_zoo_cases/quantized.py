@@ -30,16 +30,21 @@ class Scheme:
     name: str
     per_channel: bool = False
     dynamic: bool = False
+    # the weights' integer range: int8's symmetric [-127, 127], or 4 bits held in int8 ([-8, 7]),
+    # which exports as ONNX INT4 from opset 21
+    weight_range: tuple[int, int] = (-127, 127)
 
     def describe(self) -> str:
         weights = "per output channel" if self.per_channel else "per tensor"
         activations = "dynamic per tensor (choose_qparams at run time)" if self.dynamic else "static per tensor"
-        return f"XNNPACK symmetric int8: weights {weights}, activations {activations}"
+        bits = "" if self.weight_range == (-127, 127) else f", weights in [{self.weight_range[0]}, {self.weight_range[1]}]"
+        return f"XNNPACK symmetric int8{bits}: weights {weights}, activations {activations}"
 
 
 SCHEMES = {scheme.name: scheme for scheme in (
     Scheme("xnnpack"), Scheme("xnnpack_per_channel", per_channel=True),
     Scheme("xnnpack_dynamic", per_channel=True, dynamic=True),
+    Scheme("xnnpack_int4_weights", per_channel=True, weight_range=(-8, 7)),
 )}
 
 
@@ -67,7 +72,8 @@ def quantize(module: nn.Module, example_args: tuple[Any, ...], batches: Iterable
     from torchao.testing.pt2e._xnnpack_quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
 
     chosen = SCHEMES[scheme]
-    config = get_symmetric_quantization_config(is_per_channel=chosen.per_channel, is_dynamic=chosen.dynamic)
+    config = get_symmetric_quantization_config(is_per_channel=chosen.per_channel, is_dynamic=chosen.dynamic,
+                                               weight_qmin=chosen.weight_range[0], weight_qmax=chosen.weight_range[1])
     from torchao.quantization.pt2e import generate_numeric_debug_handle
 
     program = torch.export.export(module.eval(), tuple(example_args), strict=False)

@@ -378,7 +378,7 @@ def _quantized_cases() -> list[ModelCase]:
                         functools.partial(torchvision_zoo.build_torchvision, "mobilenet_v3_large"), images,
                         "xnnpack", f"torchvision.models.mobilenet_v3_large(weights=None) {on}"),
         _quantized_case("vit_small", "vision_transformer", quantized.small_vit,
-                        functools.partial(inputs.imagenet_images, size=quantized.VIT_IMAGE_SIZE), "xnnpack",
+                        functools.partial(inputs.imagenet_images, size=quantized.VIT_IMAGE_SIZE), "xnnpack_per_channel",
                         f"a two-layer ViT (patch 8, width 64) on {quantized.VIT_IMAGE_SIZE}x{quantized.VIT_IMAGE_SIZE} images"),
         _quantized_case("transformer_encoder", "transformer", quantized.transformer_encoder,
                         quantized.sequence_features, "xnnpack_dynamic",

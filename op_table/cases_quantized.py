@@ -1,7 +1,7 @@
 """PT2E's quantized_decomposed ops as QuantizeLinear / DequantizeLinear (the translate stage's
 symbolics/quantized.py): per tensor and per channel, int8 and uint8 at every opset, int16 from
 opset 21 (refused before it, with the opset to pass), a range narrower than the dtype's (the
-weights' -127..127, 4-bit values held in int8), float16 input, and dynamic quantization's
+weights' -127..127, 4-bit values held in int8), 4-bit weights (INT4 from opset 21), float16 input, and dynamic quantization's
 choose_qparams (affine and symmetric) feeding the `.tensor` forms."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ Q_C, DQ_C = "quantized_decomposed.quantize_per_channel.default", "quantized_deco
 CHOOSE = "quantized_decomposed.choose_qparams.tensor"
 CHOOSE_SYMMETRIC = "quantized_decomposed.choose_qparams_symmetric.tensor"
 INT16_OPSETS = (21, 26)  # QuantizeLinear-21 added int16/uint16
+FOUR_BIT_OPSETS = (18, 21, 26)  # int8 storage at 18, INT4 from 21 (DequantizeLinear-21)
 
 
 class PerChannel(torch.nn.Module):
@@ -37,6 +38,25 @@ class PerChannel(torch.nn.Module):
         q = QD.quantize_per_channel(x, self.scales, self.zero_points, self.axis, self.low, self.high, self.dtype)
         return q, QD.dequantize_per_channel(q, self.scales, self.zero_points, self.axis, self.low, self.high,
                                             self.dtype)
+
+
+class FourBitWeight(torch.nn.Module):
+    """A 4-bit weight held in int8 (values in [-8, 7], as convert_pt2e folds a weight quantized
+    to that range) dequantized per output channel or per tensor and added to the input: the
+    weight exports as an INT4 initializer from opset 21 (int8 before)."""
+
+    def __init__(self, per_channel: bool) -> None:
+        super().__init__()
+        self.per_channel = per_channel
+        generator = torch.Generator().manual_seed(0)
+        self.register_buffer("weight", torch.randint(-8, 8, (6, 5), generator=generator, dtype=torch.int8))
+        self.register_buffer("scales", torch.linspace(0.05, 0.3, 6, dtype=torch.float64))
+        self.register_buffer("zero_points", torch.zeros(6, dtype=torch.int64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.per_channel:
+            return x + QD.dequantize_per_channel(self.weight, self.scales, self.zero_points, 0, -8, 7, torch.int8)
+        return x + QD.dequantize_per_tensor(self.weight, 0.125, -1, -8, 7, torch.int8)
 
 
 def _dynamic(x: torch.Tensor, symmetric: bool = False) -> tuple[torch.Tensor, ...]:
@@ -85,6 +105,10 @@ CASES: list[OpCase] = [
     op("quantize_per_tensor_int16_before_opset_21",
        lambda x: QD.quantize_per_tensor(x, 1e-3, 0, -32768, 32767, torch.int16), lambda g: _scaled(g, 3, 8), [Q],
        opsets=(17, 18), refused="opset_version=21"),
+    module_op("dequantize_per_channel_int4_weight", lambda: FourBitWeight(per_channel=True),
+              lambda g: (randn(g, 6, 5),), [DQ_C, "aten.add.Tensor"], opsets=FOUR_BIT_OPSETS),
+    module_op("dequantize_per_tensor_int4_weight", lambda: FourBitWeight(per_channel=False),
+              lambda g: (randn(g, 6, 5),), [DQ, "aten.add.Tensor"], opsets=FOUR_BIT_OPSETS),
     op("dynamic_choose_qparams_affine", _dynamic, lambda g: (randn(g, 4, 16) + 0.5,), [CHOOSE, Q_T, DQ_T]),
     op("dynamic_choose_qparams_symmetric", lambda x: _dynamic(x, symmetric=True), lambda g: (randn(g, 3, 12),),
        [CHOOSE_SYMMETRIC, Q_T, DQ_T]),

@@ -162,3 +162,100 @@ def test_planted_fault_is_localised_in_steps(per_tensor, per_channel, fault):
     row = next(op for op in verification.ops if op.fx_node == planted)
     assert row.quant_steps is not None and row.quant_steps.max_steps >= 1
     assert row.quant_steps.off_by_one_or_more > row.quant_steps.at_ties
+
+
+class TrainingModeNet(torch.nn.Module):
+    """conv-relu, then a batch norm no convolution absorbs, then dropout: both run in training
+    mode when the module is captured with .train()."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3)
+        self.norm = torch.nn.BatchNorm2d(8)
+        self.drop = torch.nn.Dropout(0.5)
+        self.head = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.norm(torch.relu(self.conv(x)))
+        return self.head(self.drop(y.mean((2, 3))))
+
+
+def test_module_captured_in_training_mode_is_refused_until_moved_to_eval():
+    from torchao.quantization.pt2e import move_exported_model_to_eval
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    from torchao.testing.pt2e._xnnpack_quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
+
+    torch.manual_seed(0)
+    args = (torch.randn(2, 3, 10, 10, generator=torch.Generator().manual_seed(1)),)
+    captured = torch.export.export(TrainingModeNet().train(), args, strict=False).module()
+    prepared = prepare_pt2e(captured, XNNPACKQuantizer().set_global(get_symmetric_quantization_config()))
+    prepared(*args)
+    converted = convert_pt2e(prepared)
+    with pytest.raises(exporter.ExportError) as refused:
+        exporter.export(converted, args)
+    message = str(refused.value)
+    training = [n.name for n in converted.graph.nodes if str(n.target) in
+                ("aten.batch_norm.default", "aten.dropout.default")]
+    assert training and all(name in message for name in training)
+    assert "training mode" in message and "move_exported_model_to_eval(model)" in message
+
+    move_exported_model_to_eval(converted)  # rewrites the graph: batch norm on running stats, no dropout
+    model = exporter.export(converted, args)
+    expected = converted(*args).detach().numpy()
+    np.testing.assert_array_equal(converted(*args).detach().numpy(), expected)  # deterministic now
+    output_scale = next(n for n in converted.graph.nodes if n.op == "output").args[0][0].args[1]
+    assert np.abs(_run(model, args, "disabled") - expected).max() <= output_scale * 1.0001
+
+
+@pytest.fixture(scope="module")
+def int4_weights():
+    return _quantized("xnnpack_int4_weights")
+
+
+def _initializer_types(model: onnx.ModelProto) -> dict[str, int]:
+    return {t.name: t.data_type for t in model.graph.initializer}
+
+
+@pytest.mark.parametrize("opset, weight_type", [(18, onnx.TensorProto.INT8), (21, onnx.TensorProto.INT4),
+                                                (26, onnx.TensorProto.INT4)])
+def test_four_bit_weights_are_int4_from_opset_21(int4_weights, opset, weight_type):
+    module, args = int4_weights
+    model = exporter.export(module, args, opset_version=opset)
+    types = _initializer_types(model)
+    weight_readers = [n for n in _nodes(model, "DequantizeLinear") if n.input[0] in types]
+    assert len(weight_readers) == 3
+    for node in weight_readers:  # the weight and its zero point in the same type (DequantizeLinear's constraint)
+        assert types[node.input[0]] == weight_type and types[node.input[2]] == weight_type
+        values = onnx.numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == node.input[0]))
+        assert values.astype(np.int8).min() >= -8 and values.astype(np.int8).max() <= 7
+    expected = module(*args).detach().numpy()
+    output_scale = next(n for n in module.graph.nodes if n.op == "output").args[0][0].args[1]
+    for level in ("disabled", "all"):  # onnxruntime runs INT4 DequantizeLinear, fused or not
+        assert np.abs(_run(model, args, level) - expected).max() <= output_scale * 1.0001
+
+
+def test_four_bit_weights_verify_in_steps_at_opset_21(int4_weights):
+    module, args = int4_weights
+    verification = harness.verify(module, args, opset_version=21, session_options={"graph_optimization_level": "all"})
+    assert verification.passed, [op.fx_node for op in verification.ops if op.passed is False]
+    weight_rows = [op for op in verification.ops if op.aten == "quantized_decomposed.dequantize_per_channel.default"]
+    assert len(weight_rows) == 3 and all(op.quant_steps is not None and op.quant_steps.max_steps == 0
+                                         for op in weight_rows)
+
+
+def test_openvino_int8_layers_are_judged_as_requantized(per_tensor):
+    """OpenVINO runs each Q/DQ region as one int8/uint8 layer: the rows read that from its
+    runtime graph and allow the requantization's step, and the planted scale is still found."""
+    from harness.runtime.backends.registry import get_backend
+
+    reason = get_backend("openvino").unavailable_reason("CPU")
+    if reason:
+        pytest.skip(reason)
+    module, args = per_tensor
+    verification = harness.verify(module, args, backends=("openvino:precision=f32",))
+    assert verification.passed and verification.backend == "openvino:precision=f32"
+    notes = [note for op in verification.ops for note in op.notes if note.startswith("quantized region")]
+    assert sum("openvino integer layer" in note for note in notes) >= 3
+    model, planted = FAULTS["wrong_scale"](exporter.export(module, args))
+    faulty = harness.verify(module, args, onnx_model=model, backends=("openvino:precision=f32",))
+    assert not faulty.passed and faulty.worst_op.fx_node == planted

@@ -40,10 +40,20 @@ ALIGNMENT = 65536
 needs to memory-map them instead of reading them (64 KiB covers every platform)."""
 
 
+FOUR_BIT_DTYPES = ("int4", "uint4")
+"""ml_dtypes' 4-bit integer dtype names, whose arrays ONNX stores packed (INT4, UINT4)."""
+
+
 def tensor_bytes(array: np.ndarray) -> memoryview:
     """The array's bytes in ONNX's raw_data layout (little-endian, C order), without a copy
-    when the array is already contiguous and little-endian."""
+    when the array is already contiguous and little-endian. 4-bit integers (ml_dtypes' int4 and
+    uint4, one element per byte) are packed two per byte, the first element in the low nibble."""
     array = np.ascontiguousarray(array)
+    if array.dtype.name in FOUR_BIT_DTYPES:
+        nibbles = array.reshape(-1).view(np.uint8) & 0x0F
+        if nibbles.size % 2:
+            nibbles = np.append(nibbles, np.uint8(0))
+        return memoryview(np.ascontiguousarray(nibbles[0::2] | (nibbles[1::2] << 4)))
     if sys.byteorder != "little" or array.dtype.byteorder == ">":
         array = array.astype(array.dtype.newbyteorder("<"))
     return memoryview(array.reshape(-1).view(np.uint8))

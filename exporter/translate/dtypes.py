@@ -34,6 +34,8 @@ _TORCH_TO_ONNX: dict[torch.dtype, int] = {
     torch.float8_e5m2: onnx.TensorProto.FLOAT8E5M2,
     torch.float8_e5m2fnuz: onnx.TensorProto.FLOAT8E5M2FNUZ,
     torch.float8_e8m0fnu: onnx.TensorProto.FLOAT8E8M0,
+    torch.int4: onnx.TensorProto.INT4,
+    torch.uint4: onnx.TensorProto.UINT4,
 }
 _ONNX_TO_TORCH = {v: k for k, v in _TORCH_TO_ONNX.items()}
 
@@ -45,6 +47,16 @@ _MIN_OPSET: dict[torch.dtype, int] = {
     torch.float8_e5m2: 19,
     torch.float8_e5m2fnuz: 19,
     torch.float8_e8m0fnu: 24,
+    torch.int4: 21,
+    torch.uint4: 21,
+}
+
+# 4-bit integers: torch holds them in int8/uint8 (a quantized range within [-8, 7] or [0, 15],
+# symbolics/quantized.py); ONNX stores them packed two per byte from opset 21. Their arrays use
+# ml_dtypes' int4/uint4 (one element per byte, as onnx.numpy_helper reads and writes them).
+_FOUR_BIT: dict[torch.dtype, np.dtype] = {
+    torch.int4: np.dtype(ml_dtypes.int4),
+    torch.uint4: np.dtype(ml_dtypes.uint4),
 }
 
 # dtypes numpy lacks: torch's bits are reinterpreted as ml_dtypes' type of the same width.
@@ -98,9 +110,12 @@ def unsupported_reason(dtype: torch.dtype, opset_version: int | None) -> str:
 
 
 def numpy_type(dtype: torch.dtype) -> np.dtype:
-    """numpy dtype for a torch dtype (ml_dtypes' for bfloat16 and the float8 formats)."""
+    """numpy dtype for a torch dtype (ml_dtypes' for bfloat16, the float8 formats and the 4-bit
+    integers)."""
     if dtype in _BIT_CASTS:
         return _BIT_CASTS[dtype][1]
+    if dtype in _FOUR_BIT:
+        return _FOUR_BIT[dtype]
     return torch.empty((), dtype=dtype).numpy().dtype
 
 
@@ -109,6 +124,9 @@ def torch_dtype_of(np_dtype: np.dtype) -> torch.dtype:
     np_dtype = np.dtype(np_dtype)
     if np_dtype in _NUMPY_TO_TORCH:
         return _NUMPY_TO_TORCH[np_dtype]
+    for dtype, four_bit in _FOUR_BIT.items():
+        if np_dtype == four_bit:
+            return dtype
     return torch.from_numpy(np.zeros((), dtype=np_dtype)).dtype
 
 

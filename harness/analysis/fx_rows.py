@@ -362,6 +362,11 @@ def _region_rows(records: Mapping[str, OpRecord], analysis: FxAnalysis) -> dict[
         return {}
     layers = [layer for layer in runtime_regions.fused_layers(analysis.runtime_fusions, analysis.groups)
               if layer.is_region and layer.output in records]
+    for layer in [layer for layer in layers if quant_rows.is_quantized_op(records[layer.output].aten)]:
+        # a layer ending in a quantize is an integer kernel that requantizes: the step rule judges
+        # it (quant_rows reads the same layer), not an exact comparison of its integers
+        records[layer.output].notes.append("its fused runtime layer is judged by the step rule as a quantized region")
+        layers.remove(layer)
     if layers and isinstance(analysis.values, TorchValues) and analysis.values.streaming:
         for layer in layers:
             records[layer.output].notes.append("its fused runtime layer was not judged as a region: torch's values "

@@ -18,7 +18,9 @@ exactly, except at rounding ties; a region agrees with its truth exactly except 
 lies within the float noise of a tie (either neighbour is then correct); a region the runtime
 fused into an integer kernel may be one step off anywhere (the kernel requantizes its int32
 accumulator with a fixed-point multiplier), and so may one whose float bias the runtime
-quantized to int32 for such a kernel; anything beyond is a divergence.
+quantized to int32 for such a kernel; anything beyond is a divergence. Which regions fused is
+read from the runtime: onnxruntime's optimised graph, OpenVINO's runtime graph (a layer run in
+int8/uint8 that holds the region's QuantizeLinear).
 """
 
 from __future__ import annotations
@@ -65,6 +67,10 @@ INTEGER_KERNELS = frozenset({
     "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QAttention",
 })
 
+OPENVINO_INTEGER = "openvino integer layer"
+"""OpenVINO's CPU plugin runs DequantizeLinear -> op -> QuantizeLinear as one layer in int8/uint8
+(its low-precision transformations), which requantizes as onnxruntime's integer kernels do."""
+
 BIAS_QUANTIZED = "bias quantized to int32"
 """onnxruntime's QDQ optimiser may quantize a float bias to int32 (scale: input scale x weight
 scale) and dequantize it, as its integer kernels take the bias: the rounding is the kernel's."""
@@ -73,9 +79,19 @@ FUSED_ALLOWED_STEPS = 1
 """Steps a fused integer kernel may differ by: its one requantization of the int32 accumulator."""
 
 RECIPROCAL_MARGIN = 2.0 ** -21
-"""Relative width (of the position x / scale) of the band around a tie where torch's
-x * fl(1 / scale) and QuantizeLinear's x / scale may round apart: each is within 1.5 float32
-ulps (2^-24 relative each) of the exact quotient; 2^-21 leaves a factor of 4 over that."""
+"""Relative width of the band around a tie where two correct float32 quantizations may round
+apart: torch's x * fl(1 / scale) and QuantizeLinear's x / scale are each within 1.5 float32 ulps
+(2^-24 relative each) of the exact quotient, relative to the position x / scale; a runtime that
+quantizes through the clamped range (OpenVINO's FakeQuantize: (x - low) * (levels - 1) /
+(high - low)) has intermediates up to qmax - qmin steps, so its error is relative to that.
+2^-21 of the larger leaves a factor of 4 over the ulps (measured on OpenVINO 2026.4: mismatches
+lie within 2.4e-5 steps of a tie, the band over int8's range is 1.2e-4)."""
+
+
+def rounding_band(qp: "QParams", positions: np.ndarray) -> np.ndarray:
+    """The reciprocal band (in steps) around each position's nearest tie: RECIPROCAL_MARGIN
+    times the larger of |x / scale| and the integer range qmax - qmin."""
+    return RECIPROCAL_MARGIN * np.maximum(np.abs(positions - _zp(qp, positions)), float(qp.qmax - qp.qmin))
 
 NOISE_MARGIN_FACTOR = 4.0
 """How many times torch's own float32 distance from the region's fp64 truth (in steps) the tie
@@ -264,6 +280,28 @@ def region_kernels(model: onnx.ModelProto, ort_config: Any, names: list[str]) ->
     return kinds
 
 
+def openvino_region_kernels(model: onnx.ModelProto, backend: str, names: list[str]) -> dict[str, str]:
+    """How OpenVINO (the backend spec `backend`) computes each region output in `names`: the
+    runtime layer that holds the QuantizeLinear writing it, where that layer runs in int8/uint8
+    ('openvino integer layer (Convolution, uint8)'); outputs of float layers are left out."""
+    from harness.runtime.backends.registry import get_backend
+
+    rep = get_backend(backend).prepare(model, "CPU")
+    try:
+        layers = rep.layers()
+    finally:
+        del rep
+    writer = {out: node.name for node in model.graph.node for out in node.output if out}
+    kinds = {}
+    for layer in layers:
+        if layer["precision"] not in ("int8", "uint8"):
+            continue
+        for name in names:
+            if writer.get(name) in layer["onnx_nodes"]:
+                kinds[name] = f"{OPENVINO_INTEGER} ({layer['type']}, {layer['precision']})"
+    return kinds
+
+
 @dataclass
 class RegionResult:
     """One quantize node's region: the backend's and torch's integers against the truth."""
@@ -286,7 +324,7 @@ def judge_region(actual: np.ndarray, torch_int: np.ndarray, truth_positions: np.
     where the truth lies that close to k + 1/2, either neighbour counts."""
     observed = float(np.max(np.abs(torch_positions - truth_positions))) if truth_positions.size else 0.0
     noise = max(noise_steps, NOISE_MARGIN_FACTOR * observed)
-    margin = noise + RECIPROCAL_MARGIN * np.abs(truth_positions - _zp(qp, truth_positions))
+    margin = noise + rounding_band(qp, truth_positions)
     allowed = FUSED_ALLOWED_STEPS if fused else 0
     backend = _steps(actual, truth_positions, qp, margin)
     torch_side = _steps(torch_int, truth_positions, qp, margin)
@@ -331,7 +369,7 @@ def isolated_quantize_verdict(record: OpRecord, actual: np.ndarray, torch_input:
     """A quantize op alone, fed torch's float input: equal to torch's integers except at ties
     (where x * fl(1/scale) and x / scale may round apart), named in the row's notes."""
     positions = qp.positions(torch_input)
-    margin = RECIPROCAL_MARGIN * np.abs(positions - _zp(qp, positions))
+    margin = rounding_band(qp, positions)
     against_torch = _steps(actual, torch_int, qp, margin)
     distance = np.abs(actual.astype(np.float64) - torch_int.astype(np.float64))
     tie = np.abs(np.abs(positions - np.floor(positions)) - 0.5) <= margin
@@ -339,7 +377,8 @@ def isolated_quantize_verdict(record: OpRecord, actual: np.ndarray, torch_input:
     ties = int(((distance > 0) & tie).sum())
     if ties:
         record.notes.append(f"quantize alone: {ties} element(s) one step from torch at rounding ties "
-                            "(torch rounds x * (1/scale), QuantizeLinear x / scale; both half to even)")
+                            "(torch rounds x * (1/scale), QuantizeLinear x / scale or through the clamped range; "
+                            "all half to even)")
     passed = beyond == 0
     return Verdict(QUANT_STEPS_RULE, passed, record.dtype, record.fx_node, e_backend=against_torch.max_steps,
                    e_torch=0.0, allowed=0.0, score=0.0 if passed else 1.0 + against_torch.max_steps,
@@ -466,6 +505,11 @@ def _regions(records: Mapping[str, OpRecord], quantizers: list[torch.fx.Node], a
             kernels = region_kernels(cut, ort_config, list(renamed.values()))
         except (*BACKEND_ERRORS, OSError) as error:  # a session that would not load, or wrote no optimised file
             logger.info("could not read onnxruntime's optimised graph: %s", error)
+    elif str(getattr(analysis, "backend", "")).startswith("openvino"):  # its runtime graph says which ran in int8
+        try:
+            kernels = openvino_region_kernels(cut, analysis.backend, list(renamed.values()))
+        except Exception as error:
+            logger.info("could not read OpenVINO's runtime graph: %s", error)
     for name, region_output in renamed.items():
         node = next(n for n in quantizers if n.name == quantized[name])
         record = records[node.name]
@@ -507,7 +551,7 @@ def _region(node: torch.fx.Node, actual: np.ndarray, kernel: str, analysis: Any)
     torch_int = _torch_array(analysis.values[node.name])
     if actual.shape != torch_int.shape or truth_array.shape != torch_int.shape:
         return None
-    fused = kernel.split("::")[-1] in INTEGER_KERNELS or kernel.startswith(BIAS_QUANTIZED)
+    fused = kernel.split("::")[-1] in INTEGER_KERNELS or kernel.startswith((BIAS_QUANTIZED, OPENVINO_INTEGER))
     backend, torch_side, allowed, beyond = judge_region(actual, torch_int, qp.positions(truth_array),
                                                         qp.positions(torch_float), qp, fused, noise_steps)
     return RegionResult(backend, torch_side, allowed, beyond, kernel, [m.name for m in members])

@@ -18,6 +18,12 @@ torch's definitions, and where ONNX differs:
 - dequantize: (q - zero_point) * scale in float32 (torch rounds the float64 scale to float32
   too): DequantizeLinear's definition, exactly.
 - dtypes: int8 and uint8 at every opset; int16 and uint16 from opset 21 (QuantizeLinear-21).
+- 4 bits: torch holds a 4-bit quantization in int8 (quant_min/quant_max within [-8, 7]) or
+  uint8 (within [0, 15]). From opset 21 a constant so quantized (PT2E folds the weights'
+  quantize into int8 constants) is stored as INT4/UINT4 behind its DequantizeLinear, with a
+  4-bit zero point: half the bytes, and the values runtimes' 4-bit kernels read. Before opset
+  21, and for activations, the range is kept in int8/uint8 through the exact Clip above: the
+  same values, 8 bits of storage.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from exporter.translate.dtypes import onnx_type
+from exporter.translate.dtypes import numpy_type, onnx_type
 from exporter.errors import ExportError
 from exporter.translate.graph import Graph, Value
 from exporter.translate.registry import symbolic
@@ -48,6 +54,28 @@ def _check_dtype(g: Graph, dtype: torch.dtype) -> None:
             f"{g.ctx.node.name}: QuantizeLinear/DequantizeLinear take {dtype} from opset {since} on "
             f"(exporting at {g.opset_version}); pass opset_version={since} or later"
         )
+
+
+# A 4-bit range held in int8/uint8, stored as INT4/UINT4 from opset 21: (ONNX dtype, lowest, highest).
+FOUR_BIT_STORAGE = {torch.int8: (torch.int4, -8, 7), torch.uint8: (torch.uint4, 0, 15)}
+FOUR_BIT_SINCE = 21
+FOUR_BIT_NAMES = {torch.int4: "int4", torch.uint4: "uint4"}
+
+
+def four_bit_storage(dtype: torch.dtype, quant_min: int, quant_max: int, opset_version: int) -> torch.dtype | None:
+    """INT4/UINT4 where a tensor quantized to [quant_min, quant_max] in `dtype` fits 4 bits and
+    `opset_version` has them; None otherwise (the tensor stays in `dtype`)."""
+    four_bit = FOUR_BIT_STORAGE.get(dtype)
+    if four_bit is None or opset_version < FOUR_BIT_SINCE:
+        return None
+    storage, lowest, highest = four_bit
+    return storage if lowest <= quant_min and quant_max <= highest else None
+
+
+def _fits(storage: torch.dtype, *arrays: np.ndarray) -> bool:
+    """Whether every value of `arrays` lies in the 4-bit `storage` type's range."""
+    _, lowest, highest = next(v for v in FOUR_BIT_STORAGE.values() if v[0] == storage)
+    return all(np.asarray(a).size == 0 or (np.min(a) >= lowest and np.max(a) <= highest) for a in arrays)
 
 
 def _dtype_range(dtype: torch.dtype) -> tuple[int, int]:
@@ -116,8 +144,19 @@ def _quantize(g: Graph, x: Value, scale: Value, zero_point: Value, quant_min: in
 
 
 def _dequantize(g: Graph, x: Value, scale: Value, zero_point: Value, dtype: torch.dtype,
-                out_dtype: torch.dtype | None, axis: int | None = None) -> Value:
+                out_dtype: torch.dtype | None, axis: int | None = None, quant_range: tuple[int, int] | None = None
+                ) -> Value:
     _check_dtype(g, dtype)
+    storage = None
+    if quant_range is not None and all(isinstance(bound, int) for bound in quant_range):
+        storage = four_bit_storage(dtype, *quant_range, g.opset_version)
+    if storage is not None and x.const is not None and zero_point.const is not None and _fits(
+            storage, x.const, zero_point.const):
+        packed = np.asarray(x.const).astype(numpy_type(storage))
+        # a weight keeps its name (`<weight>_int4`); its int8 initializer, read by nothing else, is dropped
+        x = g.add_initializer(f"{x.name}_{FOUR_BIT_NAMES[storage]}", packed) if x.name in g.initializers \
+            else g.constant(packed, storage)
+        zero_point = g.constant(zero_point.const, storage)
     y = g.op("DequantizeLinear", x, scale, zero_point, axis_i=axis)
     if out_dtype is not None and out_dtype != torch.float32:
         y = g.op("Cast", y, to_i=onnx_type(out_dtype))
@@ -139,7 +178,7 @@ def dequantize_per_tensor(g: Graph, input: Value, scale: Any, zero_point: Any, q
     """dequantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None) -> Tensor"""
     out_dtype = g.ctx.node.kwargs.get("out_dtype", out_dtype)
     return _dequantize(g, input, _scalar_param(g, scale, torch.float32), _scalar_param(g, zero_point, dtype),
-                       dtype, out_dtype)
+                       dtype, out_dtype, quant_range=(quant_min, quant_max))
 
 
 def _axis(g: Graph, input: Value, axis: int) -> int:
@@ -172,7 +211,7 @@ def dequantize_per_channel(g: Graph, input: Value, scales: Value, zero_points: V
         zero_value = g.constant(np.zeros(channels), dtype)
     else:
         zero_value = _vector_param(g, zero_points, dtype)
-    return _dequantize(g, input, scale_value, zero_value, dtype, out_dtype, axis)
+    return _dequantize(g, input, scale_value, zero_value, dtype, out_dtype, axis, quant_range=(quant_min, quant_max))
 
 
 def _choose_qparams(g: Graph, input: Value, quant_min: int, quant_max: int, eps: float, dtype: torch.dtype,
