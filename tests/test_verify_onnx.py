@@ -147,7 +147,7 @@ def test_light_alexnet_per_node_against_the_reference():
     assert conv and all(op.passed and op.accumulated is not None for op in conv)
 
 
-@pytest.mark.slow
+@pytest.mark.nightly  # the nine light zoo models, per node (~100 s): alexnet above runs in every CI run
 def test_light_models_pass_floor():
     passed, problems = 0, {}
     for path in LIGHT:
