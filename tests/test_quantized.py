@@ -246,7 +246,7 @@ def test_four_bit_weights_verify_in_steps_at_opset_21(int4_weights):
 def test_openvino_int8_layers_are_judged_as_requantized(per_tensor):
     """OpenVINO runs each Q/DQ region as one int8/uint8 layer: the rows read that from its
     runtime graph and allow the requantization's step, and the planted scale is still found."""
-    from harness.runtime.backends.registry import get_backend
+    from harness.runtime.backends import get_backend
 
     reason = get_backend("openvino").unavailable_reason("CPU")
     if reason:

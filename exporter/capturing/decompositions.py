@@ -22,7 +22,8 @@ Each is registered where it is defined, by `@local_decomposition(target, ...)`, 
   change is left to the decomposition); `detach` is its input, `lift_fresh_copy` (a tensor
   literal) a `clone`;
 * the tensor-list ops (`stack`, `unbind`, `meshgrid`, `where(cond)`, `expand_as`) are in
-  `exporter.capturing.list_decompositions`, registered with the same decorator.
+  `exporter.capturing.list_decompositions`, registered with the same decorator when the planner
+  (`functionalize`) imports them.
 
 A decomposition's plan `plan(node, keep)` returns the `Rewrite` to apply, or None when the node's
 arguments (or the ops it would need, absent from `keep`) leave it to torch's decomposition.
@@ -602,5 +603,3 @@ def _pad(node: torch.fx.Node, keep: frozenset[str]) -> Rewrite | None:
                                        lambda old: (old.args[0], options["pad"], 0 if value is None else value),
                                        lambda old: {}))
 
-
-from exporter.capturing import list_decompositions  # noqa: E402,F401  (registers the tensor-list ops)

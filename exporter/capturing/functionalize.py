@@ -27,6 +27,7 @@ import torch
 import torch.fx
 from torch.export.graph_signature import InputKind, OutputKind, TensorArgument
 
+from exporter.capturing import list_decompositions  # noqa: F401  (registers the tensor-list ops)
 from exporter.capturing.decompositions import LOCAL_DECOMPOSITIONS, Rewrite, replace_with
 
 logger = logging.getLogger(__name__)

@@ -284,7 +284,7 @@ def openvino_region_kernels(model: onnx.ModelProto, backend: str, names: list[st
     """How OpenVINO (the backend spec `backend`) computes each region output in `names`: the
     runtime layer that holds the QuantizeLinear writing it, where that layer runs in int8/uint8
     ('openvino integer layer (Convolution, uint8)'); outputs of float layers are left out."""
-    from harness.runtime.backends.registry import get_backend
+    from harness.runtime.backends import get_backend
 
     rep = get_backend(backend).prepare(model, "CPU")
     try:

@@ -56,7 +56,7 @@ class BackendRep(PreparedModel):
             return []
         from harness.runtime.backends.fusions import onnxruntime_fusions
 
-        return onnxruntime_fusions(self)
+        return onnxruntime_fusions(self, prepare)
 
     def run(self, inputs: Any) -> list[np.ndarray]:
         """Run on one array, a tuple/list of arrays (in input order), or a {name: array} dict.

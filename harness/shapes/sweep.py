@@ -136,7 +136,8 @@ class SweepSettings(VerifyOptions):
 def run_sweep(exported: Any, module: torch.nn.Module, args: tuple[Any, ...], traced: Verification, shapes: Shapes, *,
               kwargs: Mapping[str, Any] | None = None, dynamic_axes: Mapping[str, Mapping[int, str]] | None = None,
               axis_ranges: AxisRanges | None = None, settings: SweepSettings | None = None,
-              make_inputs: Callable[[Mapping[str, int], SweepAxes], tuple[Any, ...]] | None = None) -> ShapeSweep:
+              make_inputs: Callable[[Mapping[str, int], SweepAxes], tuple[Any, ...]] | None = None,
+              verify: Callable[..., Verification] | None = None) -> ShapeSweep:
     """Verify `exported` (harness.exporters.ExportedForVerification) at the sizes `shapes` asks
     for: a count N (the traced size and N - 1 more, harness.shapes.selection's order) or a list
     of {axis name: size} points (the traced size first, then these), on every backend of
@@ -144,9 +145,12 @@ def run_sweep(exported: Any, module: torch.nn.Module, args: tuple[Any, ...], tra
     size). `traced` is the verification at the example inputs `args`/`kwargs` (its further
     backends' results give their traced verdicts); `dynamic_axes` names the declared axes,
     `axis_ranges` bounds them ({axis name: (lowest, highest)}). `make_inputs(sizes, axes)`
-    returns the args at a point (default: the example's tensors cut or tiled)."""
+    returns the args at a point (default: the example's tensors cut or tiled). `verify`
+    (harness.verification.verify_with_options, given by the caller so that this layer does not
+    import the orchestration above it) reruns the per-op rows at the first failing size to name
+    its first failing op; without it the failing size is reported but not located."""
     from harness.analysis.backend_runs import resolve_backends
-    from harness.verification import tolerance_table
+    from harness.verification.outputs import tolerance_table
 
     settings = replace(settings or SweepSettings(), tolerances=tolerance_table((settings or SweepSettings()).tolerances))
     started = time.perf_counter()
@@ -192,8 +196,8 @@ def run_sweep(exported: Any, module: torch.nn.Module, args: tuple[Any, ...], tra
                     sweep.other_backends.setdefault(result.backend, []).append(result)
     sweep.timings["sizes_s"] = time.perf_counter() - started
     failing = sweep.first_failing
-    if failing is not None and settings.locate:
-        _locate(sweep, failing, exported, module, args, kwargs, tensors, axes, make_inputs, settings)
+    if failing is not None and settings.locate and verify is not None:
+        _locate(sweep, failing, exported, module, args, kwargs, tensors, axes, make_inputs, settings, verify)
     return sweep
 
 
@@ -274,14 +278,14 @@ def _judge_size(point: SizePoint, exported: Any, module: torch.nn.Module, args: 
                 kwargs: dict[str, Any], sessions: Sequence[_Session], settings: SweepSettings) -> list[SizeResult]:
     """The size on every session's backend: torch runs once (under inference_mode), each backend
     once, each judged alone. A failing size whose inputs change what the export froze is STATIC."""
-    from harness.verification import _run_eager
+    from harness.verification.outputs import run_eager
 
     started = time.perf_counter()
     spec = runtime.DeviceSpec.parse(settings.device)
     torch_args, torch_kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.to(spec.torch_device), (args, kwargs))
     try:
         with torch.inference_mode():
-            eager = _run_eager(module, torch_args, torch_kwargs, spec.torch_device)
+            eager = run_eager(module, torch_args, torch_kwargs, spec.torch_device)
     except Exception as error:  # the module itself refuses the size: the range promised too much
         why = (f"torch could not run the module: {type(error).__name__}: "
                f"{str(error).splitlines()[0] if str(error) else ''}")[:300]
@@ -316,7 +320,7 @@ def _judge_size(point: SizePoint, exported: Any, module: torch.nn.Module, args: 
 def _judge_backend(point: SizePoint, exported: Any, module: torch.nn.Module, session: _Session,
                    feeds: dict[str, Any], eager: Any, expected: list[Any], settings: SweepSettings,
                    truth: Callable[[], list[Any] | None]) -> SizeResult:
-    from harness.verification import judge_detections, judge_outputs
+    from harness.verification.outputs import judge_detections, judge_outputs
 
     spec = runtime.DeviceSpec.parse(settings.device)
     actual, error = session.run(feeds)
@@ -368,9 +372,8 @@ def _rounding_steps(exported: Any) -> int:
 
 def _locate(sweep: ShapeSweep, failing: SizeResult, exported: Any, module: torch.nn.Module, args: tuple[Any, ...],
             kwargs: Mapping[str, Any] | None, tensors: list[torch.Tensor], axes: SweepAxes, make_inputs: Any,
-            settings: SweepSettings) -> None:
+            settings: SweepSettings, verify_with_options: Callable[..., Verification]) -> None:
     """Per-op rows at the first failing size; the first failing op in graph order is named."""
-    from harness.verification import verify_with_options
 
     started = time.perf_counter()
     point_args, point_kwargs = inputs_at(failing.point, axes, args, kwargs, tensors, make_inputs)

@@ -48,6 +48,7 @@ from harness.metrics.arrays import as_array, flatten_outputs
 from harness.metrics.detections import detection_layout, mark_matched_rows
 from harness.metrics.tolerances import ToleranceTable
 from harness.verification.options import VerifyOptions
+from harness.verification.outputs import run_eager
 from harness.verification.outputs import (  # noqa: F401  (judge_outputs, tolerance_table: read from here too)
     judge_detections, judge_outputs, quantized_outputs, tolerance_table,
 )
@@ -148,7 +149,7 @@ def sweep_shapes(verification: Verification, exported: ExportedForVerification, 
         raise ValueError(f"shapes={shapes!r}: give a count of sizes (at least 1) or a list of {{axis: size}}")
     sweep = run_sweep(exported, module, args, verification, shapes, kwargs=kwargs,
                       dynamic_axes=normalize_dynamic_axes(dynamic_axes), axis_ranges=axis_ranges,
-                      make_inputs=make_inputs, settings=SweepSettings(model_name=verification.model_name,
+                      make_inputs=make_inputs, verify=verify_with_options, settings=SweepSettings(model_name=verification.model_name,
                                                                       locate=locate, **settings))
     verification.shape_sweep = sweep
     verification.notes.extend(sweep.axes.fixed + sweep.axes.notes)
@@ -333,7 +334,7 @@ def _torch_values(run: _Run) -> None:
         run.layout = detection_layout(_output_tree(exported.program, run.expected))
         run.verification.notes.extend(_mutation_notes(exported.program))
     else:
-        eager = _run_eager(run.module, run.torch_args, run.torch_kwargs, device)
+        eager = run_eager(run.module, run.torch_args, run.torch_kwargs, device)
         run.expected, run.layout = flatten_outputs(eager), detection_layout(eager)
 
 
@@ -590,20 +591,6 @@ def _mutation_notes(program: torch.export.ExportedProgram) -> list[str]:
         f"the module updates {describe_mutations(mutations)} in place, which the ONNX model cannot "
         "express (it has no state): only the returned outputs are compared"
     ]
-
-
-def _run_eager(module: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any], device: str) -> Any:
-    """`module(*args, **kwargs)` in eval mode on `device`, leaving the module as it was found."""
-    from exporter.capturing.trace import eval_mode
-
-    parameter = next(module.parameters(), None)
-    original = parameter.device if parameter is not None else None
-    try:
-        with torch.no_grad(), eval_mode(module):
-            return module.to(device)(*args, **kwargs)
-    finally:
-        if original is not None:
-            module.to(original)
 
 
 def _numpy_args(inputs: Any) -> list[np.ndarray]:

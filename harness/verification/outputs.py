@@ -151,3 +151,17 @@ def quantized_output_verdict(backend: Any, torch_value: np.ndarray, backend_side
 def tolerance_table(tolerances: ToleranceTable | str | None) -> ToleranceTable:
     """The table given, the table at a path, or the shipped one (None)."""
     return tolerances if isinstance(tolerances, ToleranceTable) else load_tolerances(tolerances)
+
+
+def run_eager(module: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any], device: str) -> Any:
+    """`module(*args, **kwargs)` in eval mode on `device`, leaving the module as it was found."""
+    from exporter.capturing.trace import eval_mode
+
+    parameter = next(module.parameters(), None)
+    original = parameter.device if parameter is not None else None
+    try:
+        with torch.no_grad(), eval_mode(module):
+            return module.to(device)(*args, **kwargs)
+    finally:
+        if original is not None:
+            module.to(original)

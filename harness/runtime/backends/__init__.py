@@ -12,8 +12,8 @@ from harness.runtime.backends.base import DEFAULT_GROUP_SIZE, Backend, PreparedM
 from harness.runtime.backends.precision import (
     DECLARED, HINT, RUNTIME_MODEL, RuntimeFusion, RuntimePrecision, canonical_precision, is_lower,
 )
-from harness.runtime.backends.registry import backend_class, backend_names, get_backend, register_backend
-from harness.runtime.backends.spec import BackendOption, BackendSpec, BackendSpecError
+from harness.runtime.backends.registry import backend_class, backend_names, register_backend
+from harness.runtime.backends.spec import BackendOption, BackendSpec, BackendSpecError, get_backend
 
 DEFAULT_BACKEND = "onnxruntime"
 """The backend a verification runs on when none is named (the CLI's and the plugin's default)."""

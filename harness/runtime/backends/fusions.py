@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import onnx
@@ -81,11 +81,9 @@ def _joined_by_new_values(nodes: list[onnx.NodeProto], known: set[str]) -> list[
     return list(groups.values())
 
 
-def onnxruntime_fusions(rep: Any) -> list[RuntimeFusion]:
-    """onnxruntime's fusions for a prepared model: the model prepared again with the same
-    settings, its optimised graph written to a scratch file and read back."""
-    from harness.runtime.sessions import prepare
-
+def onnxruntime_fusions(rep: Any, prepare: Callable[..., Any]) -> list[RuntimeFusion]:
+    """onnxruntime's fusions for a prepared model: the model prepared again by `prepare` with
+    the same settings, its optimised graph written to a scratch file and read back."""
     options = {k: v for k, v in rep.prepare_options.items() if k not in ("serialized", "profile", "shared_weights")}
     model = rep.model
     shared = rep.prepare_options.get("shared_weights")

@@ -5,9 +5,7 @@ and none imports its runtime package until it is used."""
 from __future__ import annotations
 
 import importlib
-from typing import Any, TypeVar
-
-from harness.runtime.backends.spec import BackendSpec, BackendSpecError
+from typing import TypeVar
 
 _BUILTIN_MODULES = (
     "harness.runtime.backends.onnxruntime_backend",
@@ -16,6 +14,10 @@ _BUILTIN_MODULES = (
 )
 _REGISTRY: dict[str, type] = {}
 B = TypeVar("B", bound=type)
+
+
+class BackendSpecError(ValueError):
+    """A backend name or option that does not exist or has a value it does not take."""
 
 
 def register_backend(cls: B) -> B:
@@ -48,11 +50,3 @@ def backend_class(name: str) -> type:
     if name not in _REGISTRY:
         raise BackendSpecError(f"unknown backend {name!r}; choose one of {', '.join(sorted(_REGISTRY))}")
     return _REGISTRY[name]
-
-
-def get_backend(spec: BackendSpec | str | Any) -> Any:
-    """The Backend for `spec` ("openvino:precision=f32", a BackendSpec, or a Backend itself)."""
-    if hasattr(spec, "prepare") and hasattr(spec, "unavailable_reason"):
-        return spec
-    parsed = BackendSpec.parse(spec)
-    return backend_class(parsed.name)(parsed)

@@ -16,9 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-
-class BackendSpecError(ValueError):
-    """A backend name or option that does not exist or has a value it does not take."""
+from harness.runtime.backends.registry import BackendSpecError, backend_class
 
 
 @dataclass(frozen=True)
@@ -73,8 +71,6 @@ class BackendSpec:
     @classmethod
     def of(cls, name: str, options: Mapping[str, Any] | None = None) -> BackendSpec:
         """The spec of backend `name` with `options`, each checked and made canonical."""
-        from harness.runtime.backends.registry import backend_class
-
         declared = backend_class(name).OPTIONS
         checked = {}
         for key, value in dict(options or {}).items():
@@ -91,3 +87,11 @@ class BackendSpec:
         if not self.options:
             return self.name
         return f"{self.name}:" + ",".join(f"{key}={value}" for key, value in self.options)
+
+
+def get_backend(spec: BackendSpec | str | Any) -> Any:
+    """The Backend for `spec` ("openvino:precision=f32", a BackendSpec, or a Backend itself)."""
+    if hasattr(spec, "prepare") and hasattr(spec, "unavailable_reason"):
+        return spec
+    parsed = BackendSpec.parse(spec)
+    return backend_class(parsed.name)(parsed)
