@@ -169,7 +169,9 @@ COPIES = [
     op("to_float64", lambda a: a.double() * 2, lambda g: (randn(g, 6),), ["aten._to_copy.default"]),
     op("clone", lambda a: a.clone() + 1, lambda g: (randn(g, 2, 3),), ["aten.clone.default"]),
     op("contiguous_is_clone", lambda a: a.t().contiguous(), lambda g: (randn(g, 2, 3),), ["aten.clone.default"]),
-    op("detach_is_alias", lambda a: a.detach() * 2, lambda g: (randn(g, 2, 3),), ["aten.alias.default"]),
+    # capture drops `detach` (a local decomposition: detach is its input), so no alias is left
+    op("detach_is_dropped", lambda a: a.detach() * 2, lambda g: (randn(g, 2, 3),), ["aten.mul.Tensor"]),
+    op("alias", lambda a: torch.ops.aten.alias(a) * 2, lambda g: (randn(g, 2, 3),), ["aten.alias.default"]),
 ]
 
 
