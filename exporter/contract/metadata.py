@@ -9,12 +9,17 @@ from typing import Any
 from exporter.contract.keys import DROPPED_CHECKS_KEY, RENAMED_VALUES_KEY
 
 
+def json_entry(model: Any, key: str, default: Any) -> Any:
+    """The JSON value a model records under metadata `key`, or `default` when it records none."""
+    for entry in getattr(model, "metadata_props", ()):
+        if entry.key == key:
+            return json.loads(entry.value)
+    return default
+
+
 def dropped_checks(model: Any) -> list[dict[str, str]]:
     """The runtime checks an onnx.ModelProto's exporter left out (`DROPPED_CHECKS_KEY`), [] if none."""
-    for entry in model.metadata_props:
-        if entry.key == DROPPED_CHECKS_KEY:
-            return list(json.loads(entry.value))
-    return []
+    return list(json_entry(model, DROPPED_CHECKS_KEY, []))
 
 
 def describe_check(check: dict[str, str]) -> str:
@@ -26,7 +31,4 @@ def describe_check(check: dict[str, str]) -> str:
 
 def renamed_values(model: Any) -> dict[str, str]:
     """FX value name -> ONNX name for the inputs/outputs renamed by input_names/output_names."""
-    for entry in model.metadata_props:
-        if entry.key == RENAMED_VALUES_KEY:
-            return json.loads(entry.value)
-    return {}
+    return json_entry(model, RENAMED_VALUES_KEY, {})

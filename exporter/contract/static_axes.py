@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from exporter.contract.keys import STATIC_AXES_KEY, STATIC_SIZES_KEY
+from exporter.contract.metadata import json_entry
 
 
 @dataclass(frozen=True)
@@ -39,10 +40,7 @@ def metadata_entry(axes: Sequence[SpecialisedAxis]) -> dict[str, str]:
 
 def static_axes_of(model: Any) -> list[dict[str, Any]]:
     """The fixed axes an ONNX model records (`roundtrip.static_axes`), as dicts; [] for none."""
-    for prop in getattr(model, "metadata_props", ()):
-        if prop.key == STATIC_AXES_KEY:
-            return json.loads(prop.value)
-    return []
+    return json_entry(model, STATIC_AXES_KEY, [])
 
 
 def static_axes_hit(model: Any, inputs: Sequence[Any]) -> list[str]:
@@ -90,7 +88,4 @@ def fixed_sizes_entry(sizes: Sequence[FixedSize]) -> dict[str, str]:
 
 def static_sizes_of(model: Any) -> list[dict[str, Any]]:
     """The fixed sizes an ONNX model records (`roundtrip.static_sizes`), as dicts; [] for none."""
-    for prop in getattr(model, "metadata_props", ()):
-        if prop.key == STATIC_SIZES_KEY:
-            return json.loads(prop.value)
-    return []
+    return json_entry(model, STATIC_SIZES_KEY, [])

@@ -7,6 +7,7 @@ import os
 import tempfile
 
 import onnx
+from google.protobuf.message import DecodeError
 
 from exporter.contract.skeleton import EXTERNAL_MIN_BYTES, PROTOBUF_LIMIT, is_in_memory, stub
 from harness.records import CheckerResult
@@ -30,9 +31,16 @@ def run_checker(model: onnx.ModelProto | bytes | str | os.PathLike) -> CheckerRe
         else:
             onnx.checker.check_model(model if not isinstance(model, os.PathLike) else os.fspath(model),
                                      full_check=True)
-    except Exception as error:  # checker raises ValidationError and inference errors
+    except _CHECKER_ERRORS as error:  # the model's defects; an error of the harness's own code is raised
         return CheckerResult(False, f"{type(error).__name__}: {error}")
     return CheckerResult(True)
+
+
+_CHECKER_ERRORS: tuple[type[BaseException], ...] = (
+    onnx.checker.ValidationError, onnx.shape_inference.InferenceError, DecodeError, OSError,
+)
+"""What checking a model raises about the model: the checker's and shape inference's verdicts, a
+file protobuf cannot parse, a file or external data that cannot be read."""
 
 
 def _past_protobuf_limit(model: onnx.ModelProto) -> bool:
