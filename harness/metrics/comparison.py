@@ -275,7 +275,8 @@ def _add_error_metrics(totals: _Totals, atol: float, rtol: float, max_abs: float
         np.greater(excess, atol, out=mask)
         totals.outside += int(np.count_nonzero(mask))
     np.add(scratch, kind(atol), out=scratch)  # the bound atol + rtol*|b|
-    np.maximum(scratch, tiny, out=scratch)
+    if not kind(atol) >= tiny:  # else the bound is at least atol, so at least tiny already
+        np.maximum(scratch, tiny, out=scratch)
     with np.errstate(over="ignore"):
         np.divide(error, scratch, out=scratch)
     totals.tolerance_ratio = max(totals.tolerance_ratio, float(scratch.max()))
