@@ -30,7 +30,9 @@ from harness.analysis.rows import (
 from harness.analysis.spilled import SpillFolder, spill
 from harness.analysis.strictness import harness_errors
 from harness.analysis.torch_values import TorchValues, describe_value
-from harness.analysis.truth import OpCallFailed, Replayer, no_truth_reason, reduction_length, replay_region
+from harness.analysis.truth import (
+    OpCallFailed, Replayer, cell_roundings, no_truth_reason, reduction_length, replay_region,
+)
 from harness.metrics.arrays import as_array, largest_finite
 from harness.metrics.comparison import Comparison, compare, dtype_name
 from harness.metrics import ties
@@ -794,7 +796,7 @@ def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: 
                                             rtol=tolerance.rtol, name=name, check_dtype=False))
         dtype = dtype_key(torch_value.dtype) if isinstance(torch_value, torch.Tensor) else dtype_name(torch_array.dtype)
         pairs[name] = TruthPair(backend_side[-1] if name in isolated else None, torch_side[-1], length, dtype,
-                                roundings)
+                                roundings, cell_roundings(node))
         scale = largest_finite(expected_array)
         record.truth_scale = max(record.truth_scale or 0.0, scale)
         note = overflow_note(dtype, scale)
