@@ -25,7 +25,8 @@ divided by the extra sizes' mean element count relative to the traced inputs (ba
 costs half as much again), and torch.onnx.verification's time per size over ours. Rows go to bench/results/bench_shape_sweep.json.
 
     python bench/bench_shape_sweep.py                      # resnet18, superresolution, word LM (LSTM)
-    python bench/bench_shape_sweep.py --cases resnet18 --sizes 3 --repeat 5
+    python bench/bench_shape_sweep.py --cases resnet18 --sizes 3 --repeat 7
+    python bench/bench_shape_sweep.py --torch-threads 1      # a machine loaded past its cores
 """
 
 from __future__ import annotations
@@ -135,15 +136,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", nargs="+", default=list(CASES))
     parser.add_argument("--sizes", type=int, default=3, help="extra sizes per case (default 3)")
     add_round_options(parser, "bench_shape_sweep")
+    parser.add_argument("--torch-threads", type=int, default=0,
+                        help="torch.set_num_threads for every side (default: torch's choice); on a machine "
+                             "loaded past its cores, 1 keeps torch's thread pool from waiting on descheduled threads")
     parser.set_defaults(repeat=DEFAULT_REPEAT)
     options, machine = start(parser, argv, "bench_shape_sweep", quiet=("torch.onnx",))
+    if options.torch_threads:
+        torch.set_num_threads(options.torch_threads)
+        machine["torch_threads"] = torch.get_num_threads()
+        print(f"# torch threads set to {machine['torch_threads']}")
     rows = measure_rows(options.cases, lambda name: measure(name, sizes=options.sizes, repeat=options.repeat,
                                                             seed=options.seed))
     met = {row["case"]: row["ratio"] <= TARGET for row in rows}  # the raw ratio decides
     summary = {"met": met, "all_met": all(met.values())}
     path = write_results("bench_shape_sweep", machine, rows, summary=summary, path=options.json,
                          options={"repeat": options.repeat, "sizes": options.sizes, "interleaved": True,
-                                  "statistic": "min"})
+                                  "statistic": "min", "torch_threads": options.torch_threads or "default"})
     print(markdown(rows))
     for row in rows:
         print(f"{row['case']}: each extra size costs {row['ratio']:.3f}x one per-op verification (fastest runs; "
