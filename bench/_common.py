@@ -114,14 +114,17 @@ def local_changes() -> list[str]:
     return [line for line in (text or "").splitlines() if line.strip()]
 
 
-def side_by_side(sides: Mapping[str, Callable[[], Any]], repeat: int) -> tuple[dict[str, list[float]], dict[str, Any]]:
+def side_by_side(sides: Mapping[str, Callable[[], Any]], repeat: int, *,
+                 loads: list[float] | None = None) -> tuple[dict[str, list[float]], dict[str, Any]]:
     """Run each side `repeat` times, interleaved and alternating which goes first, with a
     garbage collection before each run. Returns the seconds of every run per side, and each
-    side's last result."""
+    side's last result; `loads`, when given, receives the 1-minute load average before each round."""
     names = list(sides)
     seconds: dict[str, list[float]] = {name: [] for name in names}
     results: dict[str, Any] = {}
     for round_index in range(repeat):
+        if loads is not None:
+            loads.append(round(os.getloadavg()[0], 2))
         order = names if round_index % 2 == 0 else names[::-1]
         for name in order:
             results.pop(name, None)  # free the previous result before measuring again
@@ -192,6 +195,14 @@ def load_note(machine: dict[str, Any]) -> str:
     cores = machine.get("usable_cores")
     return (f"{cores} usable cores; load average {start[0]:.2f} at the start, {end[0]:.2f} at the end; "
             f"torch threads {machine.get('torch_threads')}")
+
+
+def load_range(loads: Sequence[float]) -> str:
+    """'7.1-9.4': the lowest and highest load average seen over a benchmark's rounds."""
+    if not loads:
+        return "-"
+    low, high = min(loads), max(loads)
+    return f"{low:.1f}" if round(low, 1) == round(high, 1) else f"{low:.1f}-{high:.1f}"
 
 
 def quiet_onnxruntime() -> None:

@@ -26,8 +26,9 @@ WIDTH = Axis("width", traced=224, lower=32, upper=512, guards=(Guard("Ne(((width
 SELECTION_TABLE = [
     pytest.param([BATCH], 1, ["batch 2"], id="one-is-the-traced-size"),
     pytest.param([BATCH], 3, ["batch 2", "batch 3", "batch 1"], id="batch-prime-then-1"),
-    pytest.param([BATCH], 8, ["batch 2", "batch 3", "batch 1", "batch 8", "batch 5", "batch 7"],
-                 id="batch-runs-out-of-distinct-points"),
+    pytest.param([BATCH], 8, ["batch 2", "batch 3", "batch 1", "batch 8", "batch 5", "batch 7", "batch 6", "batch 4"],
+                 id="batch-runs-out-of-primes-then-fills-with-any-size"),
+    pytest.param([BATCH], 12, [f"batch {n}" for n in (2, 3, 1, 8, 5, 7, 6, 4)], id="batch-holds-only-8-points"),
     pytest.param([Axis("batch", 2, 2)], 4, ["batch 2", "batch 3", "batch 10", "batch 5"],
                  id="unbounded-from-torch's-2"),
     pytest.param([BATCH, HEIGHT, WIDTH], 3,

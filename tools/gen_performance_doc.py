@@ -186,6 +186,8 @@ _SHAPE_SWEEP_COLUMNS: list[tuple[str, Any]] = [
     ("per-op (s)", lambda row: f"{row['per_op_s']:.2f}"),
     ("per extra size (s)", lambda row: f"{row['per_size_s']:.3f}"),
     ("ratio", lambda row: f"{row['ratio']:.3f}x"),
+    ("ratio of medians", lambda row: f"{_fmt(row.get('ratio_of_medians'), '.3f')}x"),
+    ("load", lambda row: row.get("load", "-")),
     ("size / traced", lambda row: _fmt(row.get("work_factor"))),
     ("ratio per traced size", lambda row: f"{_fmt(row.get('ratio_per_traced_work'), '.3f')}x"),
     ("target", lambda row: f"<= {row['target']}x"),
@@ -195,10 +197,15 @@ _SHAPE_SWEEP_COLUMNS: list[tuple[str, Any]] = [
 
 
 def shape_sweep_section(document: dict[str, Any]) -> list[str]:
+    statistic = document.get("options", {}).get("statistic", "median")
     intro = ("One roundtrip export with the case's swept axes dynamic: *per-op* is `verify_exported` at the traced "
              "size; *per extra size* is `run_sweep` over sizes near the traced one (outputs judged in one session) "
              "divided by their count; *per traced size* divides that by the sizes' element count relative to the "
-             "traced inputs; torch.onnx.verification is `verify_onnx_program` once per size on a torch.onnx export.")
+             "traced inputs; torch.onnx.verification is `verify_onnx_program` once per size on a torch.onnx export. "
+             f"The sides ran interleaved, {document.get('options', {}).get('repeat', '?')} rounds; the times and "
+             f"the ratio are each side's {'fastest run' if statistic == 'min' else 'median'}"
+             + (", the ratio of the medians beside it; *load* is the load average over the rounds."
+                if statistic == "min" else "."))
     lines = _heading("Shape sweep: each extra size against one per-op verification", intro, document,
                      [name for name, _ in _SHAPE_SWEEP_COLUMNS], len(_SHAPE_SWEEP_COLUMNS) - 1)
     lines += ["| " + " | ".join(cell(row) for _, cell in _SHAPE_SWEEP_COLUMNS) + " |" for row in document["rows"]]

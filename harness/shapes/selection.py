@@ -18,7 +18,9 @@ to `count` points (a size per axis), in this order; each point says why it was c
                  the guard's truth changes between k and k + 1), k and k + 1; the i-th point
                  puts every axis at its i-th such size (the others at their traced sizes);
 6. one at a time: each axis alone at its 'moved' size, the others traced (which axis breaks);
-7. spread:       primes spread over each range (a van der Corput sequence), to fill larger counts.
+7. spread:       primes spread over each range (a van der Corput sequence), to fill larger counts;
+8. fill:         where a range holds too few primes for the count (a batch of 1 to 8), any sizes
+                 spread over it the same way, so that a count the range can hold is always met.
 
 Points repeat nowhere: a point equal to an earlier one is skipped, its reasons merged.
 `explicit_sizes` turns a user's list of points into the same records.
@@ -210,6 +212,13 @@ def _spread_points(axes: Sequence[Axis]) -> Iterator[SizePoint]:
         yield SizePoint(sizes, [f"spread: {fraction:.3g} of each range"])
 
 
+def _fill_points(axes: Sequence[Axis]) -> Iterator[SizePoint]:
+    for index in range(1, SPREAD_POINTS + 1):
+        fraction = _van_der_corput(index)
+        yield SizePoint({axis.name: axis.bottom + round(fraction * (axis.top - axis.bottom)) for axis in axes},
+                        [f"fill: {fraction:.3g} of each range (too few primes in it)"])
+
+
 def _candidates(axes: Sequence[Axis]) -> Iterator[SizePoint]:
     yield SizePoint({a.name: a.traced for a in axes}, ["traced"])
     moved = _moved_point(axes)
@@ -227,6 +236,7 @@ def _candidates(axes: Sequence[Axis]) -> Iterator[SizePoint]:
             sizes[axis.name] = moved.sizes[axis.name]
             yield SizePoint(sizes, [f"{axis.name} alone moved"])
     yield from _spread_points(axes)
+    yield from _fill_points(axes)
 
 
 def select_sizes(axes: Sequence[Axis], count: int) -> list[SizePoint]:
@@ -238,7 +248,7 @@ def select_sizes(axes: Sequence[Axis], count: int) -> list[SizePoint]:
     for point in _candidates(axes):
         key = point.key()
         if key in chosen:
-            if not point.reasons[0].startswith("spread"):
+            if not point.reasons[0].startswith(("spread", "fill")):
                 chosen[key].reasons.extend(r for r in point.reasons if r not in chosen[key].reasons)
             continue
         if len(chosen) == count:
