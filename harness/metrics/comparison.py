@@ -296,7 +296,8 @@ def _add_histogram(totals: _Totals, top: float, errors: np.ndarray, mask: np.nda
     totals.nonzero += nonzero
     low, high = HISTOGRAM_DECADES
     kind = errors.dtype.type
-    decade = min(math.floor(math.log10(top)) + 1, high)  # +1: log10 may round down at 10**k
+    # +1: log10 may round down at 10**k; an infinite error (finite values whose difference overflows) is >= 1e2
+    decade = high if math.isinf(top) else min(math.floor(math.log10(top)) + 1, high)
     while decade >= low:
         np.greater_equal(errors, kind(10.0 ** decade), out=mask)
         count = int(np.count_nonzero(mask))
