@@ -8,13 +8,14 @@ the axes (attribute at 17, input from 18 for all but ReduceSum) lives in `_helpe
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from exporter.translate.dtypes import onnx_type
 from exporter.translate.graph import Graph, Value
 from exporter.translate.registry import symbolic
-from exporter.translate.symbolics._helpers import cast_to, normalize_dim, rank_of, reduce
+from exporter.translate.symbolics._helpers import cast_to, normalize_dim, rank_of, reduce, register_from_schema
 
 
 def _axes(self: Value, dim: int | Sequence[int] | None) -> list[int] | None:
@@ -216,40 +217,22 @@ def _any_all(g: Graph, reduce_op: str, self: Value, dim, keepdim: bool) -> Value
     return g.op("Cast", g.op("Cast", reduced, to_i=onnx_type(torch.bool)), to_i=onnx_type(g.ctx.output_dtype))
 
 
-@symbolic("aten::any.dim")
-def any_dim(g: Graph, self: Value, dim: int, keepdim=False) -> Value:
-    """any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor"""
-    return _any_all(g, "ReduceMax", self, dim, keepdim)
+def _any_all_form(reduce_op: str, whole: bool) -> Any:
+    if whole:
+        def any_all(g: Graph, self: Value) -> Value:
+            return _any_all(g, reduce_op, self, None, False)
+    else:
+        def any_all(g: Graph, self: Value, dim=None, keepdim=False) -> Value:
+            return _any_all(g, reduce_op, self, dim, keepdim)
+    return any_all
 
 
-@symbolic("aten::any.dims")
-def any_dims(g: Graph, self: Value, dim=None, keepdim=False) -> Value:
-    """any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor"""
-    return _any_all(g, "ReduceMax", self, dim, keepdim)
-
-
-@symbolic("aten::any")
-def any_all(g: Graph, self: Value) -> Value:
-    """any(Tensor self) -> Tensor"""
-    return _any_all(g, "ReduceMax", self, None, False)
-
-
-@symbolic("aten::all.dim")
-def all_dim(g: Graph, self: Value, dim: int, keepdim=False) -> Value:
-    """all.dim(Tensor self, int dim, bool keepdim=False) -> Tensor"""
-    return _any_all(g, "ReduceMin", self, dim, keepdim)
-
-
-@symbolic("aten::all.dims")
-def all_dims(g: Graph, self: Value, dim=None, keepdim=False) -> Value:
-    """all.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor"""
-    return _any_all(g, "ReduceMin", self, dim, keepdim)
-
-
-@symbolic("aten::all")
-def all_all(g: Graph, self: Value) -> Value:
-    """all(Tensor self) -> Tensor"""
-    return _any_all(g, "ReduceMin", self, None, False)
+# any (ReduceMax of the flags) and all (ReduceMin), over one axis, several, or the whole tensor
+for _op, _reduce_op in (("any", "ReduceMax"), ("all", "ReduceMin")):
+    for _overload, _suffix in (("dim", "dim"), ("dims", "dims"), ("", "all")):
+        register_from_schema([f"aten::{_op}" + (f".{_overload}" if _overload else "")],
+                             _any_all_form(_reduce_op, not _overload), name=f"{_op}_{_suffix}",
+                             note=f"ONNX {_reduce_op} of the input's flags as uint8.")
 
 
 # -- scans --------------------------------------------------------------------------------------------
