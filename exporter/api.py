@@ -21,6 +21,7 @@ from typing import IO, Any
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import torch
 import torch.utils._pytree as pytree
 
@@ -51,14 +52,15 @@ __version__ = "0.1.0"
 class ExportResult:
     """An exported model with the program it was translated from (the harness needs both).
 
-    The model is kept as a skeleton (initializers without data, marked as held in memory) and
-    its weights (arrays sharing the module's parameter memory, plus the folded ones), so that
-    writing it or handing it to onnxruntime copies each weight once at most. `model` is the
-    self-contained ModelProto, built on first use.
+    The model is the one onnx_ir model that translation built and the passes rewrote in place
+    (`ir_model`; its initializers wrap the module's parameter memory and the folded arrays). Its
+    protos are built from it on first use, once each: `skeleton` (initializers of 1 KiB or more
+    as data-less stubs held in memory, exporter.contract.skeleton's format) with `weights` (the
+    arrays by name), which writing the model or handing it to onnxruntime reads so that each
+    weight is copied once at most; `model`, the self-contained ModelProto.
     """
 
-    skeleton: onnx.ModelProto
-    weights: dict[str, np.ndarray]
+    ir_model: ir.Model
     program: torch.export.ExportedProgram
     opset_version: int
     input_names: list[str]
@@ -69,6 +71,8 @@ class ExportResult:
     optimize_seconds: float = 0.0
     optimize_cpu_seconds: dict[str, float] = field(default_factory=dict)  # per pass, process CPU time
     changes: dict[str, dict[str, int]] = field(default_factory=dict)  # what each optimisation pass changed
+    _skeleton: tuple[onnx.ModelProto, dict[str, np.ndarray]] | None = field(default=None, init=False, repr=False,
+                                                                             compare=False)
     _model: onnx.ModelProto | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -76,6 +80,21 @@ class ExportResult:
         """The declared dynamic axes the model fixed, exported static (exporter.capturing.specialise)."""
         record = capture_record(self.program)
         return list(record.static_axes) if record is not None else []
+
+    @property
+    def skeleton(self) -> onnx.ModelProto:
+        """The model's proto with its large initializers as in-memory stubs (built on first use)."""
+        return self._skeleton_and_weights()[0]
+
+    @property
+    def weights(self) -> dict[str, np.ndarray]:
+        """Every initializer's array by name (no copy of the module's parameters)."""
+        return self._skeleton_and_weights()[1]
+
+    def _skeleton_and_weights(self) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+        if self._skeleton is None:
+            self._skeleton = to_skeleton(self.ir_model)
+        return self._skeleton
 
     @property
     def model(self) -> onnx.ModelProto:
@@ -95,6 +114,10 @@ class ExportResult:
         return write_model(f, self.skeleton, self.weights, external=external_data)
 
 
+# export, capture, export_program, convert and convert_program repeat their keyword arguments on
+# purpose: users call them with keywords, as they call torch.onnx.export, and read them in help();
+# each builds one ExportOptions from them (ExportOptions.from_arguments), the stages read only that,
+# and the arguments are documented once, in exporter.contract.options.
 def export(
     model: torch.nn.Module,
     args: Any,
@@ -365,11 +388,9 @@ def _convert_program(program: torch.export.ExportedProgram, options: ExportOptio
     optimizing = time.perf_counter()
     applied = optimize_ir(model, (*passes, LegalizeDtypes()))
     optimize_seconds = time.perf_counter() - optimizing
-    skeleton, weights = to_skeleton(model)
-    _check_baked_sizes(program, skeleton, weights, graph_name, strict_dynamic)
+    _check_baked_sizes(program, model, graph_name, strict_dynamic)
     return ExportResult(
-        skeleton=skeleton,
-        weights=weights,
+        ir_model=model,
         program=program,
         opset_version=opset,
         input_names=conversion.user_input_names,
@@ -400,18 +421,17 @@ def warn_dropped_checks(checks: Sequence[dict[str, str]], model_name: str) -> No
     ), stacklevel=3)
 
 
-def _check_baked_sizes(program: torch.export.ExportedProgram, skeleton: onnx.ModelProto,
-                       weights: Mapping[str, np.ndarray], model_name: str, strict: bool) -> None:
+def _check_baked_sizes(program: torch.export.ExportedProgram, model: ir.Model, model_name: str,
+                       strict: bool) -> None:
     """Warn about (strict: refuse) initializers holding size-dependent values; record them."""
-    folded_entry = next((p.value for p in skeleton.metadata_props if p.key == FOLDED_VALUES_KEY), None)
-    baked = baked_sizes.check_initializers(program, skeleton, weights, json.loads(folded_entry) if folded_entry else None)
+    folded_entry = model.metadata_props.get(FOLDED_VALUES_KEY)
+    baked = baked_sizes.check_initializers(program, model, json.loads(folded_entry) if folded_entry else None)
     if not baked:
         return
     message = baked_sizes.describe_all(baked, model_name)
     if strict:
         raise ExportError(message)
-    onnx.helper.set_model_props(skeleton, {**{p.key: p.value for p in skeleton.metadata_props},
-                                           BAKED_SIZES_KEY: json.dumps([b.to_dict() for b in baked])})
+    model.metadata_props[BAKED_SIZES_KEY] = json.dumps([b.to_dict() for b in baked])
     warnings.warn(ExportWarning(message), stacklevel=4)
 
 

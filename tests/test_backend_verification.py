@@ -61,7 +61,13 @@ class PlantedRep(PreparedModel):
 
     def run(self, inputs: Any) -> list[np.ndarray]:
         outputs = self.inner.run(inputs)
-        return [self._plant(o) if name == self.target else o for name, o in zip(self.output_names, outputs)]
+        return [self._plant(o) if self._targeted(name) else o for name, o in zip(self.output_names, outputs)]
+
+    def _targeted(self, name: str) -> bool:
+        """Whether output `name` is the target's value: its own name, or a copy's in a model that
+        holds it twice (`target::k` in an isolation batch, `target::joint` beside the instrumented
+        model), as a faulty kernel gets every copy wrong."""
+        return name.split("::")[0] == self.target
 
     def _plant(self, value: np.ndarray) -> np.ndarray:
         value = np.asarray(value)

@@ -63,7 +63,7 @@ def test_a_size_the_capture_fixed_is_found_with_its_guard_and_the_baked_factory(
     fixed = baked_sizes.fixed_sizes(result.program)
     assert [(size.expression, size.value) for size in fixed] == [(str(fixed[0].expression), 6)]
     assert "Max(" in fixed[0].expression and fixed[0].frame[0].endswith("test_baked_sizes.py")
-    found = baked_sizes.check_initializers(result.program, result.skeleton, result.weights)
+    found = baked_sizes.check_initializers(result.program, result.ir_model)
     arange = next(node.name for node in result.program.graph.nodes if "arange" in str(node.target))
     assert [(b.initializer, b.shape, b.fx_node) for b in found] == [(arange, (8,), arange)]
     assert found[0].source.endswith(f"test_baked_sizes.py:{PaddedToFour.forward.__code__.co_firstlineno + 2}")
@@ -75,7 +75,7 @@ def test_a_size_the_capture_fixed_is_found_with_its_guard_and_the_baked_factory(
 
 def test_a_symbolic_value_folded_in_translation_is_found_naming_its_node() -> None:
     result, messages = _export(Positions(), custom_symbolics={"aten::sym_size.int": _traced_batch})
-    found = baked_sizes.check_initializers(result.program, result.skeleton, result.weights)
+    found = baked_sizes.check_initializers(result.program, result.ir_model)
     assert found, "the folded arange over x.shape[0] was not found"
     node = result.program.graph.find_nodes(op="call_function", target=torch.ops.aten.unsqueeze.default)[0]
     assert [b.fx_node for b in found] == [node.name]

@@ -35,7 +35,21 @@ def test_the_guard_behind_torch_onnx_step_one_is_named() -> None:
         "ValueError: Failed to export")
 
 
+def test_the_op_behind_torch_onnx_step_three_is_named() -> None:
+    missing = ("No ONNX function found for <OpOverload(op='quantized_decomposed.choose_qparams', overload='tensor')>. "
+               "Failure message: No decompositions registered for the real-valued input")
+    error = _chained(RuntimeError(missing), ValueError("Failed to convert the exported program. This is step 3/3"))
+    assert gen_coverage._first_line(error).startswith(
+        "RuntimeError: no ONNX function for quantized_decomposed.choose_qparams.tensor; ValueError: Failed to convert")
+
+
 @pytest.mark.parametrize("message", ["Expected more than 1 value per channel", "x\x1b[31m red\x1b[0m\n  y"])
 def test_other_errors_keep_their_first_line(message: str) -> None:
     line = gen_coverage._first_line(ValueError(message))
     assert line.startswith("ValueError: ") and "\x1b" not in line and "\n" not in line
+
+
+@pytest.mark.parametrize("kind, seconds", [("zoo", 1800), ("detection", 1800), ("huggingface", 1800),
+                                           ("quantized", 3600)])
+def test_a_quantized_case_has_the_limit_once_per_level(kind: str, seconds: int) -> None:
+    assert gen_coverage.model_timeout({"name": "m", "kind": kind}, 1800) == seconds

@@ -65,6 +65,15 @@ def test_quantize_exact_rounds_the_quotient_half_to_even():
     assert q.tolist() == [1, 3, 1, 127, -128]  # 0.5 -> 0 (+1), 1.5 -> 2 (+1), -0.5 -> 0 (+1), clamped
 
 
+def _model(nodes: list, constant: onnx.TensorProto) -> onnx.ModelProto:
+    """x (4 floats) -> `nodes` -> y, with `constant` and the int8 zero point z as initializers."""
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        [constant, helper.make_tensor("z", TensorProto.INT8, [], [0])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+
+
 def test_cut_at_quantized_feeds_readers_and_keeps_writers():
     nodes = [
         helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q"),
@@ -73,21 +82,86 @@ def test_cut_at_quantized_feeds_readers_and_keeps_writers():
         helper.make_node("QuantizeLinear", ["r", "s", "z"], ["q2"], name="q2"),
         helper.make_node("DequantizeLinear", ["q2", "s", "z"], ["y"], name="y"),
     ]
-    graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
-        [helper.make_tensor("s", TensorProto.FLOAT, [], [0.5]), helper.make_tensor("z", TensorProto.INT8, [], [0])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
-    cut, renamed = cut_at_quantized(model, {"q": "quantize_per_tensor", "q2": "quantize_per_tensor_1"},
-                                    {"q": (4,), "q2": (4,)})
-    assert renamed == {"q": "q__quantized_region", "q2": "q2__quantized_region"}
-    assert {i.name for i in cut.graph.input} == {"x", "q"}  # q2's reader (y) is no region's: pruned
-    assert [o.name for o in cut.graph.output] == ["q__quantized_region", "q2__quantized_region"]
+    model = _model(nodes, helper.make_tensor("s", TensorProto.FLOAT, [], [0.5]))
+    cut, renamed, feeds = cut_at_quantized(model, {"q": "quantize_per_tensor", "q2": "quantize_per_tensor_1"},
+                                           {"q": (4,), "q2": (4,)})
+    assert renamed == {"q": "q__quantized_region", "q2": "q2__quantized_region"} and feeds == {}
+    # q2's reader (y) is no region's, but stays: the runtime sees every reader the model has
+    assert {i.name for i in cut.graph.input} == {"x", "q", "q2"}
+    assert [o.name for o in cut.graph.output] == ["q__quantized_region", "q2__quantized_region", "y"]
     onnx.checker.check_model(cut)
     import onnxruntime as ort
 
     session = ort.InferenceSession(cut.SerializeToString(), providers=["CPUExecutionProvider"])
-    q, q2 = session.run(None, {"x": np.asarray([1.0, -1.0, 0.3, 2.0], np.float32),
-                               "q": np.asarray([4, -4, 7, 0], np.int8)})
+    q, q2, y = session.run(None, {"x": np.asarray([1.0, -1.0, 0.3, 2.0], np.float32),
+                                  "q": np.asarray([4, -4, 7, 0], np.int8), "q2": np.asarray([1, 2, 3, 4], np.int8)})
     assert q.tolist() == [2, -2, 1, 4]  # from x
     assert q2.tolist() == [4, 0, 7, 0]  # from the fed integers, not from q
+    assert y.tolist() == [0.5, 1.0, 1.5, 2.0]  # from the fed q2
+
+
+def test_cut_feeds_torchs_run_time_qparams_to_readers_only():
+    """A dynamically quantized tensor: its scale is computed from the float values; the cut
+    value's DequantizeLinear takes torch's scale, the region's QuantizeLinear keeps its own."""
+    nodes = [
+        helper.make_node("ReduceMax", ["x"], ["m"], keepdims=0, name="m"),
+        helper.make_node("Div", ["m", "c"], ["s"], name="s"),
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q"),
+        helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="y"),
+    ]
+    model = _model(nodes, helper.make_tensor("c", TensorProto.FLOAT, [], [127.0]))
+    torch_scale = (np.asarray([0.25]), np.asarray([0.0]))
+    cut, renamed, feeds = cut_at_quantized(model, {"q": "quantize_per_tensor"}, {"q": (4,)}, {"q": torch_scale})
+    assert list(feeds) == ["q__torch_scale"] and feeds["q__torch_scale"].dtype == np.float32  # z is constant
+    reader = next(n for n in cut.graph.node if n.op_type == "DequantizeLinear")
+    writer = next(n for n in cut.graph.node if n.op_type == "QuantizeLinear")
+    assert list(reader.input) == ["q", "q__torch_scale", "z"] and list(writer.input) == ["x", "s", "z"]
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(cut.SerializeToString(), providers=["CPUExecutionProvider"])
+    q, y = session.run(None, {"x": np.asarray([127.0, -63.5, 1.0, 0.0], np.float32),
+                              "q": np.asarray([4, -4, 7, 0], np.int8), **feeds})
+    assert q.tolist() == [127, -64, 1, 0]  # the region's own scale, 1.0 (64 at the tie -63.5: half to even)
+    assert y.tolist() == [1.0, -1.0, 1.75, 0.0]  # torch's scale, 0.25
+
+
+def _float_matmul_then_quantize(tail: str) -> onnx.ModelProto:
+    """a (16x128) @ DequantizeLinear(int8 weight, per output channel)^T, then `tail` ('tanh', or
+    'add': + r), then QuantizeLinear. onnxruntime at `all` makes MatMulNBits of the weight's DQ
+    and the MatMul before Tanh; before the Add it makes a Gemm reading a DequantizeLinear of the
+    weight it transposed (a new int8 initializer)."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
+        helper.make_node("Transpose", ["wd"], ["wt"], perm=[1, 0]),
+        helper.make_node("MatMul", ["a", "wt"], ["m"]),
+        helper.make_node("Tanh", ["m"], ["y"]) if tail == "tanh" else helper.make_node("Add", ["m", "r"], ["y"]),
+        helper.make_node("QuantizeLinear", ["y", "s", "z"], ["q"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [16, 128]),
+                     helper.make_tensor_value_info("r", TensorProto.FLOAT, [16, 64])],
+        [helper.make_tensor_value_info("q", TensorProto.INT8, [16, 64])],
+        [onnx.numpy_helper.from_array(rng.integers(-127, 128, (64, 128)).astype(np.int8), "w"),
+         onnx.numpy_helper.from_array(np.full(64, 0.01, np.float32), "ws"),
+         onnx.numpy_helper.from_array(np.zeros(64, np.int8), "wz"),
+         onnx.numpy_helper.from_array(np.float32(0.02), "s"), onnx.numpy_helper.from_array(np.int8(0), "z")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+
+
+@pytest.mark.parametrize("tail, level, accuracy, kind", [
+    ("tanh", "disabled", None, "ai.onnx::QuantizeLinear"),
+    ("tanh", "all", None, "ai.onnx::QuantizeLinear with com.microsoft::MatMulNBits on int8 activations, "
+                          "blocks of 32 (accuracy_level 4)"),
+    ("tanh", "all", "1", "ai.onnx::QuantizeLinear"),  # float32 arithmetic: nothing below the graph's to name
+    ("add", "all", None, "ai.onnx::QuantizeLinear"),  # the weight the runtime transposed is no int32 bias
+])
+def test_region_kernels_name_what_the_runtime_computes(tail, level, accuracy, kind):
+    from harness.analysis.quant_rows import INTEGER_KERNELS, region_kernels
+    from harness.runtime.ort_config import OrtConfig
+
+    entries = {"session.qdq_matmulnbits_accuracy_level": accuracy} if accuracy else {}
+    config = OrtConfig.from_dict({"graph_optimization_level": level, "config_entries": entries})
+    found = region_kernels(_float_matmul_then_quantize(tail), config, ["q"])["q"]
+    assert found == kind
+    assert found.split(" with ")[0].split("::")[-1] not in INTEGER_KERNELS  # no step allowed for it

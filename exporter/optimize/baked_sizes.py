@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import onnx_ir as ir
 import sympy
 import torch
 import torch.fx
@@ -291,10 +292,11 @@ def _source(node: torch.fx.Node) -> str:
     return source_of(node)
 
 
-def check_initializers(program: torch.export.ExportedProgram, model: Any, weights: Mapping[str, np.ndarray],
+def check_initializers(program: torch.export.ExportedProgram, model: ir.Model,
                        folded: Mapping[str, str] | None = None) -> list[BakedConstant]:
-    """`baked_constants` over an exported model's initializers (skeleton dims, `weights` arrays)."""
-    initializers = [(init.name, list(init.dims), weights.get(init.name)) for init in model.graph.initializer]
+    """`baked_constants` over an exported onnx_ir model's initializers (their shapes and arrays)."""
+    initializers = [(name, list(tensor.shape), tensor.numpy()) if tensor is not None else (name, list(value.shape or ()), None)
+                    for name, value in model.graph.initializers.items() for tensor in (value.const_value,)]
     return baked_constants(program, initializers, folded)
 
 

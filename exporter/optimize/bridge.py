@@ -1,10 +1,12 @@
-"""A model given as skeleton and weights, as an onnx_ir model, without copying weights.
+"""The one place a proto enters the exporter: a model given as skeleton and weights, as an
+onnx_ir model, without copying weights.
 
-The export itself builds its `ir.Model` from the translation (exporter.translate.ir_model) and
-never comes here. `to_ir` is for a model that arrives as a proto: a skeleton (initializers of
-1 KiB or more carry no data and are marked as held in memory) plus the arrays, as
-`exporter.optimize.optimize` takes it; every in-memory initializer gets its array as an
-`ir.Tensor` (a view, no copy). exporter.translate.ir_model.to_skeleton is the way back.
+An export never comes here: it builds its `ir.Model` from the translation
+(exporter.translate.ir_model), the passes rewrite it, and its proto is made once, at the end
+(`ExportResult`). `to_ir` serves the public functions that take a user's proto: `optimize(skeleton,
+weights)` and `legalize_dtypes(model)`. The skeleton's initializers of 1 KiB or more may carry no
+data, marked as held in memory (exporter.contract.skeleton); each gets its array from `weights`
+as an `ir.Tensor` (a view, no copy). exporter.translate.ir_model.to_skeleton is the way back.
 """
 
 from __future__ import annotations

@@ -86,8 +86,11 @@ class LegalizeDtypes(ir.passes.InPlacePass):
 
 
 def legalize_dtypes(model: onnx.ModelProto, *, onnxruntime_cpu: bool = True) -> list[Wrapped]:
-    """`LegalizeDtypes` on a ModelProto, in place. Returns what was wrapped, in graph order."""
-    ir_model = ir.serde.deserialize_model(model)
+    """`LegalizeDtypes` on a ModelProto (one with its weights inline), in place. Returns what was
+    wrapped, in graph order. An export runs the pass on its onnx_ir model instead."""
+    from exporter.optimize.bridge import to_ir
+
+    ir_model = to_ir(model, {})
     wrapped = wrap_nodes(ir_model, onnxruntime_cpu=onnxruntime_cpu)
     if wrapped:
         model.CopyFrom(ir.serde.serialize_model(ir_model))

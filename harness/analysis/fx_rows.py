@@ -23,13 +23,16 @@ from harness.analysis import draws, quant_rows, runtime_regions, selections
 from harness.analysis.accumulated import SegmentedRun, run_instrumented
 from harness.analysis.fx_mapping import NodeGroup, output_at, value_sources
 from harness.analysis.isolated import isolate
+from harness.analysis.joint_run import JointRun
 from harness.analysis.rows import (
     BLAME_RUNTIME_PRECISION, OpAnalysis, OpArtifacts, OpRecord, judge, worst_comparison as _worst,
 )
 from harness.analysis.spilled import SpillFolder, spill
 from harness.analysis.strictness import harness_errors
 from harness.analysis.torch_values import TorchValues, describe_value
-from harness.analysis.truth import OpCallFailed, Replayer, no_truth_reason, reduction_length, replay_region
+from harness.analysis.truth import (
+    OpCallFailed, Replayer, cell_roundings, no_truth_reason, reduction_length, replay_region,
+)
 from harness.metrics.arrays import as_array, largest_finite
 from harness.metrics.comparison import Comparison, compare, dtype_name
 from harness.metrics import ties
@@ -38,6 +41,7 @@ from harness.metrics.tolerances import Tolerance, ToleranceTable
 from harness.metrics.verdict import VerdictRule, load_rule
 from harness.analysis.judging import TruthPair, decide, overflow_note, verdicts_for
 from harness.onnxgraph.isolation import Subgraph
+from harness.runtime.exposure import expose_values
 from harness.runtime.memory import release_freed_memory
 from harness.runtime.backends.precision import DECLARED, RuntimePrecision, is_lower
 from harness.runtime.runner import ModelRunner
@@ -129,24 +133,30 @@ def _measure(analysis: FxAnalysis) -> tuple[dict[str, OpRecord], OpAnalysis, dic
     result = OpAnalysis(ops=list(records.values()), reference="torch")
     timings = result.timings
 
-    started = time.perf_counter()
     exposed = [name for group in analysis.groups.values() for name in group.outputs.values()]
-    instrumented = run_instrumented(analysis.onnx_model, exposed, analysis.feeds, analysis.run, analysis.production,
-                                    analysis.strict)
+    joint = None
+    if sum(_exposed_sizes(analysis, {}).get(name, 0) for name in set(exposed)) <= analysis.chunk_bytes:
+        # one load and one run of the backend for the instrumented model and the isolation batch
+        joint = JointRun(analysis.run, expose_values(analysis.onnx_model, exposed), analysis.feeds)
+    started = time.perf_counter()
+    analysis.region_rows = _region_rows(records, analysis)
+    isolated = _isolated(records, analysis, extra=analysis.region_rows, run=joint.isolation if joint else None)
+    timings["isolated_s"] = time.perf_counter() - started  # with the instrumented run when joint
+
+    started = time.perf_counter()
+    instrumented = run_instrumented(analysis.onnx_model, exposed, analysis.feeds,
+                                    joint.instrumented if joint else analysis.run, analysis.production, analysis.strict)
     result.instrumented_vs_production = instrumented.final_vs_production
     result.notes.extend(instrumented.notes())
     for fx, group in analysis.groups.items():
         records[fx].accumulated = _worst(_compare_outputs(group, instrumented.values, analysis, records[fx]))
     selections.match_rows(records, analysis.groups, instrumented.values, analysis.values, analysis.program,
                           result.selections)
-    del instrumented  # every op's value, compared: freed before the isolation session loads
+    del instrumented  # every op's value, compared
     release_freed_memory()
     timings["accumulated_s"] = time.perf_counter() - started
-
-    started = time.perf_counter()
-    analysis.region_rows = _region_rows(records, analysis)
-    isolated = _isolated(records, analysis, extra=analysis.region_rows)
-    timings["isolated_s"] = time.perf_counter() - started
+    if joint is not None:
+        result.environment["joint_instrumented_isolation_runs"] = joint.joint_runs
     return records, result, isolated
 
 
@@ -583,15 +593,17 @@ def torch_lookup(analysis: FxAnalysis, sources: Mapping[str, tuple[str, int]] | 
 
 
 def _isolated(records: dict[str, OpRecord], analysis: FxAnalysis, sources: Mapping[str, tuple[str, int]] | None = None,
-              extra: Mapping[str, tuple[OpRecord, NodeGroup]] | None = None) -> dict[str, dict[str, Comparison]]:
+              extra: Mapping[str, tuple[OpRecord, NodeGroup]] | None = None,
+              run: ModelRunner | None = None) -> dict[str, dict[str, Comparison]]:
     """Fill the isolated rows of `records`, and of `extra` ({key: (row, its group)}: the fused
-    layers' regions), all their subgraphs in one batch; return every isolated comparison by key
-    (the FX node for a row of `records`) and value name."""
+    layers' regions), all their subgraphs in one batch run by `run` (the analysis's runner by
+    default); return every isolated comparison by key (the FX node for a row of `records`) and
+    value name."""
     items = [(fx, record, analysis.groups[fx]) for fx, record in records.items()]
     items += [(key, record, group) for key, (record, group) in (extra or {}).items()]
     subgraphs = [Subgraph(fx, group.nodes, [name for _, name in sorted(group.outputs.items())])
                  for fx, _, group in items]
-    result = isolate(analysis.onnx_model, subgraphs, torch_lookup(analysis, sources), analysis.run,
+    result = isolate(analysis.onnx_model, subgraphs, torch_lookup(analysis, sources), run or analysis.run,
                      analysis.initializer, strict=analysis.strict, fallback=analysis.fallback)
     isolated_by_name: dict[str, dict[str, Comparison]] = {}
     for fx, record, group in items:
@@ -784,7 +796,7 @@ def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: 
                                             rtol=tolerance.rtol, name=name, check_dtype=False))
         dtype = dtype_key(torch_value.dtype) if isinstance(torch_value, torch.Tensor) else dtype_name(torch_array.dtype)
         pairs[name] = TruthPair(backend_side[-1] if name in isolated else None, torch_side[-1], length, dtype,
-                                roundings)
+                                roundings, cell_roundings(node))
         scale = largest_finite(expected_array)
         record.truth_scale = max(record.truth_scale or 0.0, scale)
         note = overflow_note(dtype, scale)

@@ -18,14 +18,17 @@ from harness.metrics.verdict import (
 @dataclass(frozen=True)
 class TruthPair:
     """One output's comparisons with its fp64 truth: the backend's (None when it has no isolated
-    value) and torch's, with the op's reduction length, the output's dtype and the roundings the
-    row stands for (an optimised region's member count, else 1)."""
+    value) and torch's, with the op's reduction length, the output's dtype, the roundings the
+    row stands for (an optimised region's member count, else 1) and those of one step of its
+    recurrent cell (harness.analysis.truth.cell_roundings; 1 for other ops), which count only
+    where the backend ran the op below the dtype torch computed it in."""
 
     backend: Comparison | None
     torch_side: Comparison
     reduction_length: int
     dtype: str
     roundings: int = 1
+    cell_roundings: int = 1
 
 
 def decide(record: OpRecord, isolated: Mapping[str, Comparison], truths: Mapping[str, TruthPair],
@@ -49,8 +52,10 @@ def verdicts_for(record: OpRecord, isolated: Mapping[str, Comparison], truths: M
     for name, against_torch in isolated.items():
         pair = truths.get(name)
         dtype = pair.dtype if pair is not None else record.dtype
+        roundings = pair.roundings if pair is not None else 1
         if precision and unit_roundoff(dtype) and unit_roundoff(precision) > unit_roundoff(dtype):
-            dtype = precision
+            dtype = precision  # torch's error, at its own precision, holds no rounding of the cell's there
+            roundings *= pair.cell_roundings if pair is not None else 1
         if is_override(row):
             verdicts.append(by_row(against_torch, dtype=dtype, row=row, rule=OVERRIDE,
                                    reason=f"the row for {row.aten} ({row.dtype}) overrides the rule",
@@ -60,7 +65,7 @@ def verdicts_for(record: OpRecord, isolated: Mapping[str, Comparison], truths: M
         else:
             verdicts.append(by_truth(pair.backend, pair.torch_side, against_torch, dtype=dtype,
                                      reduction_length=pair.reduction_length, rule=rule, row=default,
-                                     roundings=pair.roundings))
+                                     roundings=roundings))
     return verdicts
 
 

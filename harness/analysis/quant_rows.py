@@ -75,6 +75,30 @@ BIAS_QUANTIZED = "bias quantized to int32"
 """onnxruntime's QDQ optimiser may quantize a float bias to int32 (scale: input scale x weight
 scale) and dequantize it, as its integer kernels take the bias: the rounding is the kernel's."""
 
+REDUCED_COMPUTE = {"MatMulNBits": {2: "float16", 3: "bfloat16", 4: "int8"}}
+"""onnxruntime kernels whose `accuracy_level` attribute asks for arithmetic below float32, by
+level: MatMulNBits (what its DequantizeLinear -> MatMul fusion makes of a weight's DQ when the
+MatMul's result is not quantized next; accuracy level 4 by default, session option
+`session.qdq_matmulnbits_accuracy_level`) quantizes its float activation to int8 per block of
+`block_size` along K at level 4. That is the runtime's precision, not the graph's: the region
+keeps the exact rule, and the kernel is named in its row (measured on a dynamically quantized
+transformer layer: 3.3e-3 from the float32 product, 0.13 steps of the next quantize; with level
+1 the regions match disabled exactly)."""
+
+
+def reduced_compute(node: onnx.NodeProto) -> str:
+    """'' or how `node` computes below float32 ('int8 activations, blocks of 32 (accuracy_level 4)')."""
+    levels = REDUCED_COMPUTE.get(node.op_type)
+    if not levels:
+        return ""
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    precision = levels.get(int(attributes.get("accuracy_level", 0)))
+    if precision is None:
+        return ""
+    blocks = f", blocks of {attributes['block_size']}" if "block_size" in attributes else ""
+    return f"{precision} activations{blocks} (accuracy_level {attributes['accuracy_level']})"
+
+
 FUSED_ALLOWED_STEPS = 1
 """Steps a fused integer kernel may differ by: its one requantization of the int32 accumulator."""
 
@@ -187,17 +211,28 @@ def entry_dequantizers(quantize: torch.fx.Node) -> list[torch.fx.Node]:
 
 
 def cut_at_quantized(model: onnx.ModelProto, quantized: Mapping[str, str],
-                     shapes: Mapping[str, tuple[int, ...]] | None = None) -> tuple[onnx.ModelProto, dict[str, str]]:
+                     shapes: Mapping[str, tuple[int, ...]] | None = None,
+                     qparams: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None
+                     ) -> tuple[onnx.ModelProto, dict[str, str], dict[str, np.ndarray]]:
     """`model` cut at every quantized tensor: each value in `quantized` (ONNX value -> its FX
     node) becomes a graph input that its readers take, while the QuantizeLinear that computed it
-    writes a graph output of its own; returns the model and {value: that output's name}.
-    Regions then run from torch's integers, as they would fuse, and nothing else reaches them.
-    `shapes` gives the cut values' shapes where the model's value_info does not."""
+    writes a graph output of its own; returns the model, {value: that output's name} and the
+    feeds the cut added besides the quantized values (see below). Regions then run from torch's
+    integers, as they would fuse, and nothing else's error reaches them.
+
+    Every node of `model` stays, its outputs too: a runtime decides some fusions by how many
+    nodes read a value (onnxruntime fuses a weight's DequantizeLinear into MatMulNBits only when
+    that MatMul is its one reader), so a pruned graph could run kernels the model's own session
+    does not. `shapes` gives the cut values' shapes where the model's value_info does not.
+    `qparams` ({value: torch's scale and zero point}) feeds the DequantizeLinear readers of a cut
+    value whose scale or zero point the graph computes at run time (dynamic quantization), so
+    they dequantize as torch did, not with qparams from the runtime's own float values."""
     cut = onnx.ModelProto()
     cut.CopyFrom(model)
     graph = cut.graph
     outputs_now = {o.name for o in graph.output}
-    types = {vi.name: vi for vi in [*graph.value_info, *graph.output]}
+    types = {vi.name: vi for vi in [*graph.value_info, *graph.input, *graph.output]}
+    model_outputs = list(graph.output)
     renamed: dict[str, str] = {}
     for node in graph.node:
         for index, name in enumerate(node.output):
@@ -213,7 +248,9 @@ def cut_at_quantized(model: onnx.ModelProto, quantized: Mapping[str, str],
                      for d in info.type.tensor_type.shape.dim]
         graph.input.append(onnx.helper.make_tensor_value_info(name, elem, shape))
         graph.output.append(onnx.helper.make_tensor_value_info(region_output, elem, shape))
-    kept = set(renamed.values())
+    graph.output.extend(model_outputs)
+    feeds = _feed_run_time_qparams(graph, renamed, qparams or {}, types)
+    kept = set(renamed.values()) | {o.name for o in model_outputs}
     needed = _needed_nodes(graph, kept)
     nodes = [n for i, n in enumerate(graph.node) if i in needed]
     del graph.node[:]
@@ -223,7 +260,38 @@ def cut_at_quantized(model: onnx.ModelProto, quantized: Mapping[str, str],
     del graph.input[:]
     graph.input.extend(inputs)
     del graph.value_info[:]
-    return cut, renamed
+    return cut, renamed, {name: value for name, value in feeds.items() if name in used}
+
+
+def _feed_run_time_qparams(graph: onnx.GraphProto, cut_values: Mapping[str, str],
+                           qparams: Mapping[str, tuple[np.ndarray, np.ndarray]],
+                           types: Mapping[str, onnx.ValueInfoProto]) -> dict[str, np.ndarray]:
+    """Point the scale and zero point of each DequantizeLinear reading a cut value at new graph
+    inputs holding torch's, where the graph computes them from its inputs; returns their feeds.
+    A constant scale stays as it is: the runtime's fusions (QLinearConv, ...) need it constant."""
+    run_time = {i.name for i in graph.input}
+    for node in graph.node:  # graph order: a value computed from an input is a run-time value
+        if any(name in run_time for name in node.input):
+            run_time.update(o for o in node.output if o)
+    feeds: dict[str, np.ndarray] = {}
+    for node in graph.node:
+        if node.op_type != "DequantizeLinear" or node.input[0] not in cut_values or node.input[0] not in qparams:
+            continue
+        scale, zero_point = qparams[node.input[0]]
+        quantized_type = next(i.type.tensor_type.elem_type for i in graph.input if i.name == node.input[0])
+        for index, what, value in ((1, "scale", scale), (2, "zero_point", zero_point)):
+            if index >= len(node.input) or node.input[index] not in run_time:
+                continue
+            info = types.get(node.input[index])
+            elem = (quantized_type if what == "zero_point" else
+                    info.type.tensor_type.elem_type if info is not None else onnx.TensorProto.FLOAT)
+            array = np.asarray(value, dtype=onnx.helper.tensor_dtype_to_np_dtype(elem))
+            name = f"{node.input[0]}__torch_{what}"
+            node.input[index] = name
+            if name not in feeds:
+                feeds[name] = array.reshape(()) if array.size == 1 else array
+                graph.input.append(onnx.helper.make_tensor_value_info(name, elem, feeds[name].shape))
+    return feeds
 
 
 def _needed_nodes(graph: onnx.GraphProto, outputs: set[str]) -> set[int]:
@@ -244,7 +312,9 @@ def region_kernels(model: onnx.ModelProto, ort_config: Any, names: list[str]) ->
     '<domain>::<op type>' of the integer kernel among the nodes of its optimised graph that
     compute it (e.g. 'com.microsoft::QLinearConv': the region was fused, possibly with a
     DequantizeLinear -> QuantizeLinear after the kernel), else of the node that writes it
-    ('ai.onnx::QuantizeLinear': run as written)."""
+    ('ai.onnx::QuantizeLinear': run as written). A kernel computing below float32 on the way
+    (REDUCED_COMPUTE) is named after it: '... with com.microsoft::MatMulNBits on int8 activations,
+    blocks of 32 (accuracy_level 4)'."""
     from harness.runtime.sessions import prepare
 
     with tempfile.TemporaryDirectory(prefix="roundtrip-quant-fusions-") as folder:
@@ -256,20 +326,23 @@ def region_kernels(model: onnx.ModelProto, ort_config: Any, names: list[str]) ->
     producer = {out: index for index, node in enumerate(nodes) for out in node.output if out}
     known = ({i.name for i in model.graph.input} | {t.name for t in model.graph.initializer}
              | {o for node in model.graph.node for o in node.output})
-    made = {t.name for t in optimised.graph.initializer} - known  # parameters the runtime computed
+    made = ({t.name for t in optimised.graph.initializer if t.data_type == onnx.TensorProto.INT32}
+            - known)  # int32 parameters the runtime computed: a quantized bias (a weight it transposed is int8)
     kinds = {}
     for name in names:
         if name not in producer:
             continue
         writer = nodes[producer[name]]
         kinds[name] = f"{writer.domain or 'ai.onnx'}::{writer.op_type}"
-        pending, seen = [producer[name]], set()
+        pending, seen, reduced = [producer[name]], set(), []
         while pending:
             index = pending.pop()
             if index in seen:
                 continue
             seen.add(index)
             node = nodes[index]
+            if reduced_compute(node):
+                reduced.append(f"{node.domain or 'ai.onnx'}::{node.op_type} on {reduced_compute(node)}")
             if node.op_type in INTEGER_KERNELS:
                 kinds[name] = f"{node.domain or 'ai.onnx'}::{node.op_type}"
                 break
@@ -277,6 +350,8 @@ def region_kernels(model: onnx.ModelProto, ort_config: Any, names: list[str]) ->
                 kinds[name] = f"{BIAS_QUANTIZED} ({node.input[0]})"
                 break
             pending.extend(producer[i] for i in node.input if i in producer)
+        if reduced:
+            kinds[name] += f" with {', '.join(sorted(set(reduced)))}"
     return kinds
 
 
@@ -484,10 +559,15 @@ def _regions(records: Mapping[str, OpRecord], quantizers: list[torch.fx.Node], a
         source = analysis.weights.restore(source)
     shapes = {name: tuple(analysis.values[fx].shape) for name, fx in quantized.items()
               if isinstance(analysis.values.get(fx), torch.Tensor)}
-    cut, renamed = cut_at_quantized(source, quantized, shapes)
+    qparams = {}
+    for name, fx in quantized.items():
+        qp = qparams_of(next(n for n in quantizers if n.name == fx), analysis.values)
+        if qp is not None:
+            qparams[name] = (qp.scale, qp.zero_point)
+    cut, renamed, feeds = cut_at_quantized(source, quantized, shapes, qparams)
     if not renamed:
         return []
-    feeds = {i.name: analysis.feeds[i.name] for i in cut.graph.input if i.name in analysis.feeds}
+    feeds.update({i.name: analysis.feeds[i.name] for i in cut.graph.input if i.name in analysis.feeds})
     inputs = {i.name for i in cut.graph.input}
     for name in renamed:
         if name in inputs:
@@ -551,7 +631,7 @@ def _region(node: torch.fx.Node, actual: np.ndarray, kernel: str, analysis: Any)
     torch_int = _torch_array(analysis.values[node.name])
     if actual.shape != torch_int.shape or truth_array.shape != torch_int.shape:
         return None
-    fused = kernel.split("::")[-1] in INTEGER_KERNELS or kernel.startswith((BIAS_QUANTIZED, OPENVINO_INTEGER))
+    fused = kernel.split(" with ")[0].split("::")[-1] in INTEGER_KERNELS or kernel.startswith((BIAS_QUANTIZED, OPENVINO_INTEGER))
     backend, torch_side, allowed, beyond = judge_region(actual, torch_int, qp.positions(truth_array),
                                                         qp.positions(torch_float), qp, fused, noise_steps)
     return RegionResult(backend, torch_side, allowed, beyond, kernel, [m.name for m in members])

@@ -81,7 +81,7 @@ def build(
             for out in node.output:
                 if out and out in taken:
                     mapping[out] = f"{out}::{index}"
-            copy = _renamed(node, mapping)
+            copy = renamed(node, mapping)
             if copy.name and copy.name in node_names:
                 copy.name = f"{copy.name}::{index}"
             node_names.add(copy.name)
@@ -126,7 +126,9 @@ def _numpy_lacks(elem_type: int) -> bool:
     return dtype.kind == "V" and "float" in dtype.name
 
 
-def _renamed(node: onnx.NodeProto, mapping: Mapping[str, str]) -> onnx.NodeProto:
+def renamed(node: onnx.NodeProto, mapping: Mapping[str, str]) -> onnx.NodeProto:
+    """A copy of `node` with its inputs and outputs renamed by `mapping`, and the outer-scope
+    values its subgraphs read renamed alike."""
     copy = onnx.NodeProto()
     copy.CopyFrom(node)
     if not mapping:
