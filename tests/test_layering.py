@@ -239,3 +239,26 @@ def test_a_planted_upward_import_is_caught(tmp_path, planted, line, expected):
     line_number = len(victim.read_text().splitlines())
     found = violations(tmp_path)
     assert len(found) == 1 and expected in found[0] and found[0].startswith(f"{planted}:{line_number}:"), found
+
+
+def _section(text: str, title: str) -> str:
+    start = text.index(f"## {title}")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end >= 0 else None]
+
+
+@pytest.mark.parametrize(("package", "title"), [("exporter", "Stages of the exporter"), ("harness", "Layers of the harness")])
+def test_the_architecture_page_draws_every_folder(package, title):
+    """docs/ARCHITECTURE.md's table of a package's stages (layers) names each of its folders, and
+    no folder that is gone: the page matches the tree."""
+    import re
+
+    section = _section((ROOT / "docs" / "ARCHITECTURE.md").read_text(), title)
+    drawn = set(re.findall(rf"`{package}/(\w+)/", section))
+    folders = {p.parent.name for p in (ROOT / package).glob("*/__init__.py")}
+    assert drawn == folders, f"drawn but absent: {sorted(drawn - folders)}; absent from the page: {sorted(folders - drawn)}"
+    stages = EXPORTER_STAGES if package == "exporter" else LAYERS
+    prefixes = {prefix.split(".")[1] for _, names in stages for prefix in names if prefix.count(".") == 1
+                and prefix.startswith(package + ".")}
+    assert folders <= prefixes, (
+        f"folders without a stage in tests/test_layering.py: {sorted(folders - prefixes)}")

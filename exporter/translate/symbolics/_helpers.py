@@ -199,20 +199,27 @@ def read_by_checks(fn: Any) -> Any:
     return fn
 
 
+def register_from_schema(targets: Sequence[str], fn: Any, *, name: str, note: str, since: int | None = None) -> None:
+    """Register `fn` for `targets` (from opset `since`) as the symbolic `name`, its docstring the
+    first target's ATen schema line followed by `note`: the symbolics a table makes, one function
+    each, as the decorator would register them."""
+    from exporter.translate.registry import normalize_target, symbolic
+
+    namespace, op, overload = normalize_target(targets[0]).split(".")
+    schema = str(getattr(getattr(getattr(torch.ops, namespace), op), overload)._schema)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"{schema.removeprefix(namespace + '::')}\n\n{note}"
+    symbolic(*targets, since=since)(fn)
+
+
 def register_one_node_unaries(table: Mapping[str, str]) -> None:
     """Register, for each overload `aten::op` of `table`, the symbolic emitting its ONNX op
     (`table[target]`) on the input promoted as torch promotes it: the elementwise ops that are
     one ONNX node. Each symbolic's docstring is the overload's ATen schema line."""
-    from exporter.translate.registry import normalize_target, symbolic
-
     for target, onnx_op in table.items():
-        namespace, name, overload = normalize_target(target).split(".")
-        schema = str(getattr(getattr(getattr(torch.ops, namespace), name), overload)._schema)
-
         def one_node(g: Graph, self: Value, onnx_op: str = onnx_op) -> Value:
             (self,) = promote(g, self)
             return g.op(onnx_op, self)
 
-        one_node.__name__ = one_node.__qualname__ = name
-        one_node.__doc__ = f"{schema.removeprefix(namespace + '::')}\n\nONNX {onnx_op} of the promoted input."
-        symbolic(target)(one_node)
+        register_from_schema([target], one_node, name=target.split("::")[-1].split(".")[0],
+                             note=f"ONNX {onnx_op} of the promoted input.")

@@ -16,7 +16,7 @@ from exporter.translate.dtypes import onnx_type
 from exporter.translate.graph import Graph, Value
 from exporter.translate.registry import symbolic
 from exporter.translate.symbolics._helpers import (
-    cast_to, normalize_dim, promote, rank_of, register_one_node_unaries, result_type,
+    cast_to, normalize_dim, promote, rank_of, register_from_schema, register_one_node_unaries, result_type,
 )
 
 # -- arithmetic --------------------------------------------------------------------------------
@@ -220,40 +220,21 @@ def _compare(g: Graph, onnx_op: str, self: Value, other) -> Value:
     return g.op(onnx_op, self, other)
 
 
-@symbolic("aten::eq.Tensor", "aten::eq.Scalar")
-def eq(g: Graph, self: Value, other) -> Value:
-    """eq.Tensor(Tensor self, Tensor other) -> Tensor"""
-    return _compare(g, "Equal", self, other)
+def _comparison(onnx_op: str, negated: bool) -> Any:
+    def comparison(g: Graph, self: Value, other) -> Value:
+        result = _compare(g, onnx_op, self, other)
+        return g.op("Not", result) if negated else result
+
+    return comparison
 
 
-@symbolic("aten::ne.Tensor", "aten::ne.Scalar")
-def ne(g: Graph, self: Value, other) -> Value:
-    """ne.Tensor(Tensor self, Tensor other) -> Tensor"""
-    return g.op("Not", _compare(g, "Equal", self, other))
-
-
-@symbolic("aten::lt.Tensor", "aten::lt.Scalar")
-def lt(g: Graph, self: Value, other) -> Value:
-    """lt.Tensor(Tensor self, Tensor other) -> Tensor"""
-    return _compare(g, "Less", self, other)
-
-
-@symbolic("aten::le.Tensor", "aten::le.Scalar")
-def le(g: Graph, self: Value, other) -> Value:
-    """le.Tensor(Tensor self, Tensor other) -> Tensor"""
-    return _compare(g, "LessOrEqual", self, other)
-
-
-@symbolic("aten::gt.Tensor", "aten::gt.Scalar")
-def gt(g: Graph, self: Value, other) -> Value:
-    """gt.Tensor(Tensor self, Tensor other) -> Tensor"""
-    return _compare(g, "Greater", self, other)
-
-
-@symbolic("aten::ge.Tensor", "aten::ge.Scalar")
-def ge(g: Graph, self: Value, other) -> Value:
-    """ge.Tensor(Tensor self, Tensor other) -> Tensor"""
-    return _compare(g, "GreaterOrEqual", self, other)
+# torch's comparison -> (the ONNX op, whether its result is negated); each for .Tensor and .Scalar
+_COMPARISONS = {"eq": ("Equal", False), "ne": ("Equal", True), "lt": ("Less", False), "le": ("LessOrEqual", False),
+                "gt": ("Greater", False), "ge": ("GreaterOrEqual", False)}
+for _name, (_onnx_op, _negated) in _COMPARISONS.items():
+    register_from_schema([f"aten::{_name}.Tensor", f"aten::{_name}.Scalar"], _comparison(_onnx_op, _negated),
+                         name=_name, note=f"{'Not of ' if _negated else ''}ONNX {_onnx_op} on both operands in their "
+                                          "promoted dtype.")
 
 
 @symbolic("aten::where.self")

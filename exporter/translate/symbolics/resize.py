@@ -28,7 +28,7 @@ import torch
 
 from exporter.translate.graph import Graph, Value
 from exporter.translate.registry import symbolic
-from exporter.translate.symbolics._helpers import int64_vector, rank_of
+from exporter.translate.symbolics._helpers import int64_vector, rank_of, register_from_schema
 
 
 def _resize_attributes(mode: str, align_corners: bool | None) -> dict[str, Any]:
@@ -92,23 +92,16 @@ def upsample_bicubic2d(g: Graph, input: Value, output_size, align_corners: bool,
 _PADDING_MODES = ("zeros", "border", "reflection")
 
 
-@symbolic("aten::grid_sampler_2d", since=17)
-def grid_sampler_2d(g: Graph, input: Value, grid: Value, interpolation_mode: int, padding_mode: int, align_corners: bool) -> Value:
-    """grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
+def _grid_sampler(modes: tuple[str, str, str]) -> Any:
+    def grid_sampler_2d(g: Graph, input: Value, grid: Value, interpolation_mode: int, padding_mode: int,
+                        align_corners: bool) -> Value:
+        return g.op("GridSample", input, grid, mode_s=modes[interpolation_mode],
+                    padding_mode_s=_PADDING_MODES[padding_mode], align_corners_i=int(align_corners))
 
-    GridSample-16, whose modes are spelled bilinear / nearest / bicubic.
-    """
-    mode = ("bilinear", "nearest", "bicubic")[interpolation_mode]
-    return g.op("GridSample", input, grid, mode_s=mode, padding_mode_s=_PADDING_MODES[padding_mode],
-                align_corners_i=int(align_corners))
+    return grid_sampler_2d
 
 
-@symbolic("aten::grid_sampler_2d", since=20)
-def grid_sampler_2d_20(g: Graph, input: Value, grid: Value, interpolation_mode: int, padding_mode: int, align_corners: bool) -> Value:
-    """grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
-
-    GridSample-20, whose modes are spelled linear / nearest / cubic.
-    """
-    mode = ("linear", "nearest", "cubic")[interpolation_mode]
-    return g.op("GridSample", input, grid, mode_s=mode, padding_mode_s=_PADDING_MODES[padding_mode],
-                align_corners_i=int(align_corners))
+# GridSample's spelling of torch's interpolation modes (0, 1, 2) changed at opset 20.
+for _since, _modes in ((17, ("bilinear", "nearest", "bicubic")), (20, ("linear", "nearest", "cubic"))):
+    register_from_schema(["aten::grid_sampler_2d"], _grid_sampler(_modes), name="grid_sampler_2d", since=_since,
+                         note=f"GridSample-{16 if _since < 20 else 20}, whose modes are spelled {' / '.join(_modes)}.")

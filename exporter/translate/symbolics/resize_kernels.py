@@ -12,12 +12,13 @@ the taps inside the image); torch's antialiased bicubic uses the coefficient a =
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from exporter.translate.graph import Graph, Value
 from exporter.translate.registry import symbolic
-from exporter.translate.symbolics._helpers import int64_vector
+from exporter.translate.symbolics._helpers import int64_vector, register_from_schema
 from exporter.translate.symbolics.resize import _resize, _resize_attributes
 
 ANTIALIAS_SINCE = 18
@@ -90,19 +91,14 @@ def _antialiased(g: Graph, self: Value, output_size, align_corners: bool, scales
                 antialias_i=1, **attributes)
 
 
-@symbolic("aten::_upsample_bilinear2d_aa", since=ANTIALIAS_SINCE)
-def upsample_bilinear2d_aa(g: Graph, self: Value, output_size, align_corners: bool, scales_h=None, scales_w=None) -> Value:
-    """_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
+def _antialiased_kernel(mode: str) -> Any:
+    def upsample_aa(g: Graph, self: Value, output_size, align_corners: bool, scales_h=None, scales_w=None) -> Value:
+        return _antialiased(g, self, output_size, align_corners, [scales_h, scales_w], mode)
 
-    Limits: align_corners=True is refused (Resize places the filter differently).
-    """
-    return _antialiased(g, self, output_size, align_corners, [scales_h, scales_w], "linear")
+    return upsample_aa
 
 
-@symbolic("aten::_upsample_bicubic2d_aa", since=ANTIALIAS_SINCE)
-def upsample_bicubic2d_aa(g: Graph, self: Value, output_size, align_corners: bool, scales_h=None, scales_w=None) -> Value:
-    """_upsample_bicubic2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
-
-    Limits: align_corners=True is refused (Resize places the filter differently).
-    """
-    return _antialiased(g, self, output_size, align_corners, [scales_h, scales_w], "cubic")
+for _target, _mode in (("aten::_upsample_bilinear2d_aa", "linear"), ("aten::_upsample_bicubic2d_aa", "cubic")):
+    register_from_schema([_target], _antialiased_kernel(_mode), name=_target.removeprefix("aten::_"),
+                         since=ANTIALIAS_SINCE, note=f"Resize ({_mode}, antialias=1).\n\n"
+                         "Limits: align_corners=True is refused (Resize places the filter differently).")
