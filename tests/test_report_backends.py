@@ -160,6 +160,35 @@ def test_html_puts_backends_side_by_side_and_marks_the_one_at_fault(parsed, fx_n
     assert parsed.cells[("case-faulty-backends", "conv_a", OV)]["text"].split()[1] == "bfloat16"
 
 
+FUSED = {"layer": "conv_a", "layer_type": "Convolution", "precision": "bfloat16", "onnx_nodes": ["conv_a", "relu"],
+         "fx_nodes": ["conv_a", "relu"], "output": "relu"}
+
+
+@pytest.mark.parametrize("fusion, shown", [
+    ({**FUSED, "passed": True}, "Convolution conv_a, bfloat16 (conv_a + relu: region passes)"),
+    ({**FUSED, "passed": False}, "Convolution conv_a, bfloat16 (conv_a + relu: region FAILS)"),
+    ({**FUSED, "fx_nodes": ["relu"], "onnx_nodes": ["relu"]}, "Convolution conv_a, bfloat16"),
+    (None, ""),
+])
+def test_html_shows_the_runtime_layer_of_each_row(fusion, shown):
+    """The layer that ran a row (runtime_fusion) in the per-op tables, not only in its notes: in
+    the backends side by side and in the op table (its own column)."""
+    rows = {ORT: [_row("relu", 0.2, ORT)], OV: [_row("relu", 0.4, OV, precision="bfloat16")]}
+    if fusion is not None:
+        rows[OV][0]["runtime_fusion"] = fusion
+    doc = document([_case("fused", rows)])
+    doc["backends"] = [ORT, OV]
+    validate(doc)
+    cells = _Cells()
+    cells.feed(_page(doc))
+    side_by_side = cells.cells[("case-fused-backends", "relu", OV)]["text"]
+    assert (shown in side_by_side) if shown else "Convolution" not in side_by_side
+    assert "Convolution" not in cells.cells[("case-fused-backends", "relu", ORT)]["text"]
+    ov_only = document([_case("fused", {OV: rows[OV]})])
+    tables = re.findall(r'<td class="runtime-layer">([^<]*)</td>', _page(ov_only))
+    assert tables and all(text == (shown or "-") for text in tables), tables
+
+
 def test_html_of_one_backend_has_no_backend_sections():
     doc = document([_case("clean", {ORT: [_row("conv_a", 0.1, ORT)]})])
     page = _page(doc)

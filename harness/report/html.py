@@ -15,7 +15,7 @@ from harness.report.markdown import headline
 from harness.report.plots import error_along_graph, headroom_by_kind
 from harness.report.summary import (
     backend_entries, backend_names, backend_status, failing_ops, fmt, max_output_error, measured, numeric_findings,
-    op_kinds, op_types, ops_to_compare, ratio, verdict_counts, worst_ops,
+    op_kinds, op_types, ops_to_compare, ratio, runtime_layer, verdict_counts, worst_ops,
 )
 
 OPS_PER_CASE = 15
@@ -48,6 +48,7 @@ def _environment() -> Any:
     environment.filters["fmt"] = fmt
     environment.filters["sortkey"] = _sort_key
     environment.filters["op_types"] = op_types
+    environment.filters["runtime_layer"] = runtime_layer
     return environment
 
 
@@ -111,12 +112,14 @@ def _across_view(case: Mapping[str, Any], backends: list[str]) -> list[dict[str,
         for backend in backends:
             row = op.rows.get(backend)
             if row is None:
-                cells.append({"backend": backend, "status": "not-run", "ratio": None, "fault": "", "precision": ""})
+                cells.append({"backend": backend, "status": "not-run", "ratio": None, "fault": "", "precision": "",
+                              "layer": ""})
                 continue
             precision = (row.get("runtime_precision") or {}).get("precision") or ""
             cells.append({"backend": backend, "status": "fail" if row.get("passed") is False else "pass",
                           "ratio": ratio(row), "fault": op.faults.get(backend, ""),
-                          "precision": precision if precision != row.get("dtype") else ""})
+                          "precision": precision if precision != row.get("dtype") else "",
+                          "layer": runtime_layer(row.get("runtime_fusion"))})
         at_fault = ("the export (every backend)" if op.export_fault
                     else ", ".join(f"{backend} ({fault})" for backend, fault in op.faults.items()) or "-")
         views.append({"fx_node": op.fx_node, "aten": op.aten, "cells": cells, "at_fault": at_fault})

@@ -136,6 +136,20 @@ def op_types(onnx_ops: list[str]) -> str:
     return "+".join(f"{op}x{n}" if n > 1 else op for op, n in counts.items()) or "-"
 
 
+def runtime_layer(fusion: Mapping[str, Any] | None) -> str:
+    """A row's runtime layer (`runtime_fusion`) in a few words: its type, name and precision, and
+    for a layer that ran several FX nodes, those nodes and its verdict as a region; '' for none."""
+    if not fusion:
+        return ""
+    text = f"{fusion.get('layer_type', '?')} {fusion.get('layer', '?')}, {fusion.get('precision') or '?'}"
+    members = list(fusion.get("fx_nodes") or [])
+    if len(members) > 1:
+        judged = fusion.get("passed")
+        verdict = "" if judged is None else (": region passes" if judged else ": region FAILS")
+        text += f" ({' + '.join(members)}{verdict})"  # judged on the output's row only
+    return text
+
+
 def op_name(op: Mapping[str, Any]) -> str:
     """The op's FX node; for an optimised region, with every FX node it stands for:
     `batch_norm (region: conv2d + batch_norm)`."""

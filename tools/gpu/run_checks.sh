@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run the CUDA legs on a GPU machine: provider check, the test suite on CUDA, the full tier.
+# Run the CUDA legs on a GPU machine: provider check, the test suite on CUDA, the full tier, the
+# smoke tier per op on onnxruntime's CUDA and TensorRT providers.
 # Usage: tools/gpu/run_checks.sh OUTDIR [--quick]
 set -uo pipefail
 out=${1:?usage: tools/gpu/run_checks.sh OUTDIR [--quick]}
@@ -66,3 +67,12 @@ start=$(date +%s)
 python3 -m harness.cli run --device cuda --tier "$tier" --out "$out/parity" > "$out/run.log" 2>&1
 echo "roundtrip run exit $? in $(( $(date +%s) - start )) s" | tee -a "$out/summary.txt"
 tail -5 "$out/run.log" | tee -a "$out/summary.txt"
+
+# The smoke tier on onnxruntime's CUDA and TensorRT providers, per op, against one fp64 truth: a
+# provider this onnxruntime or machine lacks (TensorRT's libraries) is a named skip in the report.
+start=$(date +%s)
+python3 -m harness.cli run --device cuda --tier smoke --backend onnxruntime:provider=cuda \
+    --backend onnxruntime:provider=tensorrt --out "$out/backends" > "$out/backends.log" 2>&1
+echo "roundtrip run on onnxruntime:provider=cuda + onnxruntime:provider=tensorrt exit $? in $(( $(date +%s) - start )) s" \
+    | tee -a "$out/summary.txt"
+tail -3 "$out/backends.log" | tee -a "$out/summary.txt"
