@@ -218,8 +218,10 @@ def floor_section(document: dict[str, Any]) -> list[str]:
         "Per-op verification against its floor",
         "Floor = one torch fp32 forward + one fp64 forward + two runs of an already created onnxruntime "
         f"session. A full per-op verification (our export excluded) should take at most {limit:g}x that. "
-        "*Comparing* is the part of the verification spent comparing tensors (every phase's comparisons, "
-        "measured in one more run).",
+        "Seconds are CPU seconds of the benchmark's process (user and system, all threads; the fastest of the "
+        "repeats) where the results record them, else wall seconds: on a shared machine other processes' load "
+        "adds wall time, not this process's CPU time. *Comparing* is the CPU time spent comparing tensors "
+        "(every phase's comparisons, measured in one more run).",
         document, ["case", "ops", "verify (s)", "floor (s)", "fp32 / fp64 / backend run (s)", "ratio", "comparing (s)"],
         6)
     for row in document["rows"]:
