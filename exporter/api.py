@@ -114,6 +114,10 @@ class ExportResult:
         return write_model(f, self.skeleton, self.weights, external=external_data)
 
 
+# export, capture, export_program, convert and convert_program repeat their keyword arguments on
+# purpose: users call them with keywords, as they call torch.onnx.export, and read them in help();
+# each builds one ExportOptions from them (ExportOptions.from_arguments), the stages read only that,
+# and the arguments are documented once, in exporter.contract.options.
 def export(
     model: torch.nn.Module,
     args: Any,

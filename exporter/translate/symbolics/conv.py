@@ -10,10 +10,11 @@ nodes before a zero-padded convolution.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from exporter.translate.graph import Graph, Value
 from exporter.translate.registry import symbolic
-from exporter.translate.symbolics._helpers import expand_list, rank_of
+from exporter.translate.symbolics._helpers import expand_list, rank_of, register_from_schema
 
 INT64_MAX = 2**63 - 1
 
@@ -161,28 +162,20 @@ def _pad_some_axes(g: Graph, x: Value, pad: Sequence[int], mode: str) -> Value:
     return g.op("Pad", x, g.constant(pads), None, g.constant([a for a, _, _ in pairs]), mode_s=mode)
 
 
-@symbolic("aten::reflection_pad1d", "aten::reflection_pad2d", "aten::reflection_pad3d")
-def reflection_pad(g: Graph, self: Value, padding):
-    """reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    return _pad_all_axes(g, self, padding, "reflect")
+def _padding(pad_axes: Any, mode: str) -> Any:
+    def pad(g: Graph, self: Value, padding) -> Value:
+        return pad_axes(g, self, padding, mode)
+
+    return pad
 
 
-@symbolic("aten::reflection_pad1d", "aten::reflection_pad2d", "aten::reflection_pad3d", since=18)
-def reflection_pad_18(g: Graph, self: Value, padding):
-    """reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    return _pad_some_axes(g, self, padding, "reflect")
-
-
-@symbolic("aten::replication_pad1d", "aten::replication_pad2d", "aten::replication_pad3d")
-def replication_pad(g: Graph, self: Value, padding):
-    """replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    return _pad_all_axes(g, self, padding, "edge")
-
-
-@symbolic("aten::replication_pad1d", "aten::replication_pad2d", "aten::replication_pad3d", since=18)
-def replication_pad_18(g: Graph, self: Value, padding):
-    """replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    return _pad_some_axes(g, self, padding, "edge")
+# reflection_pad*d and replication_pad*d: ONNX Pad's mode, every axis's pads below opset 18, then
+# only the padded axes'.
+for _name, _mode in (("reflection_pad", "reflect"), ("replication_pad", "edge")):
+    for _since, _pad_axes in ((None, _pad_all_axes), (18, _pad_some_axes)):
+        register_from_schema([f"aten::{_name}{rank}d" for rank in (1, 2, 3)], _padding(_pad_axes, _mode),
+                             name=_name if _since is None else f"{_name}_{_since}", since=_since,
+                             note=f"ONNX Pad, mode {_mode!r}" + (", the padded axes named by `axes`." if _since else "."))
 
 
 def _slice(g: Graph, x: Value, axis: int, start: int, end: int) -> Value:

@@ -8,13 +8,14 @@ the axes (attribute at 17, input from 18 for all but ReduceSum) lives in `_helpe
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from exporter.translate.dtypes import onnx_type
 from exporter.translate.graph import Graph, Value
 from exporter.translate.registry import symbolic
-from exporter.translate.symbolics._helpers import cast_to, normalize_dim, rank_of, reduce
+from exporter.translate.symbolics._helpers import cast_to, normalize_dim, rank_of, reduce, register_from_schema
 
 
 def _axes(self: Value, dim: int | Sequence[int] | None) -> list[int] | None:
@@ -36,40 +37,24 @@ def _reduce_to_result(g: Graph, op_type: str, self: Value, dim, keepdim: bool) -
     return reduce(g, op_type, self, _axes(self, dim), keepdim)
 
 
-@symbolic("aten::sum.dim_IntList")
-def sum_dim(g: Graph, self: Value, dim, keepdim=False, *, dtype=None) -> Value:
-    """sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    return _reduce_to_result(g, "ReduceSum", self, dim, keepdim)
+def _reduction_form(reduce_fn: Any, reduce_op: str, whole: bool) -> Any:
+    """The symbolic of one overload of a reduction: over the given axes, or (`whole`) all of them.
+    `reduce_fn(g, reduce_op, self, dim, keepdim)` emits it."""
+    if whole:
+        def reduction(g: Graph, self: Value, *, dtype=None) -> Value:
+            return reduce_fn(g, reduce_op, self, None, False)
+    else:
+        def reduction(g: Graph, self: Value, dim=None, keepdim=False, *, dtype=None) -> Value:
+            return reduce_fn(g, reduce_op, self, dim, keepdim)
+    return reduction
 
 
-@symbolic("aten::sum")
-def sum_all(g: Graph, self: Value, *, dtype=None) -> Value:
-    """sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    return _reduce_to_result(g, "ReduceSum", self, None, False)
-
-
-@symbolic("aten::mean.dim")
-def mean_dim(g: Graph, self: Value, dim, keepdim=False, *, dtype=None) -> Value:
-    """mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    return _reduce_to_result(g, "ReduceMean", self, dim, keepdim)
-
-
-@symbolic("aten::mean")
-def mean_all(g: Graph, self: Value, *, dtype=None) -> Value:
-    """mean(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    return _reduce_to_result(g, "ReduceMean", self, None, False)
-
-
-@symbolic("aten::prod.dim_int")
-def prod_dim(g: Graph, self: Value, dim: int, keepdim=False, *, dtype=None) -> Value:
-    """prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    return _reduce_to_result(g, "ReduceProd", self, dim, keepdim)
-
-
-@symbolic("aten::prod")
-def prod_all(g: Graph, self: Value, *, dtype=None) -> Value:
-    """prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    return _reduce_to_result(g, "ReduceProd", self, None, False)
+# sum, mean and prod over some axes or the whole tensor, in the result dtype
+for _op, _reduce_op, _overload in (("sum", "ReduceSum", "dim_IntList"), ("mean", "ReduceMean", "dim"),
+                                   ("prod", "ReduceProd", "dim_int")):
+    for _target, _whole in ((f"aten::{_op}.{_overload}", False), (f"aten::{_op}", True)):
+        register_from_schema([_target], _reduction_form(_reduce_to_result, _reduce_op, _whole),
+                             name=f"{_op}_{'all' if _whole else 'dim'}", note=f"ONNX {_reduce_op} in the result dtype.")
 
 
 def _nan_flags(g: Graph, self: Value) -> Value:
@@ -216,40 +201,12 @@ def _any_all(g: Graph, reduce_op: str, self: Value, dim, keepdim: bool) -> Value
     return g.op("Cast", g.op("Cast", reduced, to_i=onnx_type(torch.bool)), to_i=onnx_type(g.ctx.output_dtype))
 
 
-@symbolic("aten::any.dim")
-def any_dim(g: Graph, self: Value, dim: int, keepdim=False) -> Value:
-    """any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor"""
-    return _any_all(g, "ReduceMax", self, dim, keepdim)
-
-
-@symbolic("aten::any.dims")
-def any_dims(g: Graph, self: Value, dim=None, keepdim=False) -> Value:
-    """any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor"""
-    return _any_all(g, "ReduceMax", self, dim, keepdim)
-
-
-@symbolic("aten::any")
-def any_all(g: Graph, self: Value) -> Value:
-    """any(Tensor self) -> Tensor"""
-    return _any_all(g, "ReduceMax", self, None, False)
-
-
-@symbolic("aten::all.dim")
-def all_dim(g: Graph, self: Value, dim: int, keepdim=False) -> Value:
-    """all.dim(Tensor self, int dim, bool keepdim=False) -> Tensor"""
-    return _any_all(g, "ReduceMin", self, dim, keepdim)
-
-
-@symbolic("aten::all.dims")
-def all_dims(g: Graph, self: Value, dim=None, keepdim=False) -> Value:
-    """all.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor"""
-    return _any_all(g, "ReduceMin", self, dim, keepdim)
-
-
-@symbolic("aten::all")
-def all_all(g: Graph, self: Value) -> Value:
-    """all(Tensor self) -> Tensor"""
-    return _any_all(g, "ReduceMin", self, None, False)
+# any (ReduceMax of the flags) and all (ReduceMin), over one axis, several, or the whole tensor
+for _op, _reduce_op in (("any", "ReduceMax"), ("all", "ReduceMin")):
+    for _overload, _suffix in (("dim", "dim"), ("dims", "dims"), ("", "all")):
+        register_from_schema([f"aten::{_op}" + (f".{_overload}" if _overload else "")],
+                             _reduction_form(_any_all, _reduce_op, not _overload), name=f"{_op}_{_suffix}",
+                             note=f"ONNX {_reduce_op} of the input's flags as uint8.")
 
 
 # -- scans --------------------------------------------------------------------------------------------
