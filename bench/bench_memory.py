@@ -48,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 from _common import load_note, machine_info, results_path, write_results
 
@@ -241,6 +242,8 @@ def child(name: str, write: bool, batch: int, from_file: bool = False, ort_confi
         verification, folder = _from_file(module, args, result, ort_config)
         result["seconds"] = round(time.perf_counter() - started, 1)
         result["passed"] = verification.passed
+        if not verification.passed:
+            result["failures"] = failures(verification)
         result["timings"] = {k: round(v, 3) for k, v in verification.timings.items()}
         result["peak_rss"] = _peak_bytes()
         result["max_rss_with_model_build"] = _max_rss_bytes()
@@ -260,10 +263,26 @@ def child(name: str, write: bool, batch: int, from_file: bool = False, ort_confi
     result["onnxruntime_session"] = verification.environment.get("onnxruntime_session")
     result["seconds"] = round(time.perf_counter() - started, 1)
     result["passed"] = verification.passed
+    if not verification.passed:
+        result["failures"] = failures(verification)
     result["timings"] = {k: round(v, 3) for k, v in verification.timings.items()}
     result["peak_rss"] = _peak_bytes()
     result["max_rss_with_model_build"] = _max_rss_bytes()
     return result
+
+
+def failures(verification: Any, most: int = 10) -> dict[str, list[str]]:
+    """What failed, in words: the outputs and the ops (the first `most` of each), each with its
+    verdict's reason, so a failing row says which op and which output without a rerun."""
+    outputs = []
+    for index, comparison in enumerate(verification.outputs):
+        verdict = verification.output_verdicts[index] if index < len(verification.output_verdicts) else None
+        if (verdict.passed if verdict is not None else comparison.passed) is False:
+            reason = getattr(verdict, "reason", "") or comparison.note
+            outputs.append(f"{comparison.name}: tolerance ratio {comparison.tolerance_ratio:.3g}; {reason}"[:400])
+    ops = [f"{op.fx_node} ({op.aten}): {op.verdict.reason if op.verdict is not None else '; '.join(op.notes)}"[:400]
+           for op in verification.ops if op.passed is False]
+    return {"outputs": outputs[:most], "ops": ops[:most], "failing_ops": len(ops)}
 
 
 def measure(name: str, write: bool, batch: int, from_file: bool = False, ort_config: str | None = None) -> dict:

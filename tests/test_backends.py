@@ -119,6 +119,18 @@ def test_every_backend_runs_isolated_models_and_exposes_values_in_groups(spec):
     assert set(precisions) <= set(NODES) and "conv1" in precisions
 
 
+@pytest.mark.parametrize("spec", SPECS)
+def test_every_backend_takes_a_0d_input(spec):
+    """A scalar input (the quantized regions feed torch's run-time scale as one) stays 0-d."""
+    scaled = helper.make_model(helper.make_graph(
+        [helper.make_node("Mul", ["a", "s"], ["b"], name="scale")], "scalar",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [3]), helper.make_tensor_value_info("s", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("b", TensorProto.FLOAT, [3])]), opset_imports=[helper.make_opsetid("", 17)],
+        ir_version=9)
+    out = available(spec).prepare(scaled, "CPU").run({"a": np.array([1, -2, 3], np.float32), "s": np.array(0.5, np.float32)})
+    np.testing.assert_array_equal(out[0], [0.5, -1.0, 1.5])
+
+
 def test_onnxruntime_runs_the_declared_precision():
     precisions = available("onnxruntime").prepare(MODEL).runtime_precisions()
     assert {p.precision for p in precisions.values()} == {"float32"}

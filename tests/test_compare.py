@@ -54,6 +54,8 @@ CASES = [
      dict(passed=False, max_abs=0.5, mismatch_fraction=0.5, nonfinite_mismatch=0)),
     ("all NaN on both sides", f32(NAN, NAN), f32(NAN, NAN), 0.0, 0.0,
      dict(passed=True, max_abs=0.0, mismatch_fraction=0.0)),
+    ("finite values whose difference overflows", f32(3e38, 1), f32(-3e38, 1), 1.0, 1.0,
+     dict(passed=False, max_abs=INF, nonfinite_mismatch=0, mismatch_fraction=0.5, histogram={"zero": 1, ">=1e2": 1})),
     ("shape mismatch is reported, not raised", np.zeros((2, 3), np.float32), np.zeros((3, 2), np.float32), 1.0, 1.0,
      dict(passed=False, shape_match=False, max_abs=INF, tolerance_ratio=INF, min_atol=INF, mismatch_fraction=1.0,
           shape_actual=[2, 3], shape_expected=[3, 2])),

@@ -99,20 +99,24 @@ def test_sliced_replay_returns_the_arguments_with_the_weight_as_recorded(monkeyp
 
 @pytest.mark.parametrize("expected_dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("with_nonfinite", [False, True])
-def test_chunked_comparison_equals_the_whole(expected_dtype, with_nonfinite, monkeypatch):
+def test_blockwise_comparison_equals_the_whole(expected_dtype, with_nonfinite, monkeypatch):
     rng = np.random.default_rng(1)
-    actual = rng.standard_normal(3 * comparison.CHUNK_ELEMENTS + 17).astype(np.float32)
+    block = comparison.BLOCK_ELEMENTS
+    actual = rng.standard_normal(3 * block + 17).astype(np.float32)
     expected = (actual + rng.standard_normal(actual.size).astype(np.float32) * 1e-4).astype(expected_dtype)
     expected[::1000] = 0
+    actual[2 * block: 2 * block + 50] = expected[2 * block: 2 * block + 50]  # a block's start without error
+    actual[3 * block:] = expected[3 * block:]  # a block without error
     if with_nonfinite:
         actual[5], expected[5] = np.nan, np.nan  # agree
-        actual[comparison.CHUNK_ELEMENTS + 3] = np.inf  # disagrees
+        actual[block + 3] = np.inf  # disagrees
         expected[-1] = np.nan  # disagrees
-    chunked = comparison.compare(actual, expected, atol=1e-5, rtol=1e-4, check_dtype=False)
-    monkeypatch.setattr(comparison, "CHUNK_ELEMENTS", 1 << 40)
+    blockwise = comparison.compare(actual, expected, atol=1e-5, rtol=1e-4, check_dtype=False)
+    monkeypatch.setattr(comparison, "BLOCK_ELEMENTS", actual.size)
     whole = comparison.compare(actual, expected, atol=1e-5, rtol=1e-4, check_dtype=False)
-    assert chunked.to_dict() == whole.to_dict()
-    assert list(chunked.histogram) == list(whole.histogram)  # the same decades, in order
+    assert blockwise.to_dict() == whole.to_dict()
+    assert list(blockwise.histogram) == list(whole.histogram)  # the same decades, in order
+    assert sum(whole.histogram.values()) == actual.size - 3 * with_nonfinite  # the finite elements
 
 
 def test_freed_memory_is_handed_back_on_glibc():

@@ -132,11 +132,11 @@ def _float_matmul_then_quantize(tail: str) -> onnx.ModelProto:
     weight it transposed (a new int8 initializer)."""
     rng = np.random.default_rng(0)
     nodes = [
-        helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
-        helper.make_node("Transpose", ["wd"], ["wt"], perm=[1, 0]),
-        helper.make_node("MatMul", ["a", "wt"], ["m"]),
-        helper.make_node("Tanh", ["m"], ["y"]) if tail == "tanh" else helper.make_node("Add", ["m", "r"], ["y"]),
-        helper.make_node("QuantizeLinear", ["y", "s", "z"], ["q"]),
+        helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], name="wd", axis=0),
+        helper.make_node("Transpose", ["wd"], ["wt"], name="wt", perm=[1, 0]),
+        helper.make_node("MatMul", ["a", "wt"], ["m"], name="m"),
+        helper.make_node("Tanh", ["m"], ["y"], name="y") if tail == "tanh" else helper.make_node("Add", ["m", "r"], ["y"], name="y"),
+        helper.make_node("QuantizeLinear", ["y", "s", "z"], ["q"], name="q"),
     ]
     graph = helper.make_graph(
         nodes, "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [16, 128]),
@@ -165,3 +165,23 @@ def test_region_kernels_name_what_the_runtime_computes(tail, level, accuracy, ki
     found = region_kernels(_float_matmul_then_quantize(tail), config, ["q"])["q"]
     assert found == kind
     assert found.split(" with ")[0].split("::")[-1] not in INTEGER_KERNELS  # no step allowed for it
+
+
+@pytest.mark.parametrize("tail", ["add", "tanh"])
+def test_openvino_names_fully_connected_layers_that_quantize_their_activations(tail):
+    from harness.analysis.quant_rows import OPENVINO_INTEGER, openvino_region_kernels
+    from harness.runtime.backends import get_backend
+
+    reason = get_backend("openvino:precision=f32").unavailable_reason("CPU")
+    if reason:
+        pytest.skip(reason)
+    group = get_backend("openvino:precision=f32").prepare(_float_matmul_then_quantize(tail), "CPU") \
+        .dynamic_quantization_group()
+    if not group:
+        pytest.skip("this CPU plugin computes integer-weight FullyConnected layers on float activations")
+    found = openvino_region_kernels(_float_matmul_then_quantize(tail), "openvino:precision=f32", ["q"])["q"]
+    if tail == "tanh":  # one int8 layer holds the MatMul, the Tanh and the QuantizeLinear: it requantizes
+        assert found == f"{OPENVINO_INTEGER} (FullyConnected, int8)"
+    else:  # the Add and the QuantizeLinear run in float after it: the exact rule, the kernel named
+        assert found == (f"ai.onnx::QuantizeLinear with OpenVINO FullyConnected on int8 activations, groups of "
+                         f"{group} (DYNAMIC_QUANTIZATION_GROUP_SIZE)")

@@ -217,12 +217,18 @@ def floor_section(document: dict[str, Any]) -> list[str]:
     lines = _heading(
         "Per-op verification against its floor",
         "Floor = one torch fp32 forward + one fp64 forward + two runs of an already created onnxruntime "
-        f"session. A full per-op verification (our export excluded) should take at most {limit:g}x that.",
-        document, ["case", "ops", "verify (s)", "floor (s)", "fp32 / fp64 / backend run (s)", "ratio"], 5)
+        f"session. A full per-op verification (our export excluded) should take at most {limit:g}x that. "
+        "Seconds are CPU seconds of the benchmark's process (user and system, all threads; the fastest of the "
+        "repeats) where the results record them, else wall seconds: on a shared machine other processes' load "
+        "adds wall time, not this process's CPU time. *Comparing* is the CPU time spent comparing tensors "
+        "(every phase's comparisons, measured in one more run).",
+        document, ["case", "ops", "verify (s)", "floor (s)", "fp32 / fp64 / backend run (s)", "ratio", "comparing (s)"],
+        6)
     for row in document["rows"]:
+        comparing = f"{row['compare_s']:.3f}" if "compare_s" in row else "-"
         lines.append(f"| {row['case']} | {row['ops']} | {row['verify_s']:.3f} | {row['floor_s']:.3f} | "
                      f"{row['torch32_s']:.3f} / {row['torch64_s']:.3f} / {row['backend_run_s']:.3f} | "
-                     f"{row['ratio']:.1f}x{' (over)' if row['over_limit'] else ''} |")
+                     f"{row['ratio']:.1f}x{' (over)' if row['over_limit'] else ''} | {comparing} |")
     over = [row for row in document["rows"] if row["over_limit"]]
     lines += [""] + ([f"Above {limit:g}x:", ""] + [f"- **{row['case']}** ({row['ratio']:.1f}x): {row['why']}"
                                                    for row in over] if over else [f"Every case is within {limit:g}x."])

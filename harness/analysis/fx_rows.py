@@ -797,7 +797,7 @@ def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: 
         dtype = dtype_key(torch_value.dtype) if isinstance(torch_value, torch.Tensor) else dtype_name(torch_array.dtype)
         pairs[name] = TruthPair(backend_side[-1] if name in isolated else None, torch_side[-1], length, dtype,
                                 roundings, cell_roundings(node))
-        scale = largest_finite(expected_array)
+        scale = _truth_scale(torch_side[-1], expected_array)
         record.truth_scale = max(record.truth_scale or 0.0, scale)
         note = overflow_note(dtype, scale)
         if note:
@@ -810,6 +810,15 @@ def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: 
     record.truth = max(backend_side, key=lambda c: c.normalized) if backend_side else None
     record.attribution = attribute(record.truth, record.torch_truth, record.noise_bound, analysis.noise_model)
     return pairs
+
+
+def _truth_scale(comparison: Comparison, expected: np.ndarray) -> float:
+    """The truth's largest finite magnitude: the scale `comparison` (against `expected`) already
+    found when every element of both sides was finite, else counted again."""
+    if (comparison.shape_match and expected.dtype.kind == "f" and not comparison.nonfinite_expected
+            and not comparison.nonfinite_mismatch):
+        return comparison.scale
+    return largest_finite(expected)
 
 
 def _identical(isolated: Comparison | None) -> bool:

@@ -358,12 +358,16 @@ def region_kernels(model: onnx.ModelProto, ort_config: Any, names: list[str]) ->
 def openvino_region_kernels(model: onnx.ModelProto, backend: str, names: list[str]) -> dict[str, str]:
     """How OpenVINO (the backend spec `backend`) computes each region output in `names`: the
     runtime layer that holds the QuantizeLinear writing it, where that layer runs in int8/uint8
-    ('openvino integer layer (Convolution, uint8)'); outputs of float layers are left out."""
+    ('openvino integer layer (Convolution, uint8)'); outputs of float layers are left out,
+    except that a region holding a FullyConnected layer with integer weights while the plugin
+    quantizes such layers' activations at run time is named ('ai.onnx::QuantizeLinear with
+    OpenVINO FullyConnected on int8 activations, groups of 32 (DYNAMIC_QUANTIZATION_GROUP_SIZE)'):
+    that is the runtime's precision, as MatMulNBits' is onnxruntime's, and keeps the exact rule."""
     from harness.runtime.backends import get_backend
 
     rep = get_backend(backend).prepare(model, "CPU")
     try:
-        layers = rep.layers()
+        layers, group = rep.layers(), rep.dynamic_quantization_group()
     finally:
         del rep
     writer = {out: node.name for node in model.graph.node for out in node.output if out}
@@ -374,7 +378,22 @@ def openvino_region_kernels(model: onnx.ModelProto, backend: str, names: list[st
         for name in names:
             if writer.get(name) in layer["onnx_nodes"]:
                 kinds[name] = f"{OPENVINO_INTEGER} ({layer['type']}, {layer['precision']})"
+    dynamic = [layer for layer in layers if group and layer["type"] == "FullyConnected"
+               and layer["precision"] in ("int8", "uint8")]
+    for name in names:
+        if name in kinds or not dynamic:
+            continue
+        computing = region_nodes(model, name)
+        if any(computing.intersection(layer["onnx_nodes"]) for layer in dynamic):
+            kinds[name] = (f"ai.onnx::QuantizeLinear with OpenVINO FullyConnected on int8 activations, groups of "
+                           f"{group} (DYNAMIC_QUANTIZATION_GROUP_SIZE)")
     return kinds
+
+
+def region_nodes(model: onnx.ModelProto, name: str) -> set[str]:
+    """The names of the nodes of `model` that compute value `name` from its inputs."""
+    graph = model.graph
+    return {graph.node[index].name for index in _needed_nodes(graph, {name})}
 
 
 @dataclass

@@ -11,14 +11,16 @@ every element: they ignore `allowed_mismatch`, and are infinite when no toleranc
 (shape or NaN/Inf disagreement, integers that differ, an error where `expected` is 0 for
 `min_rtol`).
 
-Speed matters: a per-op verification compares four tensors per op, so the common case (all
-finite, same shape) takes a handful of vectorised passes in the arrays' own precision (fp32
-stays fp32; anything compared with fp64 is computed in fp64).
+Speed matters: a per-op verification compares four tensors per op. Inexact tensors are compared
+in cache-sized blocks, in scratch buffers reused from one comparison to the next, with a handful
+of vectorised passes per block in the arrays' own precision (fp32 stays fp32; anything compared
+with fp64 is computed in fp64); a block without error skips all but the first passes.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -120,8 +122,6 @@ def compare(
         _compare_exact(a, b, result)
     elif a.dtype.kind in "biu" and b.dtype.kind in "biu":
         _compare_exact(a, b, result)
-    elif a.size > CHUNK_ELEMENTS:
-        _compare_inexact_in_chunks(a, b, result)
     else:
         _compare_inexact(a, b, result)
     if not result.dtype_match:
@@ -155,114 +155,173 @@ def _working_dtype(a: np.ndarray, b: np.ndarray) -> np.dtype:
     return np.dtype(np.float64)
 
 
+BLOCK_ELEMENTS = 1 << 16
+"""Inexact tensors are compared block by block, in scratch buffers of this many elements kept
+from one comparison to the next (`_Scratch`): every metric is a maximum, a count or a histogram
+of counts, so merging the blocks' gives exactly the whole tensor's. The buffers stay in the
+processor's cache, and no comparison allocates (and page-faults in) tensor-sized temporaries."""
+
+
+class _Scratch(threading.local):
+    """Per thread, per working precision: |a-b|, |b|, two work buffers and a mask, each of
+    `BLOCK_ELEMENTS` (resized when that constant changes)."""
+
+    def buffers(self, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        cache = self.__dict__.setdefault("by_dtype", {})
+        held = cache.get(dtype)
+        if held is None or held[0].size != BLOCK_ELEMENTS:
+            held = cache[dtype] = (*(np.empty(BLOCK_ELEMENTS, dtype) for _ in range(4)),
+                                   np.empty(BLOCK_ELEMENTS, np.bool_))
+        return held
+
+
+_SCRATCH = _Scratch()
+_DECADES = range(HISTOGRAM_DECADES[0], HISTOGRAM_DECADES[1] + 1)
+
+
+@dataclass
+class _Totals:
+    """The metrics of the blocks seen so far (finite elements only)."""
+
+    max_abs: float = 0.0
+    scale: float = 0.0
+    max_rel: float = 0.0
+    tolerance_ratio: float = 0.0
+    min_atol: float = 0.0
+    min_rtol: float = 0.0
+    outside: int = 0  # finite elements outside atol + rtol*|b|
+    disagree: int = 0  # elements where NaN/Inf disagree
+    nonfinite_expected: int = 0
+    finite: int = 0
+    nonzero: int = 0  # finite elements with a nonzero error
+    above: list[int] = field(default_factory=lambda: [0] * len(_DECADES))  # errors >= 10**k, per decade k
+
+
 def _compare_inexact(a: np.ndarray, b: np.ndarray, result: Comparison) -> None:
     work = _working_dtype(a, b)
-    a_w = a.astype(work, copy=False)
-    b_w = b.astype(work, copy=False)
+    metric = np.dtype(np.float64) if work.kind == "c" else work
+    flat_a, flat_b = a.reshape(-1), b.reshape(-1)
+    totals = _Totals()
+    error, magnitude, scratch, excess, mask = _SCRATCH.buffers(metric)
+    for start in range(0, flat_a.size, BLOCK_ELEMENTS):
+        stop = min(start + BLOCK_ELEMENTS, flat_a.size)
+        size = stop - start
+        _compare_block(flat_a[start:stop], flat_b[start:stop], work, totals, result.atol, result.rtol,
+                       error[:size], magnitude[:size], scratch[:size], excess[:size], mask[:size])
+    result.max_abs, result.scale = totals.max_abs, totals.scale
+    result.normalized = totals.max_abs / totals.scale if totals.scale > 0 else totals.max_abs
+    result.max_rel, result.tolerance_ratio = totals.max_rel, totals.tolerance_ratio
+    result.min_atol, result.min_rtol = totals.min_atol, totals.min_rtol
+    result.nonfinite_mismatch = totals.disagree
+    result.nonfinite_expected = totals.nonfinite_expected
+    result.mismatch_fraction = (totals.outside + totals.disagree) / flat_a.size
+    result.histogram = _histogram(totals) if totals.finite else {}
+    if totals.disagree:
+        result.tolerance_ratio = result.min_atol = result.min_rtol = math.inf
+        result.note = f"{totals.disagree} element(s) disagree on NaN/Inf"
+
+
+def _compare_block(a: np.ndarray, b: np.ndarray, work: np.dtype, totals: _Totals, atol: float, rtol: float,
+                   error: np.ndarray, magnitude: np.ndarray, scratch: np.ndarray, excess: np.ndarray,
+                   mask: np.ndarray) -> None:
+    """Add one block's metrics to `totals`, computed in the given scratch buffers (of its size)."""
     with np.errstate(invalid="ignore", over="ignore"):
-        error = np.subtract(a_w, b_w)
-        error = np.abs(error, out=error) if error.dtype.kind == "f" else np.abs(error)
-    magnitude = np.abs(b_w)
+        if work.kind == "c":
+            np.abs(np.subtract(a, b, dtype=work, casting="unsafe"), out=error)
+        else:
+            np.subtract(a, b, out=error, dtype=work, casting="unsafe")
+            np.abs(error, out=error)
+        if work.kind == "c":
+            np.abs(b.astype(work, copy=False), out=magnitude)
+        else:
+            np.abs(b, out=magnitude, dtype=work, casting="unsafe")
     max_abs, scale = error.max(), magnitude.max()
-    disagree_count = 0
-    finite = None
+    finite_count = error.size
     if not (np.isfinite(max_abs) and np.isfinite(scale)):  # |a-b| and |b| finite <=> a, b finite
+        a_w, b_w = a.astype(work, copy=False), b.astype(work, copy=False)
         finite = np.isfinite(a_w) & np.isfinite(b_w)
         both_nan = np.isnan(a_w) & np.isnan(b_w)
         same_inf = np.isinf(a_w) & np.isinf(b_w) & (a_w == b_w)
-        disagree_count = int(np.count_nonzero(~finite & ~(both_nan | same_inf)))
-        result.nonfinite_expected = int(np.count_nonzero(~np.isfinite(b_w)))
+        totals.disagree += int(np.count_nonzero(~finite & ~(both_nan | same_inf)))
+        totals.nonfinite_expected += int(np.count_nonzero(~np.isfinite(b_w)))
         error[~finite] = 0
         magnitude[~finite] = 0
+        finite_count = int(np.count_nonzero(finite))
         max_abs, scale = error.max(), magnitude.max()
-    result.nonfinite_mismatch = disagree_count
-    outside = 0
-    if finite is None or finite.any():
-        outside = _fill_error_metrics(result, error, magnitude, float(max_abs), float(scale))
-        result.histogram = error_histogram(error if finite is None else error[finite],
-                                           result.max_abs if finite is None else None)
-    result.mismatch_fraction = (outside + disagree_count) / error.size
-    if disagree_count:
-        result.tolerance_ratio = result.min_atol = result.min_rtol = math.inf
-        result.note = f"{disagree_count} element(s) disagree on NaN/Inf"
+    if not finite_count:
+        return
+    totals.finite += finite_count
+    max_abs, scale = float(max_abs), float(scale)
+    totals.max_abs, totals.scale = max(totals.max_abs, max_abs), max(totals.scale, scale)
+    if max_abs == 0:  # identical: every error metric is 0
+        return
+    _add_error_metrics(totals, atol, rtol, max_abs, error, magnitude, scratch, excess, mask)
+    _add_histogram(totals, max_abs, error, mask)
 
 
-CHUNK_ELEMENTS = 1 << 21
-"""Tensors larger than this are compared in chunks of it: every metric is a maximum, a count or
-a histogram, so merging the chunks' gives exactly the whole tensor's, while the scratch buffers
-(a handful of the tensor's size in the working precision) stay a chunk's size."""
-
-_MAX_FIELDS = ("max_abs", "max_rel", "scale", "tolerance_ratio", "min_atol", "min_rtol")
-
-
-def _compare_inexact_in_chunks(a: np.ndarray, b: np.ndarray, result: Comparison) -> None:
-    flat_a, flat_b = a.reshape(-1), b.reshape(-1)
-    outside = disagree = 0
-    histogram: dict[str, int] = {}
-    for start in range(0, flat_a.size, CHUNK_ELEMENTS):
-        part = Comparison(name=result.name, shape_actual=[], shape_expected=[], dtype_actual="",
-                          dtype_expected="", atol=result.atol, rtol=result.rtol)
-        stop = min(start + CHUNK_ELEMENTS, flat_a.size)
-        _compare_inexact(flat_a[start:stop], flat_b[start:stop], part)
-        for key in _MAX_FIELDS:
-            setattr(result, key, max(getattr(result, key), getattr(part, key)))
-        outside += round(part.mismatch_fraction * (stop - start)) - part.nonfinite_mismatch
-        disagree += part.nonfinite_mismatch
-        result.nonfinite_expected += part.nonfinite_expected
-        for key, count in part.histogram.items():
-            histogram[key] = histogram.get(key, 0) + count
-    result.normalized = result.max_abs / result.scale if result.scale > 0 else result.max_abs
-    result.nonfinite_mismatch = disagree
-    result.mismatch_fraction = (outside + disagree) / flat_a.size
-    result.histogram = dict(sorted(histogram.items(), key=lambda item: _decade_order(item[0])))
-    if disagree:
-        result.tolerance_ratio = result.min_atol = result.min_rtol = math.inf
-        result.note = f"{disagree} element(s) disagree on NaN/Inf"
-
-
-def _decade_order(key: str) -> float:
-    """Sort key of a histogram bucket: 'zero' < '<1e-12' < '1e-12' < ... < '>=1e2'."""
-    if key == "zero":
-        return -math.inf
-    if key.startswith("<"):
-        return float(key[3:]) - 0.5
-    if key.startswith(">="):
-        return float(key[4:]) + 0.5
-    return float(key[2:])
-
-
-def _fill_error_metrics(result: Comparison, error: np.ndarray, magnitude: np.ndarray,
-                        max_abs: float, scale: float) -> int:
-    """Fill the error metrics from |a-b| and |b| (finite elements; others are 0 in both) and
-    return how many elements lie outside atol + rtol*|b|. Works in two scratch buffers."""
-    atol, rtol = result.atol, result.rtol
+def _add_error_metrics(totals: _Totals, atol: float, rtol: float, max_abs: float, error: np.ndarray,
+                       magnitude: np.ndarray, scratch: np.ndarray, excess: np.ndarray, mask: np.ndarray) -> None:
+    """The error metrics of one block from |a-b| and |b| (finite elements; others are 0 in both)."""
     kind = error.dtype.type
     tiny = kind(TINY)
-    result.max_abs, result.scale = max_abs, scale
-    result.normalized = max_abs / scale if scale > 0 else max_abs
-    if max_abs == 0:  # identical: every error metric is 0
-        return 0
-    scratch = np.maximum(magnitude, tiny)
+    np.maximum(magnitude, tiny, out=scratch)
     with np.errstate(over="ignore"):  # error / tiny may overflow to inf: a true max_rel
         np.divide(error, scratch, out=scratch)
-    result.max_rel = float(scratch.max())
+    totals.max_rel = max(totals.max_rel, float(scratch.max()))
     np.multiply(magnitude, kind(rtol), out=scratch)  # rtol*|b|
-    excess = np.subtract(error, scratch)  # |a-b| - rtol*|b|: outside when > atol
-    result.min_atol = max(float(excess.max()), 0.0)  # the atol that lets the worst element in
-    outside = int(np.count_nonzero(excess > atol))
+    np.subtract(error, scratch, out=excess)  # |a-b| - rtol*|b|: outside when > atol
+    totals.min_atol = max(totals.min_atol, float(excess.max()), 0.0)  # the atol that lets the worst element in
+    if max_abs > atol:  # else no element is outside: |a-b| - rtol*|b| <= |a-b| <= atol
+        np.greater(excess, atol, out=mask)
+        totals.outside += int(np.count_nonzero(mask))
     np.add(scratch, kind(atol), out=scratch)  # the bound atol + rtol*|b|
-    np.maximum(scratch, tiny, out=scratch)
+    if not kind(atol) >= tiny:  # else the bound is at least atol, so at least tiny already
+        np.maximum(scratch, tiny, out=scratch)
     with np.errstate(over="ignore"):
         np.divide(error, scratch, out=scratch)
-    result.tolerance_ratio = float(scratch.max())
+    totals.tolerance_ratio = max(totals.tolerance_ratio, float(scratch.max()))
     if max_abs > atol:
-        over_atol = error > atol
-        with np.errstate(divide="ignore", invalid="ignore"):
-            needed = (error[over_atol] - kind(atol)) / magnitude[over_atol]
-        result.min_rtol = float(needed.max())  # +inf where expected is 0 (no rtol helps)
-    else:
-        result.min_rtol = 0.0
-    return outside
+        np.greater(error, atol, out=mask)
+        if mask.any():
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                needed = (error[mask] - kind(atol)) / magnitude[mask]
+            totals.min_rtol = max(totals.min_rtol, float(needed.max()))  # +inf where expected is 0 (no rtol helps)
+
+
+def _add_histogram(totals: _Totals, top: float, errors: np.ndarray, mask: np.ndarray) -> None:
+    """Add one block's counts of `errors >= 10**k` per decade, from its largest error's decade
+    down, stopping once every nonzero error is placed (as many passes as decades in use)."""
+    np.greater(errors, 0, out=mask)
+    nonzero = int(np.count_nonzero(mask))
+    totals.nonzero += nonzero
+    low, high = HISTOGRAM_DECADES
+    kind = errors.dtype.type
+    # +1: log10 may round down at 10**k; an infinite error (finite values whose difference overflows) is >= 1e2
+    decade = high if math.isinf(top) else min(math.floor(math.log10(top)) + 1, high)
+    while decade >= low:
+        np.greater_equal(errors, kind(10.0 ** decade), out=mask)
+        count = int(np.count_nonzero(mask))
+        totals.above[decade - low] += count
+        if count == nonzero:
+            for below in range(low, decade):  # every nonzero error is at least 10**below
+                totals.above[below - low] += nonzero
+            return
+        decade -= 1
+
+
+def _histogram(totals: _Totals) -> dict[str, int]:
+    """The histogram's keys, in increasing order of error, from the merged counts."""
+    low, high = HISTOGRAM_DECADES
+    counts: dict[str, int] = {}
+    if totals.finite > totals.nonzero:
+        counts["zero"] = totals.finite - totals.nonzero
+    if totals.nonzero > totals.above[0]:
+        counts[f"<1e{low}"] = totals.nonzero - totals.above[0]
+    for decade in _DECADES:
+        inside = totals.above[decade - low] - (totals.above[decade - low + 1] if decade < high else 0)
+        if inside:
+            counts[f">=1e{high}" if decade == high else f"1e{decade:+03d}"] = inside
+    return counts
 
 
 def _compare_exact(a: np.ndarray, b: np.ndarray, result: Comparison) -> None:

@@ -169,6 +169,15 @@ class OpenVinoModel(PreparedModel):
             self._layers = layers
         return self._layers
 
+    def dynamic_quantization_group(self) -> int:
+        """The CPU plugin's DYNAMIC_QUANTIZATION_GROUP_SIZE: a FullyConnected layer with int8 or
+        smaller weights quantizes its float activations to int8 at run time in groups of that
+        many along K (0: it computes them in float)."""
+        try:
+            return int(self.compiled.get_property("DYNAMIC_QUANTIZATION_GROUP_SIZE"))
+        except RuntimeError:  # a plugin (or an OpenVINO release) without the property
+            return 0
+
     def runtime_precisions(self) -> dict[str, RuntimePrecision]:
         """Each ONNX node at the lowest precision of the runtime layers it went into; a node no
         layer names (folded, or only moved data) at its declared precision."""
@@ -200,7 +209,7 @@ def _to_tensor(array: np.ndarray, element_type: Any) -> Any:
     if element_type is None or not element_type.is_static():
         return array
     if element_type.get_type_name() != "bf16":
-        return np.ascontiguousarray(array.astype(element_type.to_dtype(), copy=False))
+        return contiguous(array.astype(element_type.to_dtype(), copy=False))  # a 0-d input stays 0-d
     import ml_dtypes
     import openvino
 
