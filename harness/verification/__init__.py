@@ -37,6 +37,7 @@ import torch.utils._pytree as pytree
 from exporter.contract.metadata import describe_check, dropped_checks
 from harness import runtime
 from harness.analysis.backend_runs import DEFAULT_BACKEND, BackendRun, annotate_node_rows, resolve_backends
+from harness.analysis.budget import values_budget
 from harness.analysis.quant_rows import QUANT_STEPS_RULE
 from harness.analysis.strictness import harness_errors
 from harness.analysis.torch_values import (
@@ -328,7 +329,7 @@ def _torch_values(run: _Run) -> None:
         torch.Tensor, lambda t: t.to(device), (tuple(run.args), dict(run.kwargs or {})))
     if exported.program is not None:
         run.values = record_values(exported.program, run.torch_args, kwargs=run.torch_kwargs, device=device,
-                                   budget=VALUES_BUDGET)
+                                   budget=VALUES_BUDGET or values_budget())
         run.expected = flatten_outputs(output_values(exported.program, run.values))
         run.layout = detection_layout(_output_tree(exported.program, run.expected))
         run.verification.notes.extend(_mutation_notes(exported.program))
