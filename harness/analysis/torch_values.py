@@ -234,6 +234,11 @@ class TorchValues(Mapping):
         return True
 
     def _advance_to(self, target: int) -> None:
+        """Compute the nodes up to position `target`, dropping on the way each value that
+        nothing needs any more (`_finished`: its row measured, every reader run and measured).
+        Between releases that drops nothing in graph order; but a run started over (a value
+        asked for after its release) passes every row already measured, and would otherwise
+        hold all of their values at once (Faster R-CNN at 800 px: 4.2 GiB)."""
         if self._position == 0:
             self.passes += 1
         with torch.no_grad():
@@ -245,6 +250,18 @@ class TorchValues(Mapping):
                 args = torch.fx.node.map_arg(node.args, lambda n: self[n.name])
                 kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: self[n.name])
                 self._computed[node.name] = getattr(self._interpreter, node.op)(node.target, args, kwargs)
+                del args, kwargs
+                self._drop_finished(node.all_input_nodes)
+
+    def _drop_finished(self, nodes: Iterable[torch.fx.Node]) -> None:
+        """Drop the values of `nodes` that nothing needs any more, and then what a dropped
+        node read (a getitem's op: its tuple waits for the getitem's readers)."""
+        pending = list(nodes)
+        while pending:
+            read = pending.pop()
+            if read.name in self._computed and self._finished(read):
+                del self._computed[read.name]
+                pending.extend(read.all_input_nodes)
 
 
 def _is_op(node: torch.fx.Node) -> bool:
