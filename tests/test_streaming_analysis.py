@@ -212,3 +212,29 @@ def test_one_segment_or_one_per_exposed_value(budget):
     names = [n.output[0] for n in model.graph.node]
     segments = plan_segments(model, names, lambda name: VALUE_BYTES, budget)
     assert len(segments) == (1 if budget else len(model.graph.node))
+
+
+class _SeparateRuns:
+    """A JointRun that runs the isolation batch and the instrumented model each alone."""
+
+    def __init__(self, run, instrumented, feeds) -> None:
+        self.isolation = self.instrumented = run
+        self.joint_runs = 0
+
+
+def test_a_model_that_fits_is_one_backend_run_with_the_rows_of_separate_runs(monkeypatch):
+    """One chunk: the isolation batch and the instrumented model are loaded and run as one model,
+    and every row (accumulated, isolated, truth, verdict) is what separate runs give."""
+    returned = _counting_runner(monkeypatch)
+    joint = harness.verify(_model(), _inputs(), optimize=False)
+    joint_runs = len(returned)
+    monkeypatch.setattr(fx_rows, "JointRun", _SeparateRuns)
+    separate = harness.verify(_model(), _inputs(), optimize=False)
+
+    assert joint.environment["joint_instrumented_isolation_runs"] == 1
+    assert (joint_runs, len(returned) - joint_runs) == (1, 2)
+    assert joint.passed == separate.passed
+    assert [_row(op) for op in joint.ops] == [_row(op) for op in separate.ops]
+    assert [op.accumulated.max_abs if op.accumulated else None for op in joint.ops] == [
+        op.accumulated.max_abs if op.accumulated else None for op in separate.ops]
+    assert any(op.accumulated is not None for op in joint.ops)

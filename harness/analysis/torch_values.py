@@ -23,8 +23,9 @@ from torch.export.graph_signature import InputKind
 
 logger = logging.getLogger(__name__)
 
-VALUES_BUDGET = 256 * 2**20
-"""Bytes of torch's values `harness.verify` keeps whole; past it they are streamed (TorchValues)."""
+VALUES_BUDGET: int | None = None
+"""Bytes of torch's values `harness.verify` keeps whole; past it they are streamed (TorchValues).
+None: sized from the memory available (harness.analysis.budget.values_budget)."""
 
 SMALL_BYTES = 64 * 1024
 """Values up to this size are always kept whole (scalars, sizes, shape tensors, biases)."""
@@ -71,7 +72,8 @@ def program_inputs(
 
 
 class _Recorder(torch.fx.Interpreter):
-    """Records every node's value, or, past `budget` bytes, only those `keep` names and a
+    """Records every node's value, or, past `budget` bytes of computed values (the inputs,
+    parameters and buffers are the caller's and do not count), only those `keep` names and a
     description of the others; the interpreter frees its own copy after each value's last use."""
 
     def __init__(self, module: torch.fx.GraphModule, budget: int | None, keep: set[str]) -> None:
@@ -94,7 +96,8 @@ class _Recorder(torch.fx.Interpreter):
                 self.values[node.name] = result
             return result
         self.values[node.name] = result
-        self.held += _nbytes(result)
+        if node.op != "placeholder":  # inputs, parameters and buffers: the caller's own, not held here
+            self.held += _nbytes(result)
         if self.held > self.budget:
             self.streaming = True
             logger.info("torch's values pass %d bytes: streamed from here on", self.budget)
