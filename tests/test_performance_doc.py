@@ -74,6 +74,26 @@ def test_every_table_is_rendered_side_by_side_with_its_ratio(results):
     assert "machine was busy" not in text
 
 
+@pytest.mark.parametrize("floors, expected", [
+    (None, None),
+    ({"rows": [{"case": "unet", "ops": 812, "verify_s": 240.0, "floor_s": 60.0, "ratio": 4.0, "over_limit": True,
+                "why": "fp64 truth per op: 120 s against 20 s"}]},
+     "| unet | 812 | 240.0 | 60.0 | 4.0x | fp64 truth per op: 120 s against 20 s |"),
+], ids=["no-floor-results", "floor-results"])
+def test_the_scale_table_shows_each_model_against_its_target_and_its_floor(results, floors, expected):
+    row = {"case": "unet", "inputs": [[1, 4, 64, 64], [1], [1, 77, 768]], "weight_bytes": 569 * 10**6,
+           "baseline_rss": 700 * 2**20, "model_rss": 1300 * 2**20, "peak_rss": 700 * 2**20 + 3 * 2**30, "passed": True,
+           "ratio_over_baseline": 5.66, "ratio_raw": 6.9,
+           "largest_activation_bytes": 537 * 10**6, "seconds": 300.0, "measured": "2026-12-03T15:00:00"}
+    (results / "bench_memory.json").write_text(json.dumps({"bench": "bench_memory", "machine": MACHINE, "rows": [row]}))
+    if floors is not None:
+        (results / "bench_floor_scale.json").write_text(json.dumps({"bench": "bench_floor", "machine": MACHINE, **floors}))
+    text = gen_performance_doc.render(str(results))
+    assert "| unet | 1x4x64x64 1 1x77x768 | verify(module) | pass | 0.53 | 0.50 | 3.00 | 5.66x | 2.92 | no |" in text
+    assert ("Per-op verification of the scale models" in text) is (expected is not None)
+    assert expected is None or expected in text
+
+
 def test_a_busy_machine_is_called_out(results):
     busy = copy.deepcopy(MACHINE)
     busy["load_average_end"] = [6.5, 5.0, 4.0]

@@ -263,14 +263,16 @@ SCALE_CASES = ("fasterrcnn_resnet50_fpn", "maskrcnn_resnet50_fpn", "llama", "une
 """bench_memory's cases at scale, where activations or one huge initializer set the peak."""
 
 
-def scale_section(document: dict[str, Any]) -> list[str]:
+def scale_section(document: dict[str, Any], floors: dict[str, Any] | None = None) -> list[str]:
     """The scale table: bench_memory's large cases, peak net of the interpreter against the
-    weights, the largest activation and the target (2 x weights + 2 GB)."""
+    weights, the largest activation and the target (2 x weights + 2 GB); then, from
+    `floors` (bench_floor --scale's results), each scale model's verification against its floor."""
     rows = [row for row in document["rows"] if row.get("case") in SCALE_CASES]
     lines = ["## Scale", "",
              "The models users most need per-op verification for, each verified per op in a fresh process "
-             "(`bench/bench_memory.py`; detectors at torchvision's default 800 px transform, Llama on 128 tokens, "
-             "a diffusers UNet on 64 x 64 latents, one Linear(23300, 23300) of 2.17 GB). Net peak is the peak "
+             "(`bench/bench_memory.py`, models from `model_zoo_cases.scale`: detectors at torchvision's default 800 px "
+             "transform, BatchNorm calibrated; Llama on 128 tokens; a diffusion UNet laid out as Stable Diffusion's "
+             "on 64 x 64 latents; one Linear(23300, 23300) of 2.17 GB). Net peak is the peak "
              "resident set minus the interpreter's (torch, onnxruntime and the harness imported); the target is "
              "2 x the weights + 2 GB. The largest activation is the largest tensor one eager forward makes. Time is "
              "the whole `harness.verify` (export included) on the machine as it was loaded then (load average "
@@ -298,7 +300,24 @@ def scale_section(document: dict[str, Any]) -> list[str]:
     if not rows:
         lines.append("| no scale case measured yet: `python bench/bench_memory.py --cases fasterrcnn_resnet50_fpn` |||||||||||")
     lines += [""]
+    if floors and floors.get("rows"):
+        lines += ["Per-op verification of the scale models against their floor (`bench/bench_floor.py --scale`, "
+                  "CPU seconds, fastest of the repeats; the floor is one fp32 and one fp64 forward and two "
+                  f"backend runs; {load_note_of(floors)}):", "",
+                  "| case | ops | verify (s) | floor (s) | verify / floor | where the time goes |", "|---|---:|---:|---:|---:|---|"]
+        for row in floors["rows"]:
+            lines.append(f"| {row['case']} | {row['ops']} | {row['verify_s']:.1f} | {row['floor_s']:.1f} | "
+                         f"{row['ratio']:.1f}x | {row.get('why', 'within the limit')[:300]} |")
+        lines += [""]
     return lines
+
+
+def load_note_of(document: dict[str, Any]) -> str:
+    """When and under what load a bench document was measured."""
+    machine = document.get("machine", {})
+    start, end = machine.get("load_average") or [None], machine.get("load_average_end") or [None]
+    return (f"measured {str(machine.get('started', ''))[:10]}, load {_fmt(start[0], '.1f')} at the start and "
+            f"{_fmt(end[0], '.1f')} at the end")
 
 
 SECTIONS = {"bench_export": export_section, "bench_inference": inference_section, "bench_verify": verify_section, "bench_floor": floor_section,
@@ -318,6 +337,7 @@ python bench/bench_memory.py --cases fasterrcnn_resnet50_fpn   # alone: the dete
 python bench/bench_memory.py --cases maskrcnn_resnet50_fpn     # alone, each: the scale table
 python bench/bench_memory.py --cases llama
 python bench/bench_memory.py --cases unet
+python bench/bench_floor.py --scale unet --repeat 1  # alone: the scale models against their floor
 python bench/bench_memory.py --cases linear23300 --from-file
 python bench/bench_shape_sweep.py                    # ResNet-18, super-resolution, word LM (LSTM)
 python tools/gen_performance_doc.py
@@ -336,7 +356,7 @@ def render(folder: str = RESULTS) -> str:
             continue
         lines += SECTIONS[name](document)
         if name == "bench_memory":
-            lines += scale_section(document)
+            lines += scale_section(document, load("bench_floor_scale", folder))
     lines.append(COMMANDS)
     return "\n".join(lines)
 
