@@ -1,8 +1,9 @@
 """PyTorch's OpInfo samples against every ATen overload the registry claims.
 
-For each OpInfo entry that reaches a registered overload (tools/opinfo_sweep.py decides which)
+For each OpInfo entry that reaches a registered overload (op_table.opinfo decides which)
 and each dtype it supports among float32, float16, bfloat16 and int64, the test exports every
-sample, runs it on onnxruntime CPU and compares it with torch. A failing sample must be covered
+sample, runs it on onnxruntime CPU and judges it as the harness judges an op (its tolerance rows
+and its verdict against the fp64 truth: op_table.opinfo.judge). A failing sample must be covered
 by an expectation of tests/opinfo_expectations.py (entry, dtype, a predicate on the sample,
 the failure's regex, the reason); a sample a strict expectation covers that passes fails the
 test too. Each entry must run as many samples as the recorded sweep (docs/opinfo.json): a
@@ -14,12 +15,12 @@ NO_SAMPLES with their reason. The full sweep is nightly (`pytest -m nightly`, sc
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+import op_table.opinfo as SWEEP
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,16 +74,8 @@ NO_OPINFO = {
 }
 
 
-def _sweep() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("opinfo_sweep", ROOT / "tools" / "opinfo_sweep.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-SWEEP = _sweep()
-RECORDED = SWEEP.load()
+RESULTS = ROOT / "docs" / "opinfo.json"  # recorded by tools/opinfo_sweep.py
+RECORDED = SWEEP.load(RESULTS)
 sys.path.insert(0, str(ROOT / "tests"))
 import opinfo_expectations as EXPECTED  # noqa: E402  (tests/ is not a package)
 
