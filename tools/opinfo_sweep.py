@@ -35,6 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="samples per entry and dtype (default: a recorded entry's own limit, else 12)")
     parser.add_argument("--redo", action="store_true", help="run entries already recorded again")
     parser.add_argument("--dtypes", help="only these dtypes (float32,bfloat16,...), run again and merged")
+    parser.add_argument("--jobs", type=int, default=1, help="processes running entries side by side")
     parser.add_argument("--results", type=Path, default=RESULTS, help="the results file (docs/opinfo.json)")
     options = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -50,7 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             parser.error(f"--dtypes: {', '.join(unknown)} not among the sweep's float32, float16, bfloat16, int64")
         dtypes = [getattr(torch, name) for name in names]
-    sweep(options.results, patterns, max_samples=options.max_samples, redo=options.redo, dtypes=dtypes)
+    sweep(options.results, patterns, max_samples=options.max_samples, redo=options.redo, dtypes=dtypes,
+          jobs=options.jobs)
     return 0
 
 

@@ -113,7 +113,11 @@ def samples_of(entry: Any, dtype: torch.dtype, max_samples: int, call: DirectCal
 def entries_for(targets: Iterable[str]) -> dict[str, tuple[Any, set[str]]]:
     """results key -> (entry, the overloads it is run for): the entries named after each
     overload, and for each kernel form, its entries keyed by `direct_key`."""
-    targets = list(targets)
+    return dict(_entries_for(tuple(targets)))
+
+
+@functools.cache
+def _entries_for(targets: tuple[str, ...]) -> dict[str, tuple[Any, set[str]]]:
     table: dict[str, tuple[Any, set[str]]] = {}
     for target in targets:
         for entry in candidates(target):

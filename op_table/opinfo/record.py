@@ -10,14 +10,14 @@ from __future__ import annotations
 import fnmatch
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from exporter.contract.fileio import write_text_atomic
-from op_table.opinfo.entries import MAX_SAMPLES, entries_for, entry_key, registered_targets, resolve, sample_dtypes, samples_of
+from op_table.opinfo.entries import DTYPES, MAX_SAMPLES, entries_for, entry_key, registered_targets, resolve, sample_dtypes, samples_of
 from op_table.opinfo.forms import DirectCall
 from op_table.opinfo.run import OPSET, run_sample
 
@@ -80,34 +80,60 @@ def recorded_max_samples(results: dict[str, Any], key: str, dtype: str) -> int:
 
 
 def sweep(path: Path, patterns: Sequence[str] | None = None, *, max_samples: int | None = None, redo: bool = False,
-          dtypes: Sequence[torch.dtype] | None = None) -> dict[str, Any]:
+          dtypes: Sequence[torch.dtype] | None = None, jobs: int = 1) -> dict[str, Any]:
     """Run the sweep for the entries of the registered overloads matching `patterns` (all when
     None), saving to `path` after each entry. Each entry runs for every registered overload it
     reaches, not only the matching ones (an entry such as group_norm serves two). Entries already
     recorded run again only with `redo`, or with `dtypes` (only those dtypes, merged into the
     recorded entry). `max_samples` None keeps each recorded entry's own limit
-    (`recorded_max_samples`, what tests/test_opinfo.py runs), MAX_SAMPLES for a new one."""
+    (`recorded_max_samples`, what tests/test_opinfo.py runs), MAX_SAMPLES for a new one. `jobs`
+    processes run entries side by side; this one records them as they finish."""
     selected = {t for t in registered_targets() if not patterns or any(fnmatch.fnmatchcase(t, p) for p in patterns)}
     results = load(path)
     results.update(opset=OPSET, torch=torch.__version__)
     if not patterns and max_samples is not None:  # the default for entries without a limit of their own
         results["max_samples"] = max_samples
-    for key, (entry, claimed) in sorted(entries_for(registered_targets()).items()):
+    dtype_names = [str(d).removeprefix("torch.") for d in dtypes] if dtypes is not None else None
+    work = {}
+    for key, (_, claimed) in sorted(entries_for(registered_targets()).items()):
         recorded = key in results["entries"]
         if not claimed & selected or (recorded and not redo and dtypes is None):
             continue
-        logger.info("%s (%s)", key, ", ".join(sorted(claimed)))
-        _, call = resolve(key)
-        if max_samples is None and recorded:
-            def limit(dtype: str, key: str = key) -> int:
-                return recorded_max_samples(results, key, dtype)
-        else:
-            def limit(dtype: str, count: int = max_samples or MAX_SAMPLES) -> int:
-                return count
-        measured = sweep_entry(entry, claimed, limit, call, dtypes)
+        limits = {str(d).removeprefix("torch."): (recorded_max_samples(results, key, str(d).removeprefix("torch."))
+                                                 if max_samples is None and recorded else max_samples or MAX_SAMPLES)
+                  for d in DTYPES}
+        work[key] = (limits, recorded)
+    for key, measured in _measured(work, dtype_names, jobs):
+        limits, recorded = work[key]
         results["entries"][key] = {**results["entries"].get(key, {}), **measured}
         if dtypes is None and (max_samples is not None or not recorded):  # every dtype ran at this limit
             results.setdefault("max_samples_of", {})[key] = max_samples or MAX_SAMPLES
         results["summary"] = summarize(results)
         write_text_atomic(path, json.dumps(results, indent=1, sort_keys=True) + "\n")
     return results
+
+
+def _measured(work: dict[str, tuple[dict[str, int], bool]], dtypes: list[str] | None,
+              jobs: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(key, the entry's results) for every entry of `work`, as they finish."""
+    if jobs <= 1:
+        for key, (limits, _) in work.items():
+            yield key, measure_entry(key, limits, dtypes)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(measure_entry, key, limits, dtypes): key for key, (limits, _) in work.items()}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+
+
+def measure_entry(key: str, limits: Mapping[str, int], dtypes: Sequence[str] | None = None) -> dict[str, Any]:
+    """One results key's rows in each of its dtypes (`dtypes` names, or all), `limits[dtype]`
+    samples each (see `sweep_entry`)."""
+    entry, claimed = entries_for(registered_targets())[key]
+    _, call = resolve(key)
+    logger.info("%s (%s)", key, ", ".join(sorted(claimed)))
+    chosen = [d for d in DTYPES if str(d).removeprefix("torch.") in dtypes] if dtypes is not None else None
+    return sweep_entry(entry, claimed, lambda dtype: limits[dtype], call, chosen)
