@@ -10,10 +10,12 @@ must fail: a covered sample that passes fails the test, so the expectation is ta
 its cause is fixed. Non-strict ones (numerics that depend on the sample's random values) may
 pass. The reason says what would fix it.
 
-Numerics that differ by a known amount are not excused by any `values differ`: such an
-expectation carries `tolerance={dtype: (rtol, atol)}` (onnxscript torch_lib's form), the
-bound its samples are judged at instead of the sweep's default, measured on the recorded
-sweep with a margin; a sample beyond it (a regression to garbage) fails.
+Samples are judged as the harness judges an op (op_table.opinfo.judge: its tolerance rows and its
+verdict against the fp64 truth). Numerics that differ by a known amount are not excused by any
+`values differ`: such an expectation carries `tolerance={dtype: (rtol, atol)}` (onnxscript
+torch_lib's form), an override row its samples are judged at against torch instead of the
+verdict, measured on the recorded sweep with a margin; a sample beyond it (a regression to
+garbage) fails.
 
 `NO_SAMPLES` lists the (entry, dtype) pairs for which no sample reaches a registered overload,
 with the reason; every other recorded pair must run exactly as many samples as the recorded
@@ -76,8 +78,9 @@ class Expectation:
         return self.tolerance.get(dtype)
 
 
-# The relative tolerance of the sweep's default comparison per dtype (tools/opinfo_sweep.py): a
-# bounded expectation loosens only the absolute one.
+# The relative tolerance of a bounded expectation per dtype (the sweep's comparison with torch
+# before it judged samples by the harness's verdict, at which the bounds were measured): a bounded
+# expectation is an override row (op_table.opinfo.judge), its atol the measured bound.
 DEFAULT_RTOL = {"float16": 1e-2, "bfloat16": 2e-2}
 
 
