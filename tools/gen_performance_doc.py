@@ -186,7 +186,7 @@ _SHAPE_SWEEP_COLUMNS: list[tuple[str, Any]] = [
     ("per-op (s)", lambda row: f"{row['per_op_s']:.2f}"),
     ("per extra size (s)", lambda row: f"{row['per_size_s']:.3f}"),
     ("ratio", lambda row: f"{row['ratio']:.3f}x"),
-    ("ratio of medians", lambda row: f"{_fmt(row.get('ratio_of_medians'), '.3f')}x"),
+    ("ratio of medians", lambda row: _fmt(row.get("ratio_of_medians"), ".3f") + ("x" if "ratio_of_medians" in row else "")),
     ("load", lambda row: row.get("load", "-")),
     ("size / traced", lambda row: _fmt(row.get("work_factor"))),
     ("ratio per traced size", lambda row: f"{_fmt(row.get('ratio_per_traced_work'), '.3f')}x"),
