@@ -99,3 +99,14 @@ def test_program_facts_read_the_reduction_length_and_random_ops() -> None:
     facts = program_facts(torch.export.export(MatMul(), (torch.randn(3, 17), torch.randn(17, 4))))
     assert facts.reduction_length == 17 and facts.roundings == 2 and facts.no_truth == ""
     assert "random op" in program_facts(torch.export.export(Noise(), (torch.randn(3),))).no_truth
+
+
+def test_program_facts_of_a_data_dependent_size_keep_the_other_ops_lengths() -> None:
+    class CountThenMatMul(torch.nn.Module):
+        def forward(self, x, w, labels):
+            return x @ w, torch.bincount(labels)
+
+    program = torch.export.export(CountThenMatMul(), (torch.randn(3, 17), torch.randn(17, 4), torch.tensor([0, 2, 2])))
+    facts = program_facts(program)
+    assert facts.reduction_length == 17  # bincount's output size is unbacked; the matmul still counts
+    assert facts.no_truth == ""

@@ -49,6 +49,8 @@ class ProgramFacts:
 def program_facts(program: torch.export.ExportedProgram) -> ProgramFacts:
     """The reduction length (the harness's rule per op, on the recorded shapes), the op count and
     the reason for no truth (a random op) of a captured sample."""
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
     from harness.analysis.truth import no_truth_reason, reduction_length
 
     def recorded(value: Any) -> Any:
@@ -63,8 +65,8 @@ def program_facts(program: torch.export.ExportedProgram) -> ProgramFacts:
         args = list(torch.fx.node.map_aggregate(node.args, recorded))
         try:
             length = max(length, reduction_length(node, args, node.meta.get("val")))
-        except (AttributeError, TypeError, ValueError):  # a symbolic size: the rule's default
-            continue
+        except (AttributeError, TypeError, ValueError, GuardOnDataDependentSymNode):
+            continue  # a symbolic or data-dependent size (bincount's, nonzero's): the rule's default
     return ProgramFacts(length, max(roundings, 1), no_truth)
 
 

@@ -123,10 +123,13 @@ def _measured(work: dict[str, tuple[dict[str, int], bool]], dtypes: list[str] | 
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+    try:
         futures = {pool.submit(measure_entry, key, limits, dtypes): key for key, (limits, _) in work.items()}
         for future in as_completed(futures):
             yield futures[future], future.result()
+    finally:  # an entry that raised stops the sweep now, not after every other entry has run
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def measure_entry(key: str, limits: Mapping[str, int], dtypes: Sequence[str] | None = None) -> dict[str, Any]:
