@@ -41,6 +41,7 @@ class OpCase:
     dynamic_axes: Mapping[str, Mapping[int, str]] | None = None
     sizes: tuple[Mapping[str, int], ...] = ()  # further sizes of the dynamic dims, by dim name
     xfail: str | None = None  # mandatory reason when the form is known not to work
+    fails_with: str | None = None  # with xfail: a regex the expected failure's message must match
     refused: str | None = None  # the exporter must raise ExportError whose message contains this
     tags: tuple[str, ...] = field(default_factory=tuple)
     reference: Callable[..., Any] | None = None  # torch's expected outputs from the inputs

@@ -120,6 +120,7 @@ def test_row_is_well_formed(case) -> None:
     assert not (case.xfail and case.refused), "a row is either refused or an xfail"
     for reason in (case.xfail, case.refused):
         assert reason is None or reason.strip(), "xfail/refused need a reason"
+    assert bool(case.xfail) == bool(case.fails_with), "an xfail row names the failure it expects (fails_with), and only it"
 
 
 def _schema_line(target: str) -> str:

@@ -65,3 +65,11 @@ def test_a_tier_recorded_again_replaces_its_old_record_and_keeps_the_others(tmp_
 
 def test_the_committed_page_matches_the_committed_results():
     assert doc.main(["--check"]) == 0, "run python tools/gen_shape_sweeps_doc.py"
+
+
+@pytest.mark.parametrize("command, shown", [
+    ("roundtrip run --tier full --shapes 8 -j 2 --out /tmp/someone/full8", "roundtrip run --tier full --shapes 8 -j 2 --out REPORT_DIR"),
+    ("roundtrip run --tier smoke --shapes 8", "roundtrip run --tier smoke --shapes 8"),
+])
+def test_the_page_shows_the_command_without_the_machines_report_path(command, shown):
+    assert doc._shown_command(command) == shown

@@ -199,24 +199,20 @@ def _van_der_corput(index: int) -> float:
     return value
 
 
-def _spread_points(axes: Sequence[Axis]) -> Iterator[SizePoint]:
+def _spread_points(axes: Sequence[Axis], *, primes: bool = True) -> Iterator[SizePoint]:
+    """Points spread over every range (a van der Corput sequence of fractions), each size moved to
+    its nearest prime in the range; with `primes` False, the sizes as they fall (the fill)."""
     for index in range(1, SPREAD_POINTS + 1):
         fraction = _van_der_corput(index)
         sizes = {}
         for axis in axes:
             target = axis.bottom + round(fraction * (axis.top - axis.bottom))
-            up = next(_primes_from(target, axis.top, 1), None)
-            down = next(_primes_from(target, axis.bottom, -1), None)
+            up = next(_primes_from(target, axis.top, 1), None) if primes else None
+            down = next(_primes_from(target, axis.bottom, -1), None) if primes else None
             near = [p for p in (up, down) if p is not None]
             sizes[axis.name] = min(near, key=lambda p: (abs(p - target), p)) if near else target
-        yield SizePoint(sizes, [f"spread: {fraction:.3g} of each range"])
-
-
-def _fill_points(axes: Sequence[Axis]) -> Iterator[SizePoint]:
-    for index in range(1, SPREAD_POINTS + 1):
-        fraction = _van_der_corput(index)
-        yield SizePoint({axis.name: axis.bottom + round(fraction * (axis.top - axis.bottom)) for axis in axes},
-                        [f"fill: {fraction:.3g} of each range (too few primes in it)"])
+        yield SizePoint(sizes, [f"spread: {fraction:.3g} of each range" if primes
+                                else f"fill: {fraction:.3g} of each range (too few primes in it)"])
 
 
 def _candidates(axes: Sequence[Axis]) -> Iterator[SizePoint]:
@@ -236,7 +232,7 @@ def _candidates(axes: Sequence[Axis]) -> Iterator[SizePoint]:
             sizes[axis.name] = moved.sizes[axis.name]
             yield SizePoint(sizes, [f"{axis.name} alone moved"])
     yield from _spread_points(axes)
-    yield from _fill_points(axes)
+    yield from _spread_points(axes, primes=False)
 
 
 def select_sizes(axes: Sequence[Axis], count: int) -> list[SizePoint]:

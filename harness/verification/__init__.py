@@ -48,9 +48,8 @@ from harness.metrics.arrays import as_array, flatten_outputs
 from harness.metrics.detections import detection_layout, mark_matched_rows
 from harness.metrics.tolerances import ToleranceTable
 from harness.verification.options import VerifyOptions
-from harness.verification.outputs import run_eager
 from harness.verification.outputs import (  # noqa: F401  (judge_outputs, tolerance_table: read from here too)
-    judge_detections, judge_outputs, quantized_outputs, tolerance_table,
+    judge_detections, judge_outputs, quantized_outputs, run_eager, tolerance_table,
 )
 from harness.records import Verification
 from harness.runtime.dtypes import cast_for_dtype, run_dtype, value_dtypes
@@ -149,8 +148,8 @@ def sweep_shapes(verification: Verification, exported: ExportedForVerification, 
         raise ValueError(f"shapes={shapes!r}: give a count of sizes (at least 1) or a list of {{axis: size}}")
     sweep = run_sweep(exported, module, args, verification, shapes, kwargs=kwargs,
                       dynamic_axes=normalize_dynamic_axes(dynamic_axes), axis_ranges=axis_ranges,
-                      make_inputs=make_inputs, verify=verify_with_options, settings=SweepSettings(model_name=verification.model_name,
-                                                                      locate=locate, **settings))
+                      make_inputs=make_inputs, verify=verify_with_options,
+                      settings=SweepSettings(model_name=verification.model_name, locate=locate, **settings))
     verification.shape_sweep = sweep
     verification.notes.extend(sweep.axes.fixed + sweep.axes.notes)
     verification.notes.extend(f"shape sweep at {size.point.label()}" + (f" on {size.backend}" if size.backend else "")
