@@ -117,6 +117,28 @@ def test_no_samples_pairs_are_recorded_without_samples() -> None:
     assert all(reason.strip() for reason in EXPECTED.NO_SAMPLES.values())
 
 
+BOUNDED = [e for e in EXPECTED.EXPECTATIONS if e.tolerance]
+
+
+@pytest.mark.parametrize("expectation", BOUNDED, ids=[e.entries[0] for e in BOUNDED])
+def test_a_bounded_expectation_still_fails_garbage(expectation) -> None:
+    """Each (rtol, atol) of a bounded expectation fails a regression to garbage: outputs of unit
+    scale (the smallest of the covered entries') against independent ones of the same scale."""
+    import torch
+
+    from op_table.opinfo.judge import ProgramFacts, judge_output
+
+    for dtype, tolerance in expectation.tolerance.items():
+        output = torch.float32 if dtype == "int64" else getattr(torch, dtype)  # an int64 sample's float output
+        want = (torch.rand(256, generator=torch.Generator().manual_seed(0)) * 2 - 1).to(output)
+        garbage = (torch.rand(256, generator=torch.Generator().manual_seed(1)) * 2 - 1).to(output).float().numpy()
+        exact = want.float().numpy()
+        facts = ProgramFacts(1, 1)
+        assert judge_output(exact, want, None, targets=("aten.x",), facts=facts, tolerance=tolerance) == ""
+        failure = judge_output(garbage, want, None, targets=("aten.x",), facts=facts, tolerance=tolerance)
+        assert "values differ" in failure, (dtype, tolerance, failure)
+
+
 @pytest.mark.nightly
 def test_every_registered_overload_has_samples_or_a_reason() -> None:
     summary = SWEEP.summarize(RECORDED)

@@ -7,7 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from op_table.opinfo.judge import ProgramFacts, float_verdict, judge_output, program_facts
+from op_table.opinfo.judge import (
+    ProgramFacts, float_verdict, index_outputs, judge_output, judge_undefined, program_facts, representable,
+    special_outputs, undefined_outputs,
+)
+from op_table.opinfo.record import recorded_max_samples
 
 FACTS = ProgramFacts(reduction_length=1, roundings=1)
 TARGETS = ("aten.mul.Tensor",)
@@ -110,3 +114,125 @@ def test_program_facts_of_a_data_dependent_size_keep_the_other_ops_lengths() -> 
     facts = program_facts(program)
     assert facts.reduction_length == 17  # bincount's output size is unbacked; the matmul still counts
     assert facts.no_truth == ""
+
+
+INF = float("inf")
+
+
+@pytest.mark.parametrize(("truth", "dtype", "held"), [
+    ([1.0, 7e4, -7e4], "float16", [1.0, INF, -INF]),          # beyond 65504 rounds to +-inf
+    ([65519.0, 65520.0], "float16", [65519.0, INF]),          # 65520 is where float16 rounds to inf
+    ([7e4, 1e38], "float32", [7e4, 1e38]),                    # within float32's range: unchanged
+    ([3.5e38], "bfloat16", [INF]),
+    ([1.0, float("nan"), INF], "float16", [1.0, float("nan"), INF]),
+])
+def test_the_truth_is_held_as_the_dtype_holds_it(truth: list, dtype: str, held: list) -> None:
+    np.testing.assert_array_equal(representable(np.array(truth), dtype), np.array(held))
+
+
+@pytest.mark.parametrize(("backend", "passes"), [
+    ("torch", True),          # inf where the truth overflows float16, as torch gives it
+    ("largest", False),       # 65504 there instead: not the correctly rounded value
+    ("garbage", False),
+])
+def test_a_truth_beyond_float16_is_infinity(backend: str, passes: bool) -> None:
+    base = torch.rand(32, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 8 + 1
+    truth = base ** 6  # up to 9**6 = 531441, beyond float16's 65504
+    want = truth.to(torch.float16)
+    assert torch.isinf(want).any() and not torch.isinf(want).all()
+    got = want.clone()
+    if backend == "largest":
+        got[torch.isinf(got)] = 65504.0
+    elif backend == "garbage":
+        got = (torch.rand(32, generator=torch.Generator().manual_seed(2), dtype=torch.float64) * 6e4).to(torch.float16)
+    failure = judge_output(_backend(got), want, truth.numpy(), targets=("aten.pow.Tensor_Scalar",), facts=FACTS)
+    assert (failure == "") == passes, failure
+
+
+class _Bernoulli(torch.nn.Module):
+    def forward(self, p: torch.Tensor) -> torch.Tensor:
+        return torch.bernoulli(p)
+
+
+class _Noisy(torch.nn.Module):
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        return a + torch.rand_like(a)
+
+
+class _Empty(torch.nn.Module):
+    def forward(self, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.empty(a.shape[0], 3), a * 2
+
+
+def test_undefined_outputs_are_draws_values_from_draws_and_uninitialised_memory() -> None:
+    p = torch.full((64,), 0.25)
+    (law,) = undefined_outputs(torch.export.export(_Bernoulli(), (p,)), (p,)).values()
+    assert law.name == "bernoulli" and law.high == 1
+    a = torch.randn(4)
+    assert undefined_outputs(torch.export.export(_Noisy(), (a,)), (a,)) == {0: None}
+    assert undefined_outputs(torch.export.export(_Empty(), (a,)), (a,)) == {0: None}  # output 1 is defined
+
+
+@pytest.mark.parametrize(("got", "failure"), [
+    (np.array([0.0, 1.0] * 32, np.float32), ""),                                  # draws in {0, 1}, mean 0.5
+    (np.array([0.0, 2.0] * 32, np.float32), "not distributed as its law"),        # a 2: outside the support
+    (np.full(64, 0.5, np.float32), "not distributed as its law"),                 # garbage, however close to p
+    (np.zeros(64, np.float32), "not distributed as its law"),                     # all 0 at p = 0.5: the mean is off
+    (np.zeros(63, np.float32), "shape (63,), torch gives (64,)"),
+    (np.zeros(64, np.float64), "dtype float64, torch gives torch.float32"),
+])
+def test_a_draw_is_judged_by_its_law_not_by_value(got: np.ndarray, failure: str) -> None:
+    p = torch.full((64,), 0.5)
+    program = torch.export.export(_Bernoulli(), (p,))
+    (law,) = undefined_outputs(program, (p,)).values()
+    result = judge_undefined(got, torch.bernoulli(p), law)
+    assert result.startswith(failure) if failure else result == "", result
+
+
+def test_uninitialised_memory_is_judged_by_shape_and_dtype_alone() -> None:
+    want = torch.empty(2, 3)
+    assert judge_undefined(np.full((2, 3), 1e30, np.float32), want, None) == ""
+    assert judge_undefined(np.zeros((3, 2), np.float32), want, None) == "shape (3, 2), torch gives (2, 3)"
+    assert judge_undefined(np.zeros((2, 3), np.int64), want, None) == "dtype int64, torch gives torch.float32"
+
+
+@pytest.mark.parametrize(("key", "recorded", "limits", "limit"), [
+    ("flatten", [0, 1, 2, 5], {}, 6),                                           # one past the last index
+    ("nn.functional.conv2d@aten.convolution.default", [0, 2, 4, 26], {}, 4),   # a kernel form: its rows
+    ("nn.functional.conv2d@aten.convolution.default", [0, 2], {"nn.functional.conv2d@aten.convolution.default": 12}, 12),
+    ("flatten", [], {}, 12),                                                    # none recorded: the default
+])
+def test_the_recorded_limit_of_an_entry_and_of_a_kernel_form(key: str, recorded: list, limits: dict, limit: int) -> None:
+    results = {"entries": {key: {"float32": [[i, [], True, ""] for i in recorded]}}, "max_samples": 12,
+               "max_samples_of": limits}
+    assert recorded_max_samples(results, key, "float32") == limit
+
+
+class _Sort(torch.nn.Module):
+    def __init__(self, stable: bool = False) -> None:
+        super().__init__()
+        self.stable = stable
+
+    def forward(self, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.sort(a, stable=True) if self.stable else torch.sort(a)
+
+
+TIED = torch.tensor([3.0, 1.0, 3.0, 2.0], dtype=torch.float16)  # torch's indices: [1, 3, 0, 2] (or [1, 3, 2, 0])
+
+
+@pytest.mark.parametrize(("indices", "failure"), [
+    ([1, 3, 0, 2], ""),
+    ([1, 3, 2, 0], ""),                           # the tie of the two 3s broken the other way
+    ([1, 0, 3, 2], "indices differ"),             # a wrong index: selects 3 where torch selects 2
+    ([1, 3, 0], "shape (3,), torch gives (4,)"),
+])
+def test_indices_are_judged_through_the_values_they_select(indices: list, failure: str) -> None:
+    program = torch.export.export(_Sort(), (TIED,))
+    judges = special_outputs(program, (TIED,))
+    assert set(judges) == {1}  # the values (output 0) are compared by value
+    result = judges[1](np.array(indices), torch.tensor([1, 3, 0, 2]))
+    assert result.startswith(failure) if failure else result == "", result
+
+
+def test_a_stable_sort_keeps_its_order_of_ties() -> None:
+    assert index_outputs(torch.export.export(_Sort(stable=True), (TIED,))) == {}

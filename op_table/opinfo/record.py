@@ -18,7 +18,7 @@ import torch
 
 from exporter.contract.fileio import write_text_atomic
 from op_table.opinfo.entries import DTYPES, MAX_SAMPLES, entries_for, entry_key, registered_targets, resolve, sample_dtypes, samples_of
-from op_table.opinfo.forms import DirectCall
+from op_table.opinfo.forms import DIRECT_KEY_SEPARATOR, DirectCall
 from op_table.opinfo.run import OPSET, run_sample
 
 logger = logging.getLogger(__name__)
@@ -71,12 +71,15 @@ def load(path: Path) -> dict[str, Any]:
 def recorded_max_samples(results: dict[str, Any], key: str, dtype: str) -> int:
     """The sample limit `key` was last swept with. For entries recorded before the limit was
     kept per entry: one past the last recorded index in `dtype` (samples after it that reach
-    no claimed overload are then not counted)."""
+    no claimed overload are then not counted); for a kernel form, whose limit counts the
+    samples that fit it (its rows), not indices, the number of its recorded rows."""
     limit = results.get("max_samples_of", {}).get(key)
     if limit is not None:
         return int(limit)
     indices = [row[0] for row in results["entries"].get(key, {}).get(dtype, [])]
-    return max(indices) + 1 if indices else results.get("max_samples", MAX_SAMPLES)
+    if not indices:
+        return results.get("max_samples", MAX_SAMPLES)
+    return len(indices) if DIRECT_KEY_SEPARATOR in key else max(indices) + 1
 
 
 def sweep(path: Path, patterns: Sequence[str] | None = None, *, max_samples: int | None = None, redo: bool = False,
