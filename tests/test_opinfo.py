@@ -117,6 +117,12 @@ def test_no_samples_pairs_are_recorded_without_samples() -> None:
     assert all(reason.strip() for reason in EXPECTED.NO_SAMPLES.values())
 
 
+@pytest.mark.parametrize("error", [r"values differ", r"output 1: values differ", r"differ", r".*"])
+def test_an_expected_failure_cannot_excuse_any_numeric_difference(error: str) -> None:
+    with pytest.raises(ValueError, match="must be a tolerance"):
+        EXPECTED.Expectation(("sort",), ("float16",), "ties", error)
+
+
 BOUNDED = [e for e in EXPECTED.EXPECTATIONS if e.tolerance]
 
 
