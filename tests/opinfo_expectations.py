@@ -126,10 +126,6 @@ def projection(sample: Any) -> bool:
     return getattr(sample.input, "proj_size", 0) > 0
 
 
-def negative_pad(sample: Any) -> bool:
-    return any(p < 0 for p in sample.args[0])
-
-
 def crops_an_axis_away(sample: Any) -> bool:
     """A replicate pad whose negative pads leave an axis with no element before padding."""
     pads, shape = sample.args[0], sample.input.shape
@@ -196,10 +192,6 @@ REFERENCE_BFLOAT16: list[Expectation] = [
             "onnx.reference's bfloat16 MatMul rounds every partial sum (torch accumulates in float32): up to 0.3 "
             "from torch on outputs of magnitude ~9; compare against a float32 run of the same graph instead",
             lambda s: not dropout(s)),
-    Expectation(("nn.functional.pad.reflect", "nn.functional.pad.replicate", "nn.functional.pad.replicate_negative"),
-                ("bfloat16",), "onnx.reference's Pad rejects negative pads (\"index can't contain negative "
-                "values\"); onnxruntime runs them in the other dtypes", r"index can't contain negative values",
-                negative_pad),
 ]
 
 NOT_EXPORTED: list[Expectation] = [
@@ -213,7 +205,7 @@ NOT_EXPORTED: list[Expectation] = [
                 "onnxruntime's BatchNormalization shape inference refuses an empty 1-D input (no channel "
                 "axis) in inference: export a 1-D batch norm of an empty tensor as the empty tensor itself",
                 r"BatchNormalization", empty_1d_inference),
-    Expectation(("nn.functional.pad.replicate_negative",), ("float32", "float16", "int64"),
+    Expectation(("nn.functional.pad.replicate_negative",), ("float32", "float16", "bfloat16", "int64"),
                 "onnxruntime's edge Pad refuses an axis that the negative pads crop to nothing, where torch "
                 "still replicates the cropped border: export replication_pad as a Gather of clamped indices",
                 r"Pad.*(invalid mode|zero effective input extent)", crops_an_axis_away),
@@ -221,6 +213,24 @@ NOT_EXPORTED: list[Expectation] = [
                 "nonzero of a 0-d tensor: torch gives shape (n, 0), the export (n, 1); the data-dependent "
                 "ops' symbolics (nonzero) own the fix", r"shape \(\d+, 1\), torch gives \(\d+, 0\)",
                 input_0d_as_matrix),
+]
+
+def nearest_grid_sample(sample: Any) -> bool:
+    """grid_sampler_2d in nearest mode (interpolation_mode 1)."""
+    return len(sample.args) > 1 and sample.args[1] == 1
+
+
+# A value picked at a discontinuity: nearest sampling rounds the unnormalised coordinate, and a
+# bfloat16 grid puts coordinates exactly on .5, where torch (in float32), the backend (in float32,
+# other operation order) and the fp64 truth each may pick the other neighbour. torch itself is
+# then off the truth by whole pixels (e_torch 1.8 of the output's scale): the rule holds the
+# backend within twice that, and only the bfloat16 cap (against the truth) fails.
+NEAREST_TIES: list[Expectation] = [
+    Expectation(("grid_sampler_2d",), ("bfloat16",),
+                "nearest sampling of a bfloat16 grid: coordinates on .5 ties pick either neighbour (torch is 1.8x "
+                "the output's scale off the fp64 truth itself); the backend passes the rule, not the cap",
+                r"truth rule: e_backend \S+ <= 2 x max\(e_torch \S+, floor \S+\); against the truth \S+x the "
+                r"bfloat16 cap", nearest_grid_sample, strict=False),
 ]
 
 # Numerics of a backend kernel that differ from torch's by a known, measured amount, bounded:
@@ -236,7 +246,7 @@ KERNEL_NUMERICS: list[Expectation] = [
 ]
 
 EXPECTATIONS: list[Expectation] = [*UNDEFINED_TYPES, *MISSING_KERNELS, *REFERENCE_BFLOAT16, *NOT_EXPORTED,
-                                   *KERNEL_NUMERICS]
+                                   *NEAREST_TIES, *KERNEL_NUMERICS]
 
 # (results key, dtype) pairs of the recorded sweep where no sample reaches a registered
 # overload, and why. The test fails on any other pair that runs no sample: a capture
