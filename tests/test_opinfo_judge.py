@@ -236,3 +236,14 @@ def test_indices_are_judged_through_the_values_they_select(indices: list, failur
 
 def test_a_stable_sort_keeps_its_order_of_ties() -> None:
     assert index_outputs(torch.export.export(_Sort(stable=True), (TIED,))) == {}
+
+
+@pytest.mark.parametrize(("entries", "recorded"), [(["logical_not"], {"logical_not"}), (["logical_n?t", "sort"], {"logical_not"}),
+                                                   (["sort"], set())])
+def test_a_sweep_runs_only_the_results_keys_it_is_given(tmp_path, entries: list, recorded: set) -> None:
+    from op_table.opinfo.record import sweep
+
+    results = sweep(tmp_path / "opinfo.json", ["aten.logical_not.default"], max_samples=1, dtypes=[torch.float32],
+                    entries=entries)
+    assert set(results["entries"]) == recorded
+    assert all(len(rows) == 1 for key in recorded for rows in results["entries"][key].values())

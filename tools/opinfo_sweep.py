@@ -7,6 +7,7 @@ judged as the harness judges an op (its tolerance rows, its verdict against the 
     python tools/opinfo_sweep.py                            # entries not recorded yet (resumable)
     python tools/opinfo_sweep.py --only 'aten.add.*' --max-samples 4
     python tools/opinfo_sweep.py --redo --dtypes float32,float16,bfloat16   # rerun, each entry's own limit
+    python tools/opinfo_sweep.py --redo --entries 'sort,topk,pow@*'        # these results keys only
 
 tests/test_opinfo.py runs the same samples live: each entry must run as many samples as
 recorded here, and each failure must be covered by an expectation of
@@ -36,6 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--redo", action="store_true", help="run entries already recorded again")
     parser.add_argument("--dtypes", help="only these dtypes (float32,bfloat16,...), run again and merged")
     parser.add_argument("--jobs", type=int, default=1, help="processes running entries side by side")
+    parser.add_argument("--entries", help="fnmatch patterns of results keys (sort, pow@*), comma-separated")
     parser.add_argument("--results", type=Path, default=RESULTS, help="the results file (docs/opinfo.json)")
     options = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -51,8 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             parser.error(f"--dtypes: {', '.join(unknown)} not among the sweep's float32, float16, bfloat16, int64")
         dtypes = [getattr(torch, name) for name in names]
+    entries = [p.strip() for p in options.entries.split(",")] if options.entries else None
     sweep(options.results, patterns, max_samples=options.max_samples, redo=options.redo, dtypes=dtypes,
-          jobs=options.jobs)
+          jobs=options.jobs, entries=entries)
     return 0
 
 

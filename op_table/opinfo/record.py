@@ -83,8 +83,10 @@ def recorded_max_samples(results: dict[str, Any], key: str, dtype: str) -> int:
 
 
 def sweep(path: Path, patterns: Sequence[str] | None = None, *, max_samples: int | None = None, redo: bool = False,
-          dtypes: Sequence[torch.dtype] | None = None, jobs: int = 1) -> dict[str, Any]:
+          dtypes: Sequence[torch.dtype] | None = None, jobs: int = 1,
+          entries: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the sweep for the entries of the registered overloads matching `patterns` (all when
+    None), and among them those whose results key matches one of `entries` (fnmatch; all when
     None), saving to `path` after each entry. Each entry runs for every registered overload it
     reaches, not only the matching ones (an entry such as group_norm serves two). Entries already
     recorded run again only with `redo`, or with `dtypes` (only those dtypes, merged into the
@@ -101,6 +103,8 @@ def sweep(path: Path, patterns: Sequence[str] | None = None, *, max_samples: int
     for key, (_, claimed) in sorted(entries_for(registered_targets()).items()):
         recorded = key in results["entries"]
         if not claimed & selected or (recorded and not redo and dtypes is None):
+            continue
+        if entries is not None and not any(fnmatch.fnmatchcase(key, pattern) for pattern in entries):
             continue
         limits = {str(d).removeprefix("torch."): (recorded_max_samples(results, key, str(d).removeprefix("torch."))
                                                  if max_samples is None and recorded else max_samples or MAX_SAMPLES)
