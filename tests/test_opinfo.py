@@ -37,6 +37,7 @@ NO_OPINFO = {
     "aten._assert_scalar.default": "a runtime check torch.export inserts; no operator samples",
     "aten._assert_tensor_metadata.default": "a runtime check torch.export inserts; no operator samples",
     "aten.sym_size.int": "a size query of dynamic shapes; OpInfo samples are static",
+    "aten.sym_numel.default": "a size query of dynamic shapes; OpInfo samples are static",
     **{f"_operator.{name}": "SymInt arithmetic on dynamic sizes; OpInfo samples are static"
        for name in ("add", "floordiv", "ge", "le", "mul", "sub")},
     "aten._assert_async.msg": "a runtime check torch.export inserts; no operator samples",
@@ -46,7 +47,7 @@ NO_OPINFO = {
        "exercised by the op table's rows"
        for name in ("__lshift__.Scalar", "__lshift__.Tensor", "__rshift__.Scalar", "__rshift__.Tensor",
                     "_embedding_bag.default", "_embedding_bag_forward_only.default", "_fft_c2c.default",
-                    "_fft_c2r.default", "_fft_r2c.default", "_linalg_det.default", "_local_scalar_dense.default",
+                    "_fft_c2r.default", "_fft_r2c.default", "_local_scalar_dense.default",
                     "_unique2.default", "_upsample_bicubic2d_aa.default", "blackman_window.default",
                     "blackman_window.periodic", "hamming_window.default", "hamming_window.periodic",
                     "hamming_window.periodic_alpha", "hamming_window.periodic_alpha_beta",

@@ -58,6 +58,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "arange": ("arange",), "max": ("max.reduction_no_dim", "max.reduction_with_dim", "max.binary"),
     "min": ("min.reduction_no_dim", "min.reduction_with_dim", "min.binary"),
     "_trilinear": ("nn.functional.bilinear",),
+    "_linalg_det": ("linalg.det",), "_linalg_slogdet": ("linalg.slogdet", "logdet"),
 }
 
 
