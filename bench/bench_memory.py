@@ -29,8 +29,8 @@ Cases: `vgg16` (the zoo case, 528 MB of weights, on `--batch` images, 1 by defau
 the activations, not the weights, set the peak: `fasterrcnn_resnet50_fpn` and
 `maskrcnn_resnet50_fpn` at their default transform (a 600 x 800 image resized to 800 x 1066),
 `llama` (a random-config LlamaForCausalLM of 0.40B parameters on 128 tokens, transformers, no
-download) and `unet` (a diffusers UNet2DConditionModel laid out as Stable Diffusion's, 64 x 64
-latents). Run the large ones alone, after checking `free -g`: they need 4 to 8 GB. `--ort-config FILE` verifies with those onnxruntime settings
+download) and `unet` (a diffusion UNet laid out as Stable Diffusion's, 0.53 GiB, on 64 x 64
+latents); model_zoo_cases.scale builds them. Run the large ones alone, after checking `free -g`: they need 4 to 8 GB. `--ort-config FILE` verifies with those onnxruntime settings
 (e.g. `{"config_entries": {"session.disable_prepacking": "1"}}`, to measure what prepacking costs).
 
     python bench/bench_memory.py --cases vgg16
@@ -87,72 +87,18 @@ def _max_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
-DETECTOR_IMAGE = (3, 600, 800)
-"""The detectors' input image: their default transform (min_size 800, max_size 1333) resizes it
-to 800 x 1066, the size they verify at."""
-LLAMA = {"vocab_size": 32000, "hidden_size": 1024, "num_hidden_layers": 20, "num_attention_heads": 16,
-         "num_key_value_heads": 16, "intermediate_size": 4096, "max_position_embeddings": 256}
-"""A random-config Llama of 0.40B parameters (1.6 GB in float32), run on `LLAMA_TOKENS` tokens."""
-LLAMA_TOKENS = 128
-UNET = {"sample_size": 64, "in_channels": 4, "out_channels": 4, "layers_per_block": 2,
-        "block_out_channels": (192, 384, 768, 768), "cross_attention_dim": 768, "attention_head_dim": 8,
-        "down_block_types": ("CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D"),
-        "up_block_types": ("UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D")}
-"""A diffusers UNet2DConditionModel laid out as Stable Diffusion's (three cross-attention levels,
-a plain one), at 60% of its widths: 64 x 64 latents, 77 text tokens of width 768."""
-
-
 def _build(name: str, batch: int):
     import torch
 
-    torch.manual_seed(0)
-    if name == "linear3g":
-        width = 16384
-        module = torch.nn.Sequential(*[torch.nn.Linear(width, width, bias=True) for _ in range(3)]).eval()
-        return module, (torch.randn(2, width),)
-    if name == "linear23300":
-        width = 23300
-        return torch.nn.Linear(width, width, bias=True).eval(), (torch.randn(2, width),)
-    if name in ("fasterrcnn_resnet50_fpn", "maskrcnn_resnet50_fpn"):
-        import torchvision
+    from model_zoo_cases.scale import SCALE_MODELS, build
 
-        module = torchvision.models.get_model(name, weights=None, weights_backbone=None).eval()
-        return module, (torch.rand(batch, *DETECTOR_IMAGE),)
-    if name == "llama":
-        from transformers import LlamaConfig, LlamaForCausalLM
-
-        config = LlamaConfig(**LLAMA, bos_token_id=0, eos_token_id=0, attn_implementation="sdpa", use_cache=False)
-        return LlamaForCausalLM(config).eval(), (torch.randint(0, LLAMA["vocab_size"], (batch, LLAMA_TOKENS)),)
-    if name == "unet":
-        from diffusers import UNet2DConditionModel
-
-        module = UNet2DConditionModel(**UNET).eval()
-        return _Denoiser(module), (torch.randn(batch, 4, 64, 64), torch.tensor([500] * batch),
-                                   torch.randn(batch, 77, UNET["cross_attention_dim"]))
+    if name in SCALE_MODELS:
+        return build(name, batch)
     import model_zoo_cases
 
+    torch.manual_seed(0)
     case = model_zoo_cases.get(name)
     return case.module(0), tuple(a[:batch] for a in case.inputs(0))
-
-
-def _denoiser_class():
-    import torch
-
-    class Denoiser(torch.nn.Module):
-        """The UNet's noise prediction as a tensor (diffusers returns an output dataclass)."""
-
-        def __init__(self, unet):
-            super().__init__()
-            self.unet = unet
-
-        def forward(self, latents, timestep, text):
-            return self.unet(latents, timestep, encoder_hidden_states=text, return_dict=False)[0]
-
-    return Denoiser
-
-
-def _Denoiser(unet):
-    return _denoiser_class()(unet)
 
 
 def _from_file(module, args, result: dict, ort_config: str | None):

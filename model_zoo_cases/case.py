@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import re
 import threading
 from typing import Any, Callable, Literal, get_args
 
@@ -91,6 +92,9 @@ class ModelCase:
     allowed_mismatch_fraction: float = 0.0
     mismatch_reason: str = ""
     torch_onnx_issue: str | None = None
+    # With torch_onnx_issue: a regex the message of torch.onnx's expected failure must match (a
+    # strict expectation: a pass, or any other failure, fails the case's torch.onnx test).
+    torch_onnx_fails_with: str | None = None
     # Data-dependent weight rescaling (LSUV-like) for nets whose default init
     # makes activations vanish or explode; see calibration.rescale_weights.
     rescale_weights: bool = False
@@ -130,6 +134,11 @@ class ModelCase:
             # torch.export specialises dimensions of size 0 and 1, so a dynamic
             # batch axis needs example batches of at least 2.
             raise ValueError(f"{self.name}: batches must be >= 2 for a dynamic batch axis")
+        if bool(self.torch_onnx_issue) != bool(self.torch_onnx_fails_with):
+            raise ValueError(f"{self.name}: torch_onnx_issue (why) and torch_onnx_fails_with (a regex of the "
+                             "failure's message) go together")
+        if self.torch_onnx_fails_with:
+            re.compile(self.torch_onnx_fails_with)
         if not 0.0 <= self.allowed_mismatch_fraction <= 1.0:
             raise ValueError(f"{self.name}: allowed_mismatch_fraction must be in [0, 1]")
         if self.allowed_mismatch_fraction > 0.0 and not self.mismatch_reason:
@@ -278,6 +287,7 @@ class ModelCase:
             "other_batch": self.other_batch,
             "activation_bound": self.activation_bound,
             "torch_onnx_issue": self.torch_onnx_issue,
+            "torch_onnx_fails_with": self.torch_onnx_fails_with,
             "calibrate": self.calibrate,
             "rescale_weights": self.rescale_weights,
             "calibration_batch": self.calibration_batch,

@@ -27,30 +27,7 @@ def test_the_second_size_is_verified_with_the_runs_exporter(monkeypatch, exporte
     built = Built(module=object(), args=(1,), other_args=(2,))
     worker._verify(built, object(), {"device": "cpu", "exporter": exporter, "per_op": True}, "case")
     assert seen["exporter"] == exporter and seen["onnx_model"] is Record.onnx_model
-
-
-@pytest.mark.parametrize("decided_by, passed, per_op", [
-    ("quant-steps", True, True),  # the rows passed an output the float rule fails: the other size needs rows
-    ("quant-steps", False, False),  # the rows failed it: the case fails at the traced size already
-    ("truth", True, False),  # the float rule passed it: outputs alone judge the other size as well
-    ("truth", False, False),
-])
-def test_the_other_size_has_rows_where_rows_decided_the_traced_outputs(monkeypatch, decided_by, passed, per_op):
-    import harness.verification
-    from harness.metrics.verdict import Verdict
-
-    seen = {}
-
-    class Record:
-        onnx_model = onnx.ModelProto()
-        output_verdicts = [Verdict("truth", True, "float32", "out0"),
-                           Verdict("truth", passed, "float32", "out1", decided_by=decided_by)]
-
-    monkeypatch.setattr(harness.verification, "verify_exported", lambda *a, **k: Record())
-    monkeypatch.setattr(harness.verification, "verify", lambda *a, **k: seen.update(k) or Record())
-    built = Built(module=object(), args=(1,), other_args=(2,))
-    worker._verify(built, object(), {"device": "cpu", "exporter": "roundtrip", "per_op": True}, "case")
-    assert seen["per_op"] is per_op
+    assert seen["per_op"] is False  # outputs only: the verification asks for rows where it needs them
 
 
 def test_run_offers_every_zoo_tier(capsys):

@@ -164,6 +164,23 @@ def test_planted_fault_is_localised_in_steps(per_tensor, per_channel, fault):
     assert row.quant_steps.off_by_one_or_more > row.quant_steps.at_ties
 
 
+@pytest.mark.parametrize("fault", [None, "wrong_scale", "zero_point_off_by_one"])
+def test_outputs_only_asks_the_rows_where_a_dequantized_output_is_outside_the_float_rule(per_tensor, fault):
+    """per_op=False (the CLI's second input size): a healthy model is judged by its outputs alone;
+    a dequantized output outside the float rule is judged by the quantized rows, computed for it
+    and named in a note, so the planted node fails and is the worst op."""
+    module, args = per_tensor
+    model, planted = FAULTS[fault](exporter.export(module, args)) if fault else (exporter.export(module, args), None)
+    verification = harness.verify(module, args, onnx_model=model, per_op=False)
+    if fault is None:
+        assert verification.passed and not verification.ops
+        assert all(verdict.decided_by == "rule" for verdict in verification.output_verdicts)
+        return
+    assert not verification.passed and verification.worst_op.fx_node == planted
+    assert [verdict.decided_by for verdict in verification.output_verdicts] == ["quant-steps"]
+    assert any(note.startswith("per-op rows computed although only the outputs") for note in verification.notes)
+
+
 class TrainingModeNet(torch.nn.Module):
     """conv-relu, then a batch norm no convolution absorbs, then dropout: both run in training
     mode when the module is captured with .train()."""

@@ -129,6 +129,28 @@ def test_streamed_torch_values_are_released_after_their_readers():
     assert meta.device.type == "meta" and meta.shape == whole[ops[0].name].shape
 
 
+def test_a_run_started_over_holds_only_what_is_still_needed():
+    """A value asked for after its release starts the graph over; that run passes every op
+    already measured and must drop their values as it goes, not hold the whole graph."""
+    import exporter
+
+    module, args = _model(), _inputs()
+    program = exporter.capture(module, args)
+    whole = torch_values.record_values(program, args)
+    streamed = torch_values.record_values(program, args, budget=2 * VALUE_BYTES)
+    ops = [n for n in program.graph.nodes if n.op == "call_function"]
+    for node in ops[:-1]:
+        assert streamed[node.name] is not None
+        streamed.release([node.name])
+    first, last = ops[0].name, [n.name for n in ops if n.name not in streamed.kept][-1]
+    torch.testing.assert_close(streamed[first], whole[first], rtol=0, atol=0)  # released: the graph runs again
+    assert streamed.passes == 3
+    torch.testing.assert_close(streamed[last], whole[last], rtol=0, atol=0)
+    assert ops.index(program.graph.find_nodes(op="call_function", target=ops[0].target)[0]) == 0
+    assert [n.name for n in ops].index(last) > 20
+    assert len(streamed._computed) <= 3, sorted(streamed._computed)  # the value asked for, what reads it
+
+
 def test_a_value_read_only_by_ops_without_rows_is_released_with_the_rows_reading_it():
     """Ops the analysis has no row for (here: every other op) never get measured: what they read
     must still go once the rows around them are measured, not stay to the end of the graph."""
@@ -190,3 +212,29 @@ def test_one_segment_or_one_per_exposed_value(budget):
     names = [n.output[0] for n in model.graph.node]
     segments = plan_segments(model, names, lambda name: VALUE_BYTES, budget)
     assert len(segments) == (1 if budget else len(model.graph.node))
+
+
+class _SeparateRuns:
+    """A JointRun that runs the isolation batch and the instrumented model each alone."""
+
+    def __init__(self, run, instrumented, feeds) -> None:
+        self.isolation = self.instrumented = run
+        self.joint_runs = 0
+
+
+def test_a_model_that_fits_is_one_backend_run_with_the_rows_of_separate_runs(monkeypatch):
+    """One chunk: the isolation batch and the instrumented model are loaded and run as one model,
+    and every row (accumulated, isolated, truth, verdict) is what separate runs give."""
+    returned = _counting_runner(monkeypatch)
+    joint = harness.verify(_model(), _inputs(), optimize=False)
+    joint_runs = len(returned)
+    monkeypatch.setattr(fx_rows, "JointRun", _SeparateRuns)
+    separate = harness.verify(_model(), _inputs(), optimize=False)
+
+    assert joint.environment["joint_instrumented_isolation_runs"] == 1
+    assert (joint_runs, len(returned) - joint_runs) == (1, 2)
+    assert joint.passed == separate.passed
+    assert [_row(op) for op in joint.ops] == [_row(op) for op in separate.ops]
+    assert [op.accumulated.max_abs if op.accumulated else None for op in joint.ops] == [
+        op.accumulated.max_abs if op.accumulated else None for op in separate.ops]
+    assert any(op.accumulated is not None for op in joint.ops)

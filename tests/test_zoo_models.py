@@ -152,6 +152,42 @@ def test_model_case_rejects_bad_metadata() -> None:
         ModelCase(**{**fields, "traced_batch": 1})
     with pytest.raises(ValueError, match="mismatch_reason"):
         ModelCase(**{**fields, "allowed_mismatch_fraction": 0.01})
+    with pytest.raises(ValueError, match="torch_onnx_fails_with"):
+        ModelCase(**{**fields, "torch_onnx_issue": "refuses the model"})  # an issue names its failure
+    with pytest.raises(ValueError, match="torch_onnx_issue"):
+        ModelCase(**{**fields, "torch_onnx_fails_with": "refused"})
+
+
+_ISSUE = {"torch_onnx_issue": "refuses the model", "torch_onnx_fails_with": r"refused: axis \d"}
+
+
+def _raise(error: BaseException):
+    def body() -> None:
+        raise error
+    return body
+
+
+@pytest.mark.parametrize(("issue", "exporter", "body", "outcome"), [
+    (_ISSUE, "torch.onnx", _raise(ValueError("refused: axis 0")), pytest.xfail.Exception),  # the named failure
+    (_ISSUE, "torch.onnx", _raise(ValueError("values differ")), AssertionError),  # another failure fails
+    (_ISSUE, "torch.onnx", _raise(AssertionError("outputs differ")), AssertionError),
+    (_ISSUE, "torch.onnx", lambda: None, pytest.fail.Exception),  # a pass fails (strict)
+    (_ISSUE, "roundtrip", lambda: None, None),  # the issue is torch.onnx's alone
+    (_ISSUE, "roundtrip", _raise(ValueError("refused: axis 0")), ValueError),
+    ({}, "torch.onnx", _raise(ValueError("refused: axis 0")), ValueError),  # no issue: no expectation
+], ids=["named-failure", "other-failure", "assertion", "passes", "ours-passes", "ours-fails", "no-issue"])
+def test_a_torch_onnx_issue_expects_the_failure_it_names(issue, exporter, body, outcome) -> None:
+    from model_zoo_cases.test_zoo import expected_failure
+
+    good = model_zoo_cases.get("superresolution")
+    case = ModelCase(**{**{f: getattr(good, f) for f in good.__dataclass_fields__}, **issue})
+    if outcome is None:
+        with expected_failure(case, exporter):
+            body()
+        return
+    with pytest.raises(outcome):
+        with expected_failure(case, exporter):
+            body()
 
 
 # --- building -------------------------------------------------------------------

@@ -21,6 +21,7 @@ import torch
 
 from harness.analysis import draws, quant_rows, runtime_regions, selections
 from harness.analysis.accumulated import SegmentedRun, run_instrumented
+from harness.analysis.budget import values_budget
 from harness.analysis.fx_mapping import NodeGroup, output_at, value_sources
 from harness.analysis.isolated import isolate
 from harness.analysis.joint_run import JointRun
@@ -48,11 +49,12 @@ from harness.runtime.runner import ModelRunner
 
 logger = logging.getLogger(__name__)
 
-CHUNK_BYTES = 256 * 2**20
+CHUNK_BYTES: int | None = None
 """Exposed values (bytes, as torch's) of one chunk of the per-op analysis: a model whose mapped
-values take more is measured in chunks, its instrumented run in segments (see `analyse`). Large
-enough that the zoo's models at their test sizes are one chunk (one instrumented and one
-isolation session); a detector at 800 px is a dozen."""
+values take more is measured in chunks, its instrumented run in segments (see `analyse`). None:
+sized from the memory available (harness.analysis.budget), so that the zoo's models at their
+test sizes are one chunk (one instrumented and one isolation session) where memory allows; a
+detector at 800 px is a dozen."""
 
 
 @dataclass
@@ -79,7 +81,7 @@ class FxAnalysis:
     backend: str = "onnxruntime"  # the backend `run` runs on, as its spec reads
     runtime_precisions: Mapping[str, RuntimePrecision] = field(default_factory=dict)  # ONNX node -> as it ran
     declared_only: bool = True  # the backend runs every node as declared: a row's precision is its dtype
-    chunk_bytes: int = field(default_factory=lambda: CHUNK_BYTES)  # backend values held at once (_analyse_streamed)
+    chunk_bytes: int = field(default_factory=lambda: CHUNK_BYTES or values_budget())  # backend values held at once (_analyse_streamed)
     ort_config: Any = None  # onnxruntime: the sessions' runtime.OrtConfig (which fusions it makes)
     runtime_fusions: Sequence[Any] = ()  # the backend's fused layers (RuntimeFusion), judged as regions
     region_truths: dict[str, Any] = field(default_factory=dict)  # fp64 per-op truths the fused layers reuse
@@ -185,9 +187,17 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
     started = time.perf_counter()
     exposed = [name for group in analysis.groups.values() for name in group.outputs.values()]
     sizes = _exposed_sizes(analysis, sources)
+    isolated_first = None
     if sum(sizes.get(name, 0) for name in set(exposed)) <= analysis.chunk_bytes:
-        instrumented = run_instrumented(analysis.onnx_model, exposed, analysis.feeds, analysis.run,
+        # one chunk: the isolation batch and the instrumented model are loaded and run as one
+        # model (analysis.joint_run), the isolation first since it needs only torch's values
+        timings["accumulated_s"] += time.perf_counter() - started
+        joint = JointRun(analysis.run, expose_values(analysis.onnx_model, exposed), analysis.feeds)
+        isolated_first = _isolate_chunk(records, analysis, sources, timings, run=joint.isolation)
+        started = time.perf_counter()
+        instrumented = run_instrumented(analysis.onnx_model, exposed, analysis.feeds, joint.instrumented,
                                         analysis.production, analysis.strict)
+        result.environment["joint_instrumented_isolation_runs"] = joint.joint_runs
         chunks: Iterator[tuple[list[str], dict[str, Any]]] = _one_chunk(instrumented, list(records))
     else:
         segmented = SegmentedRun(analysis.onnx_model, exposed, analysis.feeds, analysis.run,
@@ -212,7 +222,11 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
         del chunk, values  # this chunk's backend values, compared
         release_freed_memory()
         timings["accumulated_s"] += time.perf_counter() - started
-        _measure_chunk({fx: records[fx] for fx in names}, analysis, sources, truth, rule, timings)
+        chunk_records = {fx: records[fx] for fx in names}
+        if isolated_first is None:
+            isolated_first = _isolate_chunk(chunk_records, analysis, sources, timings)
+        _measure_chunk(chunk_records, analysis, truth, rule, timings, isolated_first)
+        isolated_first = None
         if isinstance(analysis.values, TorchValues) and analysis.values.streaming:
             _keep_worst_artifacts(records.values(), spill_folder)
             analysis.values.release(names)
@@ -311,15 +325,25 @@ def _keep_worst_artifacts(records: Iterable[OpRecord], folder: SpillFolder | Non
             spill(record.artifacts, folder)
 
 
-def _measure_chunk(records: dict[str, OpRecord], analysis: FxAnalysis, sources: Mapping[str, tuple[str, int]],
-                   truth: _TruthPass, rule: VerdictRule, timings: dict[str, float]) -> None:
-    """Isolate, replay in float64 and judge one chunk of rows; then drop the backend's isolated
-    values of the rows that passed (a failing row keeps them beside its reproducer's inputs)."""
+def _isolate_chunk(records: dict[str, OpRecord], analysis: FxAnalysis, sources: Mapping[str, tuple[str, int]],
+                   timings: dict[str, float], run: ModelRunner | None = None
+                   ) -> tuple[dict[str, tuple[OpRecord, NodeGroup]], dict[str, dict[str, Comparison]]]:
+    """(the fused layers' regions, every isolated comparison) of one chunk of rows, its
+    subgraphs and regions in one batch run by `run` (the analysis's runner by default)."""
     started = time.perf_counter()
     regions = _region_rows(records, analysis)
-    isolated = _isolated(records, analysis, sources, regions)
+    isolated = _isolated(records, analysis, sources, regions, run=run)
     timings["isolated_s"] += time.perf_counter() - started
+    return regions, isolated
 
+
+def _measure_chunk(records: dict[str, OpRecord], analysis: FxAnalysis, truth: _TruthPass, rule: VerdictRule,
+                   timings: dict[str, float],
+                   isolation: tuple[dict[str, tuple[OpRecord, NodeGroup]], dict[str, dict[str, Comparison]]]) -> None:
+    """Replay in float64 and judge one chunk of rows, isolated (`isolation`: `_isolate_chunk`);
+    then drop the backend's isolated values of the rows that passed (a failing row keeps them
+    beside its reproducer's inputs)."""
+    regions, isolated = isolation
     started = time.perf_counter()
     truths = truth.measure(records, isolated)
     for fx, record in records.items():

@@ -60,8 +60,9 @@ def _dynamic_axes(built: Built, options: dict[str, Any]) -> Any:
 
 
 def _verify(built: Built, exported: Any, options: dict[str, Any], name: str) -> tuple[Any, Any]:
-    """The traced-size verification (per op) and the other size's (outputs only); a case with
-    given sizes has them verified on the traced verification's shape sweep instead."""
+    """The traced-size verification (per op) and the other size's (outputs only, where the
+    verification computes rows itself when outputs alone cannot judge them); a case with given
+    sizes has them verified on the traced verification's shape sweep instead."""
     from harness.verification import verify, verify_exported
 
     judged = {k: v for k, v in built.options.items() if k not in ("dynamic_axes", "input_names")}
@@ -90,23 +91,12 @@ def _verify(built: Built, exported: Any, options: dict[str, Any], name: str) -> 
     if fixed:  # the export fixed an axis the other size changes: not a failure of the model
         verification.notes.extend(f"{line}; the other size is not run" for line in fixed)
     elif built.other_args is not None:
-        other = verify(built.module, built.other_args, per_op=other_size_per_op(verification),
+        other = verify(built.module, built.other_args, per_op=False,
                        onnx_model=verification.onnx_model,
                        exporter=options["exporter"], model_name=name, dynamic_axes=built.options.get("dynamic_axes"),
                        input_names=built.options.get("input_names"), optimize=options.get("optimize", True),
                        backends=backends[:1], **common)
     return verification, other
-
-
-def other_size_per_op(verification: Any) -> bool:
-    """Whether the other size is verified per op too (it is outputs only otherwise): when the
-    quantized rows decided a traced output (a dequantized output outside the float rule while
-    every row is within the step rule), only rows of its own can judge the other size's by the
-    same rule; the float rule alone would fail there what the rows passed here, and the case's
-    line would say FAIL over a verification that passed."""
-    from harness.analysis.quant_rows import QUANT_STEPS_RULE
-
-    return any(verdict.passed and verdict.decided_by == QUANT_STEPS_RULE for verdict in verification.output_verdicts)
 
 
 def in_dtype(built: Built, dtype: str | None) -> Built:

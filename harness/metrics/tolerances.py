@@ -35,7 +35,9 @@ class Tolerance:
     dtype: str = ANY
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # its fields are scalars: read directly, not through asdict's recursive deep copy (a row each op)
+        return {"aten": self.aten, "device": self.device, "atol": self.atol, "rtol": self.rtol,
+                "source": self.source, "dtype": self.dtype}
 
 
 @dataclass(frozen=True)

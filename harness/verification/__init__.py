@@ -22,7 +22,9 @@ released before torch computes again, with their threads sized to torch's and ne
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import gc
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -37,6 +39,7 @@ import torch.utils._pytree as pytree
 from exporter.contract.metadata import describe_check, dropped_checks
 from harness import runtime
 from harness.analysis.backend_runs import DEFAULT_BACKEND, BackendRun, annotate_node_rows, resolve_backends
+from harness.analysis.budget import values_budget
 from harness.analysis.quant_rows import QUANT_STEPS_RULE
 from harness.analysis.strictness import harness_errors
 from harness.analysis.torch_values import (
@@ -248,6 +251,32 @@ def verify_with_options(exported: ExportedForVerification, args: tuple[Any, ...]
     verification = new_verification(exported.model, spec, model_name=options.model_name or "model",
                                     exporter=exported.exporter, notes=exported.notes)
     verification.backend = str(backends[0].spec)
+    with _heap_frozen():
+        return _verify_steps(exported, args, kwargs, module, options, spec, backends, verification)
+
+
+@contextlib.contextmanager
+def _heap_frozen() -> Any:
+    """Python's cyclic collector leaves alone, while the verification runs, the objects alive
+    when it starts (torch's, onnx's and the model's: about 470,000 for a zoo model, each full
+    collection of which took 0.27 s, one or more per verification of densenet121). Objects the
+    verification makes are collected as usual; the others go back to the collector at the end, and
+garbage among them that only a full collection finds waits until then."""
+    frozen = gc.get_freeze_count() > 0  # an outer verification froze them (a shape sweep's sizes)
+    if not frozen:
+        gc.collect(1)  # the young garbage first (cheap): a cycle frozen would be kept to the end
+        gc.freeze()
+    try:
+        yield
+    finally:
+        if not frozen:
+            gc.unfreeze()
+
+
+def _verify_steps(exported: ExportedForVerification, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None,
+                  module: torch.nn.Module | None, options: VerifyOptions, spec: runtime.DeviceSpec,
+                  backends: Sequence[Any], verification: Verification) -> Verification:
+    """The steps of `verify_with_options`, each timed."""
     run = _Run(exported, args, kwargs, module, options, spec, tolerance_table(options.tolerances),
                runtime.OrtConfig.of(options.session_options), backends, verification)
     with runtime.device_context(spec, tf32=options.tf32) as environment:
@@ -260,11 +289,12 @@ def verify_with_options(exported: ExportedForVerification, args: tuple[Any, ...]
         _start_other_backends(run)
         if run.actual is not None:
             _judge_outputs(run)
-        if options.per_op:
+        per_op = options.per_op or _outputs_need_rows(run)
+        if per_op:
             _timed(run, "per_op_s", _per_op_rows)
         if exported.program is not None and run.actual is not None:
             _judge_draws(run)
-        if options.per_op and exported.program is not None and run.actual is not None:
+        if per_op and exported.program is not None and run.actual is not None:
             _dequantized_outputs_by_rows(verification, quantized_outputs(exported.program, run.values))
     verification.passed = verification.verdict(
         backend_ran=run.actual is not None,
@@ -274,6 +304,25 @@ def verify_with_options(exported: ExportedForVerification, args: tuple[Any, ...]
     verification.backend_results = [other.finish(verification.checker.passed, len(run.expected))
                                     for other in run.others]
     return verification
+
+
+def _outputs_need_rows(run: _Run) -> bool:
+    """Whether a verification of the outputs alone (per_op=False) needs the per-op rows all the
+    same: a dequantized output outside the float rule cannot be judged by outputs alone, since its
+    distance from torch is the quantized regions' allowed differences compounded; only their rows
+    can judge it (`_dequantized_outputs_by_rows`), as where per-op analysis was asked for. Noted."""
+    if run.exported.program is None or run.actual is None:
+        return False
+    verdicts = run.verification.output_verdicts
+    quantized = quantized_outputs(run.exported.program, run.values)
+    outside = [verdict.output or f"#{index}" for index, (verdict, qparams) in enumerate(zip(verdicts, quantized))
+               if qparams is not None and not verdict.passed]
+    if len(verdicts) != len(quantized) or not outside:
+        return False
+    run.verification.notes.append(
+        f"per-op rows computed although only the outputs were asked for: the dequantized output(s) "
+        f"{', '.join(outside)} outside the float rule are judged by the quantized regions' rows")
+    return True
 
 
 def _dequantized_outputs_by_rows(verification: Verification, quantized: Sequence[Any]) -> None:
@@ -328,7 +377,7 @@ def _torch_values(run: _Run) -> None:
         torch.Tensor, lambda t: t.to(device), (tuple(run.args), dict(run.kwargs or {})))
     if exported.program is not None:
         run.values = record_values(exported.program, run.torch_args, kwargs=run.torch_kwargs, device=device,
-                                   budget=VALUES_BUDGET)
+                                   budget=VALUES_BUDGET or values_budget())
         run.expected = flatten_outputs(output_values(exported.program, run.values))
         run.layout = detection_layout(_output_tree(exported.program, run.expected))
         run.verification.notes.extend(_mutation_notes(exported.program))
@@ -362,17 +411,14 @@ def _judge_outputs(run: _Run) -> None:
     names = [o.name for o in run.exported.model.graph.output]
     judged = dict(table=run.table, device=run.spec.kind, atol=options.output_atol, rtol=options.output_rtol)
     if run.layout is not None and len(actual) == len(expected):  # detections: matched
-        truth = _output_truth(verification, run.exported, run.module, run.torch_args, run.torch_kwargs, run.values,
-                              verification.timings, options.strict, module_first=True)
+        truth = _output_truth(run, module_first=True)
         judge = lambda record, outputs, precision: judge_detections(  # noqa: E731
             record, outputs, expected, run.layout, names, truth=truth, **judged)
         judge(verification, actual, None)
     else:
         lowered = run.production.lowest_precision() or any(  # a backend below the declared precision
             other.production is not None and other.production.lowest_precision() for other in run.others)
-        truth = None if options.given_output_tolerances and not lowered else _output_truth(
-            verification, run.exported, run.module, run.torch_args, run.torch_kwargs, run.values,
-            verification.timings, options.strict)
+        truth = None if options.given_output_tolerances and not lowered else _output_truth(run)
         steps, quantized = _rounding_steps(run.exported, run.values), quantized_outputs(run.exported.program, run.values)
         judge = lambda record, outputs, precision: judge_outputs(  # noqa: E731
             record, outputs, expected, truth, names, allowed_mismatch=options.allowed_mismatch,
@@ -387,8 +433,7 @@ def _judge_outputs(run: _Run) -> None:
 def _per_op_rows(run: _Run) -> None:
     """The per-op rows of every backend that ran; outputs computed from a tied selection compared
     again where the selections agree; detections' rows marked where boxes matched."""
-    analyses = _per_op(run.verification, run.exported, run.values, run.feeds, run.spec, run.table, run.options.tf32,
-                       run.shared, run.production, run.options.strict, run.ort_config, run.backends[0], run.others)
+    analyses = _per_op(run)
     if run.exported.program is not None and run.actual is not None:
         _match_selected_outputs(run.verification, analyses, run.others, run.exported.program, run.values, run.actual,
                                 run.expected)
@@ -421,10 +466,7 @@ def _rounding_steps(exported: ExportedForVerification, values: Mapping[str, Any]
                and described.is_floating_point())
 
 
-def _output_truth(verification: Verification, exported: ExportedForVerification, module: torch.nn.Module | None,
-                  args: tuple[Any, ...], kwargs: dict[str, Any], values: dict[str, Any],
-                  timings: dict[str, float], strict: bool | None = None,
-                  module_first: bool = False) -> list[Any] | None:
+def _output_truth(run: _Run, module_first: bool = False) -> list[Any] | None:
     """The model's outputs in float64 (the program replayed node by node from torch's recorded
     inputs and weights, else the module run in float64; `module_first`: the module when there is
     one, as for detectors, whose captured program holds float32 dtype checks and casts), flattened;
@@ -433,22 +475,24 @@ def _output_truth(verification: Verification, exported: ExportedForVerification,
     failure of the model."""
     from harness.analysis.truth import OpCallFailed, model_truth, program_truth
 
+    verification, exported, module = run.verification, run.exported, run.module
     if exported.program is None and module is None:
         return None
     started = time.perf_counter()
     try:
-        with harness_errors("computing the fp64 truth of the outputs", strict, verification.notes,
+        with harness_errors("computing the fp64 truth of the outputs", run.options.strict, verification.notes,
                             findings=(OpCallFailed,)):
             if exported.program is not None and not (module_first and module is not None):
-                return flatten_outputs(program_truth(exported.program, values))
+                return flatten_outputs(program_truth(exported.program, run.values))
             # a copy: a detector's forward keeps dtype-dependent state (torchvision's AnchorGenerator
             # stores its cell anchors in the dtype it last ran in), which a later export would capture
-            return flatten_outputs(model_truth(copy.deepcopy(module) if module_first else module, args, kwargs))
+            return flatten_outputs(model_truth(copy.deepcopy(module) if module_first else module, run.torch_args,
+                                               run.torch_kwargs))
     except OpCallFailed as failed:
         verification.notes.append(f"no fp64 truth for the outputs: the float64 run failed: {failed}"[:300])
     finally:
         release_freed_memory()  # the float64 copies of the weights and values, freed
-        timings["output_truth_s"] = time.perf_counter() - started
+        verification.timings["output_truth_s"] = time.perf_counter() - started
     return None
 
 
@@ -506,11 +550,15 @@ def _match_selected_outputs(verification, analyses, others, program, values, act
             record.output_verdicts = judged_again(record.output_verdicts, before, record.outputs)
 
 
-def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, production, strict,
-            ort_config=None, backend=None, others=()) -> list:
-    """The per-op rows of the first backend into `verification`, and of every further backend
-    that ran (`others`, BackendRuns) into theirs; then who is wrong where they disagree. Returns
-    each backend's OpAnalysis (first backend first)."""
+def _per_op(run: _Run) -> list:
+    """The per-op rows of the first backend into the run's verification, and of every further
+    backend that ran (`run.others`, BackendRuns) into theirs; then who is wrong where they
+    disagree. Returns each backend's OpAnalysis (first backend first)."""
+    verification, exported, values, feeds, spec, table = (run.verification, run.exported, run.values, run.feeds,
+                                                          run.spec, run.table)
+    tf32, shared, strict, ort_config, others = (run.options.tf32, run.shared, run.options.strict, run.ort_config,
+                                                run.others)
+    backend, production = run.backends[0], run.production
     runs = [(backend, production, verification.environment)] + [
         (other.backend, other.production, {}) for other in others if other.production is not None]
     source = exported.model  # a roundtrip skeleton's stubs are restored from `shared` where needed

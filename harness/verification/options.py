@@ -21,6 +21,8 @@ class VerifyOptions:
       that cannot run on CUDA raises `runtime.BackendUnavailableError` with the reason.
     * `tolerances`: a ToleranceTable, the path of one, or None for the shipped table.
     * `per_op`: add the per-op rows (accumulated, isolated, fp64 truth) to the outputs' verdicts.
+      Without it, rows are still computed where a dequantized output fails the float rule: only
+      the quantized regions' rows can judge it (a note says so).
     * `output_atol`, `output_rtol`: given, they override the rule for the outputs (every output
       inside `output_atol + output_rtol*|expected|`, up to `allowed_mismatch` of the elements);
       by default each output is judged against the fp64 truth, capped by the table's output row
