@@ -22,7 +22,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results")
 OUTPUT = os.path.join(ROOT, "docs", "PERFORMANCE.md")
 GIB = 2**30
-BENCHES = ("bench_export", "bench_inference", "bench_verify", "bench_floor", "bench_memory", "bench_shape_sweep")
+BENCHES = ("bench_export", "bench_inference", "bench_verify", "bench_floor", "bench_memory", "bench_shape_sweep",
+           "bench_commits", "bench_write")
 
 
 def load(name: str, folder: str = RESULTS) -> dict[str, Any] | None:
@@ -320,8 +321,65 @@ def load_note_of(document: dict[str, Any]) -> str:
             f"{_fmt(end[0], '.1f')} at the end")
 
 
+def commits_section(document: dict[str, Any]) -> list[str]:
+    """bench/bench_commits.py: the export and memory benches on two commits, each side's best."""
+    summary, options = document.get("summary", {}), document.get("options", {})
+    commits = summary.get("commits", {})
+    loads = [entry["load"] for entry in summary.get("loads", [])]
+    lines = _heading(
+        "Export and memory against an earlier commit",
+        f"Both benches on base `{str(commits.get('base'))[:10]}` and head `{str(commits.get('head'))[:10]}`, each side "
+        "running its own bench scripts on its own code in fresh processes, interleaved over "
+        f"{options.get('rounds')} rounds (base first, then head first, ...). Export: `bench_export.ours` (the call "
+        f"bench/bench_export.py times), {options.get('repeat')} timed calls per case and process after a warm-up, "
+        "the fastest of all counts (wall and CPU seconds). Memory: `bench_memory.py --child` (peak resident set of export plus "
+        "`harness.verify` in a fresh process, net of the interpreter's), the lowest of the rounds counts. "
+        + (f"Load average before each process: {min(loads):.1f}-{max(loads):.1f}." if loads else ""),
+        document, ["case", "base", "head", "head / base"], 3)
+    for row in document["rows"]:
+        if row.get("kind") == "export":
+            lines.append(f"| {row['case']}: export (s) | {row['base_min_s']:.3f} | {row['head_min_s']:.3f} | "
+                         f"{row['ratio']:.2f}x |")
+            if row.get("cpu_ratio") is not None:
+                lines.append(f"| {row['case']}: export (CPU s) | {row['base_min_cpu_s']:.3f} | "
+                             f"{row['head_min_cpu_s']:.3f} | {row['cpu_ratio']:.2f}x |")
+    for row in document["rows"]:
+        if row.get("kind") != "memory":
+            continue
+        label = f"{row['case']}{', written to a file first' if row.get('write') else ''}"
+        lines.append(f"| {label}: net peak of export + verify (GiB) | {row['base_net_peak_bytes'] / GIB:.3f} | "
+                     f"{row['head_net_peak_bytes'] / GIB:.3f} | {row['ratio']:.2f}x |")
+        if row.get("write_ratio") is not None:
+            lines.append(f"| {row['case']}: net peak of writing the export (GiB) | "
+                         f"{row['base_net_write_peak_bytes'] / GIB:.3f} | {row['head_net_write_peak_bytes'] / GIB:.3f} | "
+                         f"{row['write_ratio']:.2f}x |")
+    worse = summary.get("worse_over_5_percent") or []
+    lines += ["", f"More than 5% worse on head: {', '.join(worse) if worse else 'none'}.", ""]
+    return lines
+
+
+WRITE_INTRO = ("Per case and writer, a fresh process exports the model, then writes it: `ExportResult.save` (the "
+               "exporter's writer, straight from the weights) or `onnx_ir.save` of the same onnx_ir model (a "
+               "ModelProto built and serialised first), to one file and with external data. Extra peak: the "
+               "resident set's high-water mark during the write over the RSS before it; lowest and fastest of "
+               "{rounds} interleaved rounds.")
+
+
+def write_section(document: dict[str, Any]) -> list[str]:
+    """bench/bench_write.py: the streaming writer against onnx_ir's save, per case."""
+    title = "Writing the file: the streaming writer against onnx_ir's save"
+    columns = ["case", "writer", "weights (GiB)", "extra peak (GiB)", "seconds"]
+    lines = _heading(title, WRITE_INTRO.format(rounds=document["options"].get("rounds")), document, columns, 3)
+    for row in document["rows"]:
+        lines.append(f"| {row['case']} | {row['writer']} | {row['weight_bytes'] / GIB:.2f} | "
+                     f"{row['extra_peak_bytes'] / GIB:.3f} | {row['seconds']:.2f} |")
+    lines += [""]
+    return lines
+
+
 SECTIONS = {"bench_export": export_section, "bench_inference": inference_section, "bench_verify": verify_section, "bench_floor": floor_section,
-            "bench_memory": memory_section, "bench_shape_sweep": shape_sweep_section}
+            "bench_memory": memory_section, "bench_shape_sweep": shape_sweep_section, "bench_commits": commits_section,
+            "bench_write": write_section}
 
 COMMANDS = """## Reproducing
 
@@ -340,6 +398,8 @@ python bench/bench_memory.py --cases unet
 python bench/bench_floor.py --scale unet --repeat 1  # alone: the scale models against their floor
 python bench/bench_memory.py --cases linear23300 --from-file
 python bench/bench_shape_sweep.py                    # ResNet-18, super-resolution, word LM (LSTM)
+git worktree add --detach /tmp/base BASE && python bench/bench_commits.py --base /tmp/base --rounds 4
+python bench/bench_write.py --cases vgg16              # the streaming writer against onnx_ir's save
 python tools/gen_performance_doc.py
 ```
 """
