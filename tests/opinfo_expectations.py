@@ -7,15 +7,17 @@ kernel form, "module.nn.LSTM" for a module; fnmatch patterns allowed), the dtype
 `when(sample)` (every sample by default) and `error`, a regex the failure must match: a sample
 it covers that fails otherwise is an unexpected failure, not an expected one. `strict` ones
 must fail: a covered sample that passes fails the test, so the expectation is taken off when
-its cause is fixed. Non-strict ones (numerics that depend on the sample's random values) may
-pass. The reason says what would fix it.
+its cause is fixed. Non-strict ones (numerics that depend on the sample's values) may pass.
+The reason says what would fix it.
 
 Samples are judged as the harness judges an op (op_table.opinfo.judge: its tolerance rows and its
-verdict against the fp64 truth). Numerics that differ by a known amount are not excused by any
-`values differ`: such an expectation carries `tolerance={dtype: (rtol, atol)}` (onnxscript
-torch_lib's form), an override row its samples are judged at against torch instead of the
-verdict, measured on the recorded sweep with a margin; a sample beyond it (a regression to
-garbage) fails.
+verdict against the fp64 truth; a random op's draw by its law, an op's indices through the
+values they select, `torch.empty` by shape and dtype). Numerics that differ by a known amount
+are not excused by any `values differ` (an `error` that any numeric failure would match is
+refused: ANY_NUMERIC_FAILURE): such an expectation carries `tolerance={dtype: (rtol, atol)}`
+(onnxscript torch_lib's form), an override row its samples are judged at against torch instead
+of the verdict, measured on the recorded sweep with a margin; a sample beyond it (a regression
+to garbage) fails, which tests/test_opinfo.py checks for every bounded expectation.
 
 `NO_SAMPLES` lists the (entry, dtype) pairs for which no sample reaches a registered overload,
 with the reason; every other recorded pair must run exactly as many samples as the recorded
