@@ -496,14 +496,6 @@ def _output_truth(run: _Run, module_first: bool = False) -> list[Any] | None:
     return None
 
 
-def _backend_ort_config(backend: Any, ort_config: Any) -> Any:
-    """The onnxruntime configuration a backend's sessions run with (its level included); None
-    for a backend that is not onnxruntime."""
-    if backend is None:
-        return ort_config
-    return backend.ort_config(ort_config) if hasattr(backend, "ort_config") else None
-
-
 def new_verification(model: onnx.ModelProto, spec: runtime.DeviceSpec, *, model_name: str, exporter: str,
                      notes: Sequence[str] = (), path: str | None = None) -> Verification:
     """A record for verifying `model` on `spec`, with the checker's verdict and nothing run yet;
@@ -587,7 +579,6 @@ def _per_op(run: _Run) -> list:
             runtime_precisions=run_production_outputs.runtime_precisions,
             runtime_fusions=run_production_outputs.runtime_fusions,
             declared_only=run_backend is None or run_backend.RUNS_DECLARED,
-            ort_config=_backend_ort_config(run_backend, ort_config),
         ) for run_backend, run_production_outputs, environment in runs]
         results = fx_rows.analyse_backends(analyses)
     else:
