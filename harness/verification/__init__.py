@@ -42,6 +42,7 @@ from harness.analysis.backend_runs import DEFAULT_BACKEND, BackendRun, annotate_
 from harness.analysis.budget import values_budget
 from harness.analysis.quant_rows import QUANT_STEPS_RULE
 from harness.analysis.strictness import harness_errors
+from harness.analysis.truth import Float64Weights
 from harness.analysis.torch_values import (
     VALUES_BUDGET, describe_value, flat_user_inputs, output_values, record_values,
 )
@@ -234,6 +235,7 @@ class _Run:
     feeds: dict[str, np.ndarray] = field(default_factory=dict)
     production: Any = None
     others: list[BackendRun] = field(default_factory=list)
+    float64_weights: Any = None  # truth.Float64Weights: parameters' fp64 copies shared by the fp64 passes
 
     @property
     def actual(self) -> list[Any] | None:
@@ -278,7 +280,8 @@ def _verify_steps(exported: ExportedForVerification, args: tuple[Any, ...], kwar
                   backends: Sequence[Any], verification: Verification) -> Verification:
     """The steps of `verify_with_options`, each timed."""
     run = _Run(exported, args, kwargs, module, options, spec, tolerance_table(options.tolerances),
-               runtime.OrtConfig.of(options.session_options), backends, verification)
+               runtime.OrtConfig.of(options.session_options), backends, verification,
+               float64_weights=Float64Weights(values_budget() // 2) if options.per_op else None)
     with runtime.device_context(spec, tf32=options.tf32) as environment:
         verification.environment = {**environment, **runtime.versions(), "torch_seed": torch.initial_seed(),
                                      "onnxruntime_session": runtime.session_record(run.ort_config),
@@ -292,6 +295,8 @@ def _verify_steps(exported: ExportedForVerification, args: tuple[Any, ...], kwar
         per_op = options.per_op or _outputs_need_rows(run)
         if per_op:
             _timed(run, "per_op_s", _per_op_rows)
+        if run.float64_weights is not None:  # the fp64 passes are done
+            run.float64_weights.clear()
         if exported.program is not None and run.actual is not None:
             _judge_draws(run)
         if per_op and exported.program is not None and run.actual is not None:
@@ -421,7 +426,7 @@ def _judge_outputs(run: _Run) -> None:
             other.production is not None and other.production.lowest_precision() for other in run.others)
         truth = None if options.given_output_tolerances and not lowered else _output_truth(
             verification, run.exported, run.module, run.torch_args, run.torch_kwargs, run.values,
-            verification.timings, options.strict)
+            verification.timings, options.strict, weights=run.float64_weights)
         steps, quantized = _rounding_steps(run.exported, run.values), quantized_outputs(run.exported.program, run.values)
         judge = lambda record, outputs, precision: judge_outputs(  # noqa: E731
             record, outputs, expected, truth, names, allowed_mismatch=options.allowed_mismatch,
@@ -437,7 +442,8 @@ def _per_op_rows(run: _Run) -> None:
     """The per-op rows of every backend that ran; outputs computed from a tied selection compared
     again where the selections agree; detections' rows marked where boxes matched."""
     analyses = _per_op(run.verification, run.exported, run.values, run.feeds, run.spec, run.table, run.options.tf32,
-                       run.shared, run.production, run.options.strict, run.ort_config, run.backends[0], run.others)
+                       run.shared, run.production, run.options.strict, run.ort_config, run.backends[0], run.others,
+                       run.float64_weights)
     if run.exported.program is not None and run.actual is not None:
         _match_selected_outputs(run.verification, analyses, run.others, run.exported.program, run.values, run.actual,
                                 run.expected)
@@ -473,7 +479,7 @@ def _rounding_steps(exported: ExportedForVerification, values: Mapping[str, Any]
 def _output_truth(verification: Verification, exported: ExportedForVerification, module: torch.nn.Module | None,
                   args: tuple[Any, ...], kwargs: dict[str, Any], values: dict[str, Any],
                   timings: dict[str, float], strict: bool | None = None,
-                  module_first: bool = False) -> list[Any] | None:
+                  module_first: bool = False, weights: Any = None) -> list[Any] | None:
     """The model's outputs in float64 (the program replayed node by node from torch's recorded
     inputs and weights, else the module run in float64; `module_first`: the module when there is
     one, as for detectors, whose captured program holds float32 dtype checks and casts), flattened;
@@ -489,7 +495,7 @@ def _output_truth(verification: Verification, exported: ExportedForVerification,
         with harness_errors("computing the fp64 truth of the outputs", strict, verification.notes,
                             findings=(OpCallFailed,)):
             if exported.program is not None and not (module_first and module is not None):
-                return flatten_outputs(program_truth(exported.program, values))
+                return flatten_outputs(program_truth(exported.program, values, weights))
             # a copy: a detector's forward keeps dtype-dependent state (torchvision's AnchorGenerator
             # stores its cell anchors in the dtype it last ran in), which a later export would capture
             return flatten_outputs(model_truth(copy.deepcopy(module) if module_first else module, args, kwargs))
@@ -556,7 +562,7 @@ def _match_selected_outputs(verification, analyses, others, program, values, act
 
 
 def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, production, strict,
-            ort_config=None, backend=None, others=()) -> list:
+            ort_config=None, backend=None, others=(), float64_weights=None) -> list:
     """The per-op rows of the first backend into `verification`, and of every further backend
     that ran (`others`, BackendRuns) into theirs; then who is wrong where they disagree. Returns
     each backend's OpAnalysis (first backend first)."""
@@ -588,7 +594,7 @@ def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, pr
             runtime_precisions=run_production_outputs.runtime_precisions,
             runtime_fusions=run_production_outputs.runtime_fusions,
             declared_only=run_backend is None or run_backend.RUNS_DECLARED,
-            ort_config=_backend_ort_config(run_backend, ort_config),
+            ort_config=_backend_ort_config(run_backend, ort_config), float64_weights=float64_weights,
         ) for run_backend, run_production_outputs, environment in runs]
         results = fx_rows.analyse_backends(analyses)
     else:
