@@ -172,3 +172,40 @@ def test_the_fp64_passes_share_the_parameters_copies_within_a_budget(budget, wei
     assert len(kept) == (6 if budget else 0)  # the five parameters and the input, or none
     weights.clear()
     assert weights.held == 0 and all(weights.get(name) is None for name in kept)
+
+
+@pytest.mark.parametrize("values_budget, streamed, shared", [
+    (1 << 30, False, True),  # the parameters' fp64 copies fit half the budget: shared by both passes
+    (2 * 5_000, False, False),  # they do not (12.8 kB of float64 placeholders): each pass converts
+    (1 << 30, True, False),  # torch's values streamed (a large model): never held longer than a pass needs
+])
+def test_the_fp64_copies_are_shared_only_where_they_fit_and_values_are_held(values_budget, streamed, shared,
+                                                                            monkeypatch):
+    import harness
+    import harness.verification as verification_module
+    from harness.analysis import fx_rows
+
+    made: list[truth.Float64Weights] = []
+
+    class Recorded(truth.Float64Weights):
+        def __init__(self, budget: int) -> None:
+            super().__init__(budget)
+            self.kept: list[str] = []
+            made.append(self)
+
+        def keep(self, name: str, copy: torch.Tensor) -> None:
+            super().keep(name, copy)
+            self.kept.append(name)
+
+    monkeypatch.setattr(verification_module, "Float64Weights", Recorded)
+    monkeypatch.setattr(verification_module, "values_budget", lambda: values_budget)
+    if streamed:
+        monkeypatch.setattr(verification_module, "VALUES_BUDGET", 1)
+        monkeypatch.setattr(fx_rows, "CHUNK_BYTES", 1)
+    torch.manual_seed(0)
+    verification = harness.verify(_Layers().eval(), (torch.randn(3, 6, 7, 7),))
+    assert verification.passed
+    assert len(made) == (1 if shared else 0)
+    if shared:  # filled by the outputs' truth, emptied once the per-op pass is done
+        assert made[0].held == 0 and made[0].budget == values_budget // 2
+        assert len(made[0].kept) == len(set(made[0].kept)) == 6  # each placeholder converted once

@@ -44,7 +44,7 @@ from harness.analysis.quant_rows import QUANT_STEPS_RULE
 from harness.analysis.strictness import harness_errors
 from harness.analysis.truth import Float64Weights
 from harness.analysis.torch_values import (
-    VALUES_BUDGET, describe_value, flat_user_inputs, output_values, record_values,
+    VALUES_BUDGET, TorchValues, describe_value, flat_user_inputs, output_values, record_values,
 )
 from harness.verification.checker import run_checker
 from harness.exporters import EXPORTERS, ExportedForVerification, export_for_verification
@@ -280,14 +280,14 @@ def _verify_steps(exported: ExportedForVerification, args: tuple[Any, ...], kwar
                   backends: Sequence[Any], verification: Verification) -> Verification:
     """The steps of `verify_with_options`, each timed."""
     run = _Run(exported, args, kwargs, module, options, spec, tolerance_table(options.tolerances),
-               runtime.OrtConfig.of(options.session_options), backends, verification,
-               float64_weights=Float64Weights(values_budget() // 2) if options.per_op else None)
+               runtime.OrtConfig.of(options.session_options), backends, verification)
     with runtime.device_context(spec, tf32=options.tf32) as environment:
         verification.environment = {**environment, **runtime.versions(), "torch_seed": torch.initial_seed(),
                                      "onnxruntime_session": runtime.session_record(run.ort_config),
                                      "dtype": run_dtype(module, (args, kwargs)),
                                      "value_dtypes": value_dtypes(exported.program)}
         _timed(run, "torch_s", _torch_values)
+        run.float64_weights = _float64_weights(run)
         _timed(run, "backend_s", _production_run)
         _start_other_backends(run)
         if run.actual is not None:
@@ -389,6 +389,22 @@ def _torch_values(run: _Run) -> None:
     else:
         eager = run_eager(run.module, run.torch_args, run.torch_kwargs, device)
         run.expected, run.layout = flatten_outputs(eager), detection_layout(eager)
+
+
+def _float64_weights(run: _Run) -> Float64Weights | None:
+    """Where the fp64 passes (the outputs' truth, then each op's) share their float64 copies of
+    the parameters and buffers: per-op verification of a program whose values are held whole
+    and whose float placeholders' float64 copies all fit in half the values budget (so a large
+    model, or one whose values are streamed, never holds them longer than each pass needs)."""
+    if not run.options.per_op or run.exported.program is None or (
+            isinstance(run.values, TorchValues) and run.values.streaming):
+        return None
+    budget = values_budget() // 2
+    placeholders = [describe_value(run.values, node.name) for node in run.exported.program.graph.nodes
+                    if node.op == "placeholder"]
+    needed = sum(value.numel() * 8 for value in placeholders
+                 if isinstance(value, torch.Tensor) and value.is_floating_point())
+    return Float64Weights(budget) if needed <= budget else None
 
 
 def _production_run(run: _Run) -> None:
