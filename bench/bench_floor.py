@@ -20,6 +20,7 @@ go to bench/results/bench_floor.json.
 
     python bench/bench_floor.py                    # the smoke tier
     python bench/bench_floor.py --tier full --repeat 3
+    python bench/bench_floor.py --scale unet --repeat 1   # a scale model, alone: bench_floor_scale.json
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from typing import Any
 
 import torch
 
-from _common import load_note, machine_info, quiet_onnxruntime, write_results
+from _common import load_note, machine_info, quiet_onnxruntime, results_path, write_results
 
 import model_zoo_cases
 from exporter.capturing.trace import eval_mode
@@ -67,7 +68,8 @@ def measure(case, repeat: int) -> dict:
     module = case.module(0)
     args = case.inputs(0)
     axes = {k: v for k, v in case.dynamic_axes.items() if k in case.input_names}
-    exported = export_for_verification("roundtrip", module, args, dynamic_axes=axes, input_names=list(case.input_names))
+    exported = export_for_verification("roundtrip", module, args, dynamic_axes=axes or None,
+                                       input_names=list(case.input_names) or None)
     module64 = copy.deepcopy(module).double()
     args64 = tuple(_double(a) for a in args)
     from harness.runtime import SharedWeights
@@ -110,6 +112,25 @@ def measure(case, repeat: int) -> dict:
     del rep, module64
     model_zoo_cases.clear_module_cache()
     return row
+
+
+class ScaleCase:
+    """A scale model (model_zoo_cases.scale) measured like a zoo case: built once, static sizes."""
+
+    dynamic_axes: dict = {}
+    input_names: tuple = ()
+
+    def __init__(self, name: str) -> None:
+        from model_zoo_cases.scale import build
+
+        self.name = name
+        self._module, self._args = build(name)
+
+    def module(self, seed: int) -> torch.nn.Module:
+        return self._module
+
+    def inputs(self, seed: int) -> tuple:
+        return self._args
 
 
 def timed_sides(sides: Mapping[str, Callable[[], Any]], repeat: int
@@ -188,20 +209,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tier", choices=("smoke", "full"), default="smoke")
     parser.add_argument("--cases", default=None, help="fnmatch pattern or comma-separated names")
+    parser.add_argument("--scale", nargs="+", default=(), metavar="MODEL",
+                        help="measure these scale models (model_zoo_cases.scale: unet, llama, ...) instead of a tier")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", default=None, help="where to write the results (default bench/results/bench_floor.json)")
     options = parser.parse_args(argv)
     quiet_onnxruntime()
     machine = machine_info()
     rows = []
-    for case in model_zoo_cases.select(tier=None if options.cases else options.tier, pattern=options.cases):
+    cases = ([ScaleCase(name) for name in options.scale] if options.scale else
+             model_zoo_cases.select(tier=None if options.cases else options.tier, pattern=options.cases))
+    for case in cases:
         rows.append(measure(case, options.repeat))
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     over = [r["case"] for r in rows if r["over_limit"]]
-    path = write_results("bench_floor", machine, rows, path=options.json,
+    path = write_results("bench_floor", machine, rows,
+                         path=options.json or (results_path("bench_floor_scale") if options.scale else None),
                          summary={"limit": LIMIT, "above_limit": over,
                                   "max_ratio": max((r["ratio"] for r in rows), default=None)},
-                         options={"tier": options.tier, "cases": options.cases, "repeat": options.repeat})
+                         options={"tier": options.tier, "cases": options.cases, "repeat": options.repeat,
+                                  "scale": list(options.scale)})
     print(markdown(rows))
     print(f"\n{load_note({**machine, 'load_average_end': os.getloadavg()})}; results in {path}")
     return 0

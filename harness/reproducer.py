@@ -29,6 +29,9 @@ from exporter.contract.keys import ATEN_KEY
 from harness.onnxgraph.isolation import Subgraph, build
 from harness.records import OpRecord, Verification
 
+REPRODUCER_OF_KEY = "roundtrip.reproducer_of"
+"""Model metadata of a reproducer: the op (FX node or ONNX node) it isolates."""
+
 RUN_SCRIPT = '''"""Re-run this reproducer: python run.py [--device cpu|cuda]"""
 import argparse
 import os
@@ -79,7 +82,7 @@ def write_reproducer(verification_or_op: Verification | OpRecord, directory: str
     model = built.model
     model.graph.name = safe_filename(op.name, "op")
     _type_outputs(model, artifacts.expected)
-    for key, value in (("roundtrip.reproducer_of", op.name), (ATEN_KEY, op.aten)):
+    for key, value in ((REPRODUCER_OF_KEY, op.name), (ATEN_KEY, op.aten)):
         entry = model.metadata_props.add()
         entry.key, entry.value = key, value
 

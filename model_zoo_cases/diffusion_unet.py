@@ -50,11 +50,12 @@ class UNetConfig:
                 raise ValueError(f"width {width} is not a multiple of groups={self.groups} and heads={self.heads}")
 
 
-def timestep_features(timesteps: torch.Tensor, channels: int, max_period: float = 10000.0) -> torch.Tensor:
-    """Sinusoidal features of the timesteps (cosine half first, as Stable Diffusion's)."""
+def timestep_features(timesteps: torch.Tensor, channels: int, max_period: float = 10000.0,
+                      dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Sinusoidal features of the timesteps in `dtype` (cosine half first, as Stable Diffusion's)."""
     half = channels // 2
-    exponent = -math.log(max_period) * torch.arange(half, dtype=torch.float32, device=timesteps.device) / half
-    angles = timesteps.float()[:, None] * torch.exp(exponent)[None, :]
+    exponent = -math.log(max_period) * torch.arange(half, dtype=dtype, device=timesteps.device) / half
+    angles = timesteps.to(dtype)[:, None] * torch.exp(exponent)[None, :]
     return torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1)
 
 
@@ -201,7 +202,8 @@ class DiffusionUNet(nn.Module):
         self.conv_out = nn.Conv2d(widths[0], config.latent_channels, 3, padding=1)
 
     def forward(self, latents: torch.Tensor, timesteps: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
-        time = self.time_embedding(timestep_features(timesteps, self.time_channels))
+        time = self.time_embedding(timestep_features(timesteps, self.time_channels,
+                                                     dtype=self.time_embedding[0].weight.dtype))
         x = self.conv_in(latents)
         skips = [x]
         for level, block in enumerate(self.down):

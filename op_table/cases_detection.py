@@ -79,6 +79,7 @@ CASES: list[OpCase] = [
     op("topk_smallest_dynamic_k", lambda a: torch.topk(a, a.shape[1] - 2, dim=1, largest=False),
        lambda g: (randn(g, 2, 7),), [TOPK], dynamic_axes={"args_0": {1: "count"}}),
     op("topk_static_k", lambda a: a.topk(3), lambda g: (randn(g, 2, 6),), [TOPK]),
+    op("topk_of_a_0d_tensor", lambda a: a.topk(1), lambda g: (randn(g),), [TOPK]),
     op("topk_min_k_of_count", lambda a: a.topk(min(a.shape[0], 50), dim=0), lambda g: (randn(g, 5),),
        [TOPK, "torch.sym_min"], dynamic_axes=COUNT),
     op("nms_dynamic_count", lambda b, s: torchvision.ops.nms(b, s, 0.3), lambda g: (boxes(g, 24), scores(g, 24)),

@@ -1,5 +1,7 @@
 """Searching sorted sequences: `bucketize` and `searchsorted`, both sides, batched sequences,
-sorters, values on the boundaries and NaN (placed after every number, as torch places it)."""
+sorters, values on the boundaries and NaN (placed after every number, as torch places it), and
+empty sequences and values (onnxruntime's ReduceSum over a negative axis of an empty input
+returned that input: the count runs over its axis counted from the front)."""
 
 from __future__ import annotations
 
@@ -38,6 +40,10 @@ CASES: list[OpCase] = [
        dynamic_axes={"args_0": {0: "batch"}, "args_1": {0: "batch"}}),
     op("searchsorted_sorter", lambda s, x: torch.searchsorted(s, x, sorter=torch.argsort(s)),
        lambda g: (randn(g, 7), randn(g, 2, 3)), [SEARCHSORTED, "aten.sort.default"]),
+    op("searchsorted_empty_sequence", torch.searchsorted, lambda g: (torch.zeros(0), randn(g, 3, 2)), [SEARCHSORTED]),
+    op("searchsorted_empty_sequence_and_values", torch.searchsorted, lambda g: (torch.zeros(0), torch.zeros(0)),
+       [SEARCHSORTED]),
+    op("bucketize_empty_boundaries", torch.bucketize, lambda g: (randn(g, 4), torch.zeros(0)), [BUCKETIZE]),
     op("searchsorted_float64_scalar", lambda s: torch.searchsorted(s, 0.1, right=True),
        lambda g: (torch.sort(randn(g, 9, dtype=torch.float64)).values,), ["aten.searchsorted.Scalar"]),
 ]

@@ -20,7 +20,7 @@ import onnx
 import torch
 
 import exporter
-from exporter.contract.keys import REGION_KEY
+from exporter.contract.keys import ATEN_KEY, REGION_KEY
 from exporter.translate.registry import BUILTINS, normalize_target
 from exporter.capturing.trace import forward_input_names
 from exporter.capturing.signature import normalize_dynamic_axes
@@ -29,7 +29,6 @@ from harness.metrics.distribution import compare_distribution
 
 from .schema import OpCase
 
-ATEN_KEY = "roundtrip.aten"
 # A row with dynamic axes is also run with every dynamic axis this much longer than traced: a
 # size baked into the graph at export then fails the row. Larger only, so index inputs that
 # point into a dynamic axis stay valid; torch.export specialises sizes 0 and 1 anyway.

@@ -256,3 +256,31 @@ def test_a_cut_tie_needs_as_many_detections_on_each_side() -> None:
     extra["boxes"][-1] = np.float32([500, 500, 540, 550])
     _, match = compare_detections(actual, extra, atol=ATOL, rtol=RTOL)
     assert not match.cut_ties and not match.accepted
+
+
+_RNG = np.random.default_rng(0)
+_MASKS = _RNG.random((4, 1, 6, 5), dtype=np.float32)
+_TRUTH = _MASKS.astype(np.float64)[[2, 0, 3, 1]] + _RNG.normal(0, 1e-6, (4, 1, 6, 5))
+_WITH_NAN = _TRUTH.copy()
+_WITH_NAN[3, 0, 2, 2] = np.nan
+
+
+@pytest.mark.parametrize("ours, theirs, rows", [
+    (_MASKS, _TRUTH, [(0, 1), (1, 3), (2, 0), (3, 2)]),  # every mask, paired out of order
+    (_MASKS, _TRUTH, [(2, 0)]),  # one pair
+    (_MASKS[:, 0, 0, 0], _TRUTH[:, 0, 0, 0], [(0, 1), (3, 2)]),  # one value per detection (scores)
+    (_MASKS, _WITH_NAN, [(0, 1), (1, 3), (2, 0)]),  # a NaN in a paired truth: NaN, as the whole field's max
+    (_MASKS, _TRUTH, []),  # no pairs
+    (_MASKS, _TRUTH[:, :, :5], [(0, 1)]),  # shapes differ: no measure
+], ids=["all-pairs", "one-pair", "one-value-each", "nan", "no-pairs", "shapes-differ"])
+def test_the_paired_difference_is_the_whole_fields_maximum_without_its_float64_copy(ours, theirs, rows) -> None:
+    from harness.metrics.detections import largest_paired_difference
+
+    got = largest_paired_difference(ours, theirs, rows)
+    if ours.shape[1:] != theirs.shape[1:]:
+        assert got is None
+        return
+    whole = ours[[i for i, _ in rows]].astype(np.float64) - theirs[[j for _, j in rows]]
+    expected = float(np.max(np.abs(whole), initial=0.0))
+    assert got == expected or (np.isnan(got) and np.isnan(expected)), (got, expected)
+    assert rows == [] or np.isnan(expected) or expected > 0

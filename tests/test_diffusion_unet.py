@@ -44,6 +44,19 @@ def test_a_small_unet_verifies_per_op(config, size):
     assert all(op.passed is not False for op in verification.ops)
 
 
+def test_the_unet_runs_in_float64_as_a_user_casts_it():
+    """The fp64 forward of a floor benchmark: `.double()` on the module, the latents and text in
+    float64, the timesteps left as integers."""
+    torch.manual_seed(0)
+    unet = DiffusionUNet(SMALL).eval()
+    latents, timesteps, context = unet_inputs(SMALL, latent_size=8, text_tokens=5)
+    with torch.no_grad():
+        single = unet(latents, timesteps, context)
+        double = unet.double()(latents.double(), timesteps, context.double())
+    assert double.dtype == torch.float64
+    torch.testing.assert_close(double.float(), single, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("widths, attention, groups, heads, match", [
     ((16, 32), (True,), 8, 4, "different numbers of levels"),
     ((12, 32), (True, False), 8, 4, "not a multiple"),

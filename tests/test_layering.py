@@ -3,8 +3,8 @@ a module imports only from its own layer (stage) or below, the front ends never 
 other, the exporter never imports the harness, the harness's lower layers read only the
 exporter's torch-free contract (and the rest of the harness reads anything else of the exporter
 only inside functions), and no package module imports the scripts and tests around it (tools/,
-bench/, tests/), which may themselves import any package module. Relative imports are resolved
-first. A failure names the file, the line and the two layers."""
+bench/, tests/), which may themselves import any package module; and no circle of module-level
+imports among the exporter's or the harness's modules. Relative imports are resolved first. A failure names the file, the line and the two layers."""
 
 from __future__ import annotations
 
@@ -229,16 +229,21 @@ def test_harness_top_level_is_small():
 ])
 def test_a_planted_upward_import_is_caught(tmp_path, planted, line, expected):
     """The check can fail: copy the tree, plant one bad import, and it is reported with its line."""
-    for package in (*PACKAGES, *SCRIPTS):
-        for path in (ROOT / package).rglob("*.py"):
-            target = tmp_path / path.relative_to(ROOT)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(path.read_text())
+    _copy_sources(tmp_path, (*PACKAGES, *SCRIPTS))
     victim = tmp_path / planted
     victim.write_text(victim.read_text() + line)
     line_number = len(victim.read_text().splitlines())
     found = violations(tmp_path)
     assert len(found) == 1 and expected in found[0] and found[0].startswith(f"{planted}:{line_number}:"), found
+
+
+def _copy_sources(destination: Path, folders: tuple[str, ...]) -> None:
+    """The .py files of `folders`, copied under `destination` at the same relative paths."""
+    for folder in folders:
+        for path in (ROOT / folder).rglob("*.py"):
+            target = destination / path.relative_to(ROOT)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(path.read_text())
 
 
 def _section(text: str, title: str) -> str:
@@ -262,3 +267,76 @@ def test_the_architecture_page_draws_every_folder(package, title):
                 and prefix.startswith(package + ".")}
     assert folders <= prefixes, (
         f"folders without a stage in tests/test_layering.py: {sorted(folders - prefixes)}")
+
+
+def import_cycles(root: Path, packages: tuple[str, ...] = ("exporter", "harness")) -> list[list[str]]:
+    """The circles of module-level imports among the modules (not the package __init__s, which
+    import their own submodules by design) of `packages`: each strongly connected component of
+    two or more modules, sorted. An import of `a.b.c` counts as one of the longest existing module."""
+    paths = {module_name_under(root, p): p for package in packages for p in (root / package).rglob("*.py")
+             if p.name != "__init__.py"}
+
+    def resolve(imported: str) -> str | None:
+        parts = imported.split(".")
+        while parts and ".".join(parts) not in paths:
+            parts.pop()
+        return ".".join(parts) or None
+
+    def imported(path: Path, module: str) -> list[str]:  # `from pkg import submodule` names the submodule too
+        submodules = [f"{node.module}.{alias.name}" for node in _module_level(ast.parse(path.read_text()))
+                      if isinstance(node, ast.ImportFrom) and not node.level and node.module for alias in node.names]
+        return [name for _, name in imports(path, module, lazy=False)] + submodules
+
+    graph = {module: {target for name in imported(path, module)
+                      if (target := resolve(name)) is not None and target != module}
+             for module, path in paths.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in graph[module]:
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return sorted(cycles)
+
+
+def module_name_under(root: Path, path: Path) -> str:
+    return ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+
+
+def test_no_import_circles_in_the_exporter_or_the_harness():
+    assert import_cycles(ROOT) == []
+
+
+@pytest.mark.parametrize(("planted", "line", "circle"), [
+    ("exporter/capturing/signature.py", "from exporter.capturing.trace import eval_mode\n",
+     ["exporter.capturing.signature", "exporter.capturing.specialise", "exporter.capturing.trace"]),
+    ("harness/metrics/arrays.py", "from harness.metrics.comparison import compare\n",
+     ["harness.metrics.arrays", "harness.metrics.comparison"]),
+])
+def test_a_planted_import_circle_is_caught(tmp_path, planted, line, circle):
+    """The check can fail: copy the packages, close a circle with one import, and it is reported."""
+    _copy_sources(tmp_path, ("exporter", "harness"))
+    victim = tmp_path / planted
+    victim.write_text(victim.read_text() + line)
+    assert import_cycles(tmp_path) == [circle]

@@ -1,8 +1,9 @@
 """PyTorch's OpInfo samples against every ATen overload the registry claims.
 
-For each OpInfo entry that reaches a registered overload (tools/opinfo_sweep.py decides which)
+For each OpInfo entry that reaches a registered overload (op_table.opinfo decides which)
 and each dtype it supports among float32, float16, bfloat16 and int64, the test exports every
-sample, runs it on onnxruntime CPU and compares it with torch. A failing sample must be covered
+sample, runs it on onnxruntime CPU and judges it as the harness judges an op (its tolerance rows
+and its verdict against the fp64 truth: op_table.opinfo.judge). A failing sample must be covered
 by an expectation of tests/opinfo_expectations.py (entry, dtype, a predicate on the sample,
 the failure's regex, the reason); a sample a strict expectation covers that passes fails the
 test too. Each entry must run as many samples as the recorded sweep (docs/opinfo.json): a
@@ -14,12 +15,12 @@ NO_SAMPLES with their reason. The full sweep is nightly (`pytest -m nightly`, sc
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+import op_table.opinfo as SWEEP
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,6 +37,7 @@ NO_OPINFO = {
     "aten._assert_scalar.default": "a runtime check torch.export inserts; no operator samples",
     "aten._assert_tensor_metadata.default": "a runtime check torch.export inserts; no operator samples",
     "aten.sym_size.int": "a size query of dynamic shapes; OpInfo samples are static",
+    "aten.sym_numel.default": "a size query of dynamic shapes; OpInfo samples are static",
     **{f"_operator.{name}": "SymInt arithmetic on dynamic sizes; OpInfo samples are static"
        for name in ("add", "floordiv", "ge", "le", "mul", "sub")},
     "aten._assert_async.msg": "a runtime check torch.export inserts; no operator samples",
@@ -45,7 +47,7 @@ NO_OPINFO = {
        "exercised by the op table's rows"
        for name in ("__lshift__.Scalar", "__lshift__.Tensor", "__rshift__.Scalar", "__rshift__.Tensor",
                     "_embedding_bag.default", "_embedding_bag_forward_only.default", "_fft_c2c.default",
-                    "_fft_c2r.default", "_fft_r2c.default", "_linalg_det.default", "_local_scalar_dense.default",
+                    "_fft_c2r.default", "_fft_r2c.default", "_local_scalar_dense.default",
                     "_unique2.default", "_upsample_bicubic2d_aa.default", "blackman_window.default",
                     "blackman_window.periodic", "hamming_window.default", "hamming_window.periodic",
                     "hamming_window.periodic_alpha", "hamming_window.periodic_alpha_beta",
@@ -73,16 +75,8 @@ NO_OPINFO = {
 }
 
 
-def _sweep() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("opinfo_sweep", ROOT / "tools" / "opinfo_sweep.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-SWEEP = _sweep()
-RECORDED = SWEEP.load()
+RESULTS = ROOT / "docs" / "opinfo.json"  # recorded by tools/opinfo_sweep.py
+RECORDED = SWEEP.load(RESULTS)
 sys.path.insert(0, str(ROOT / "tests"))
 import opinfo_expectations as EXPECTED  # noqa: E402  (tests/ is not a package)
 
@@ -122,6 +116,34 @@ def test_no_samples_pairs_are_recorded_without_samples() -> None:
         f"ran no sample, unlisted: {sorted(empty - set(EXPECTED.NO_SAMPLES))}; listed but ran samples: "
         f"{sorted(set(EXPECTED.NO_SAMPLES) - empty)}")
     assert all(reason.strip() for reason in EXPECTED.NO_SAMPLES.values())
+
+
+@pytest.mark.parametrize("error", [r"values differ", r"output 1: values differ", r"differ", r".*"])
+def test_an_expected_failure_cannot_excuse_any_numeric_difference(error: str) -> None:
+    with pytest.raises(ValueError, match="must be a tolerance"):
+        EXPECTED.Expectation(("sort",), ("float16",), "ties", error)
+
+
+BOUNDED = [e for e in EXPECTED.EXPECTATIONS if e.tolerance]
+
+
+@pytest.mark.parametrize("expectation", BOUNDED, ids=[e.entries[0] for e in BOUNDED])
+def test_a_bounded_expectation_still_fails_garbage(expectation) -> None:
+    """Each (rtol, atol) of a bounded expectation fails a regression to garbage: outputs of unit
+    scale (the smallest of the covered entries') against independent ones of the same scale."""
+    import torch
+
+    from op_table.opinfo.judge import ProgramFacts, judge_output
+
+    for dtype, tolerance in expectation.tolerance.items():
+        output = torch.float32 if dtype == "int64" else getattr(torch, dtype)  # an int64 sample's float output
+        want = (torch.rand(256, generator=torch.Generator().manual_seed(0)) * 2 - 1).to(output)
+        garbage = (torch.rand(256, generator=torch.Generator().manual_seed(1)) * 2 - 1).to(output).float().numpy()
+        exact = want.float().numpy()
+        facts = ProgramFacts(1, 1)
+        assert judge_output(exact, want, None, targets=("aten.x",), facts=facts, tolerance=tolerance) == ""
+        failure = judge_output(garbage, want, None, targets=("aten.x",), facts=facts, tolerance=tolerance)
+        assert "values differ" in failure, (dtype, tolerance, failure)
 
 
 @pytest.mark.nightly

@@ -74,6 +74,26 @@ def test_every_table_is_rendered_side_by_side_with_its_ratio(results):
     assert "machine was busy" not in text
 
 
+@pytest.mark.parametrize("floors, expected", [
+    (None, None),
+    ({"rows": [{"case": "unet", "ops": 812, "verify_s": 240.0, "floor_s": 60.0, "ratio": 4.0, "over_limit": True,
+                "why": "fp64 truth per op: 120 s against 20 s"}]},
+     "| unet | 812 | 240.0 | 60.0 | 4.0x | fp64 truth per op: 120 s against 20 s |"),
+], ids=["no-floor-results", "floor-results"])
+def test_the_scale_table_shows_each_model_against_its_target_and_its_floor(results, floors, expected):
+    row = {"case": "unet", "inputs": [[1, 4, 64, 64], [1], [1, 77, 768]], "weight_bytes": 569 * 10**6,
+           "baseline_rss": 700 * 2**20, "model_rss": 1300 * 2**20, "peak_rss": 700 * 2**20 + 3 * 2**30, "passed": True,
+           "ratio_over_baseline": 5.66, "ratio_raw": 6.9,
+           "largest_activation_bytes": 537 * 10**6, "seconds": 300.0, "measured": "2026-12-03T15:00:00"}
+    (results / "bench_memory.json").write_text(json.dumps({"bench": "bench_memory", "machine": MACHINE, "rows": [row]}))
+    if floors is not None:
+        (results / "bench_floor_scale.json").write_text(json.dumps({"bench": "bench_floor", "machine": MACHINE, **floors}))
+    text = gen_performance_doc.render(str(results))
+    assert "| unet | 1x4x64x64 1 1x77x768 | verify(module) | pass | 0.53 | 0.50 | 3.00 | 5.66x | 2.92 | no |" in text
+    assert ("Per-op verification of the scale models" in text) is (expected is not None)
+    assert expected is None or expected in text
+
+
 def test_a_busy_machine_is_called_out(results):
     busy = copy.deepcopy(MACHINE)
     busy["load_average_end"] = [6.5, 5.0, 4.0]
@@ -156,3 +176,33 @@ def test_op_difference_counts_each_op_type_ours_minus_theirs():
     assert difference(graph("Conv", "Relu", "Trilu"), graph("Relu", "Conv", "Expand", "Expand")) == {
         "Expand": -2, "Trilu": 1}
     assert difference(graph("Conv", "Relu"), graph("Relu", "Conv")) == {}
+
+
+def test_commits_table_shows_both_sides_their_ratio_and_what_got_worse(results):
+    gib = 2**30
+    rows = [{"kind": "export", "case": "resnet18", "base_min_s": 0.5, "head_min_s": 0.55, "ratio": 1.1,
+             "base_min_cpu_s": 0.8, "head_min_cpu_s": 0.72, "cpu_ratio": 0.9},
+            {"kind": "memory", "case": "vgg16", "write": True, "base_net_peak_bytes": 2 * gib,
+             "head_net_peak_bytes": 1.5 * gib, "ratio": 0.75, "base_net_write_peak_bytes": gib,
+             "head_net_write_peak_bytes": gib, "write_ratio": 1.0}]
+    summary = {"commits": {"base": "aaaaaaaaaaaa", "head": "bbbbbbbbbbbb"}, "worse_over_5_percent": ["resnet18"],
+               "loads": [{"load": 2.5}, {"load": 4.25}]}
+    (results / "bench_commits.json").write_text(json.dumps(
+        {"bench": "bench_commits", "machine": MACHINE, "options": {"rounds": 4, "repeat": 3}, "rows": rows,
+         "summary": summary}))
+    text = gen_performance_doc.render(str(results))
+    assert "base `aaaaaaaaaa` and head `bbbbbbbbbb`" in text and "Load average before each process: 2.5-4.2" in text
+    assert "| resnet18: export (s) | 0.500 | 0.550 | 1.10x |" in text
+    assert "| resnet18: export (CPU s) | 0.800 | 0.720 | 0.90x |" in text
+    assert "| vgg16, written to a file first: net peak of export + verify (GiB) | 2.000 | 1.500 | 0.75x |" in text
+    assert "| vgg16: net peak of writing the export (GiB) | 1.000 | 1.000 | 1.00x |" in text
+    assert "More than 5% worse on head: resnet18." in text
+
+
+def test_write_table_shows_each_writer_per_case(results):
+    rows = [{"case": "vgg16", "writer": "streaming", "weight_bytes": 2**30, "extra_peak_bytes": 2**20, "seconds": 0.5},
+            {"case": "vgg16", "writer": "onnx_ir", "weight_bytes": 2**30, "extra_peak_bytes": 2**31, "seconds": 4.0}]
+    (results / "bench_write.json").write_text(json.dumps(
+        {"bench": "bench_write", "machine": MACHINE, "options": {"rounds": 2}, "rows": rows}))
+    text = gen_performance_doc.render(str(results))
+    assert "| vgg16 | streaming | 1.00 | 0.001 | 0.50 |" in text and "| vgg16 | onnx_ir | 1.00 | 2.000 | 4.00 |" in text

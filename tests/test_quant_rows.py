@@ -11,6 +11,7 @@ from onnx import TensorProto, helper
 
 from harness.analysis.quant_rows import QParams, cut_at_quantized, judge_region
 from harness.analysis.truth import _quantize_exact
+from harness.metrics.quant_steps import RegionKernel
 
 INT8 = QParams(np.asarray(0.5), np.asarray(0.0), -128, 127, "int8")
 
@@ -157,19 +158,70 @@ def _float_matmul_then_quantize(tail: str) -> onnx.ModelProto:
     ("add", "all", None, "ai.onnx::QuantizeLinear"),  # the weight the runtime transposed is no int32 bias
 ])
 def test_region_kernels_name_what_the_runtime_computes(tail, level, accuracy, kind):
-    from harness.analysis.quant_rows import INTEGER_KERNELS, region_kernels
+    from harness.analysis.quant_rows import region_kernels
+    from harness.runtime import DeviceSpec, model_runner
     from harness.runtime.ort_config import OrtConfig
 
     entries = {"session.qdq_matmulnbits_accuracy_level": accuracy} if accuracy else {}
     config = OrtConfig.from_dict({"graph_optimization_level": level, "config_entries": entries})
-    found = region_kernels(_float_matmul_then_quantize(tail), config, ["q"])["q"]
-    assert found == kind
-    assert found.split(" with ")[0].split("::")[-1] not in INTEGER_KERNELS  # no step allowed for it
+    model = _float_matmul_then_quantize(tail)
+    feeds = _feeds(model)
+    values, graph = model_runner(DeviceSpec.parse("cpu"), False, None, config).inspect(model, feeds)
+    assert graph.optimised is not None and not graph.layers  # onnxruntime's optimised graph, from the run's load
+    np.testing.assert_array_equal(values["q"], model_runner(DeviceSpec.parse("cpu"), False, None, config)(model, feeds)["q"])
+    found = region_kernels(model, graph, ["q"])["q"]
+    assert found.describe() == kind
+    assert not found.requantizes  # no step allowed for it
+
+
+def _feeds(model):
+    rng = np.random.default_rng(1)
+    return {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+            for i in model.graph.input}
+
+
+def test_a_requantizing_kernel_is_named_from_the_load_that_ran_it():
+    """onnxruntime at `all` fuses DequantizeLinear -> MatMul -> QuantizeLinear with int8 activations
+    into an integer kernel: the record says which, and that it requantizes (one step allowed)."""
+    from harness.analysis.quant_rows import INTEGER_KERNELS, region_kernels
+    from harness.runtime import DeviceSpec, model_runner
+    from harness.runtime.ort_config import OrtConfig
+
+    model = _quantized_matmul()
+    config = OrtConfig.from_dict({"graph_optimization_level": "all"})
+    _, graph = model_runner(DeviceSpec.parse("cpu"), False, None, config).inspect(model, _feeds(model))
+    found = region_kernels(model, graph, ["q"])["q"]
+    assert found.requantizes and found.kernel.split("::")[-1] in INTEGER_KERNELS, found
+    assert found.to_dict() == {"kernel": found.kernel, "requantizes": True, "below_float32": []}
+    _, plain = model_runner(DeviceSpec.parse("cpu"), False, None,
+                            OrtConfig.from_dict({"graph_optimization_level": "disabled"})).inspect(model, _feeds(model))
+    assert region_kernels(model, plain, ["q"])["q"] == RegionKernel("ai.onnx::QuantizeLinear")  # run as written
+
+
+def _quantized_matmul():
+    """QuantizeLinear -> DequantizeLinear -> MatMul (int8 weight, dequantized) -> QuantizeLinear."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("QuantizeLinear", ["a", "s", "z"], ["aq"]),
+        helper.make_node("DequantizeLinear", ["aq", "s", "z"], ["ad"]),
+        helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"]),
+        helper.make_node("MatMul", ["ad", "wd"], ["m"]),
+        helper.make_node("QuantizeLinear", ["m", "qs", "z"], ["q"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [16, 128])],
+        [helper.make_tensor_value_info("q", TensorProto.UINT8, [16, 64])],
+        [onnx.numpy_helper.from_array(rng.integers(-127, 128, (128, 64)).astype(np.int8), "w"),
+         onnx.numpy_helper.from_array(np.float32(0.01), "ws"), onnx.numpy_helper.from_array(np.int8(0), "wz"),
+         onnx.numpy_helper.from_array(np.float32(0.02), "s"), onnx.numpy_helper.from_array(np.float32(0.5), "qs"),
+         onnx.numpy_helper.from_array(np.uint8(128), "z")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
 
 
 @pytest.mark.parametrize("tail", ["add", "tanh"])
 def test_openvino_names_fully_connected_layers_that_quantize_their_activations(tail):
-    from harness.analysis.quant_rows import OPENVINO_INTEGER, openvino_region_kernels
+    from harness.analysis.quant_rows import OPENVINO_INTEGER, region_kernels
+    from harness.runtime import DeviceSpec, model_runner
     from harness.runtime.backends import get_backend
 
     reason = get_backend("openvino:precision=f32").unavailable_reason("CPU")
@@ -179,9 +231,14 @@ def test_openvino_names_fully_connected_layers_that_quantize_their_activations(t
         .dynamic_quantization_group()
     if not group:
         pytest.skip("this CPU plugin computes integer-weight FullyConnected layers on float activations")
-    found = openvino_region_kernels(_float_matmul_then_quantize(tail), "openvino:precision=f32", ["q"])["q"]
+    model = _float_matmul_then_quantize(tail)
+    runner = model_runner(DeviceSpec.parse("cpu"), False, None, backend=get_backend("openvino:precision=f32"))
+    _, graph = runner.inspect(model, _feeds(model))
+    assert graph.layers and graph.dynamic_quantization_group == group and graph.optimised is None
+    found = region_kernels(model, graph, ["q"])["q"]
     if tail == "tanh":  # one int8 layer holds the MatMul, the Tanh and the QuantizeLinear: it requantizes
-        assert found == f"{OPENVINO_INTEGER} (FullyConnected, int8)"
+        assert found == RegionKernel(f"{OPENVINO_INTEGER} (FullyConnected, int8)", True)
     else:  # the Add and the QuantizeLinear run in float after it: the exact rule, the kernel named
-        assert found == (f"ai.onnx::QuantizeLinear with OpenVINO FullyConnected on int8 activations, groups of "
-                         f"{group} (DYNAMIC_QUANTIZATION_GROUP_SIZE)")
+        assert not found.requantizes
+        assert found.describe() == (f"ai.onnx::QuantizeLinear with OpenVINO FullyConnected on int8 activations, "
+                                    f"groups of {group} (DYNAMIC_QUANTIZATION_GROUP_SIZE)")

@@ -61,6 +61,68 @@ def test_values_from_a_selection_are_compared_where_the_selections_agree(actual_
                                    atol=0, rtol=0) is None  # not laid out by the selection
 
 
+COLUMNS = np.array([[0, 1], [2, 0], [7, 2]])  # torch's picks down each column (TopK along dim 0)
+
+
+@pytest.mark.parametrize("actual_indices, actual, passed, kept", [
+    ([[2, 1], [0, 0], [7, 2]], [[2.0, 1.5], [0.0, 0.5], [7.0, 2.5]], True, 6),  # same picks, another order per column
+    ([[2, 0], [0, 2], [7, 1]], [[2.0, 0.5], [0.0, 2.5], [7.0, 1.5]], True, 6),  # column 1 reordered too
+    ([[2, 1], [0, 0], [4, 2]], [[2.0, 1.5], [0.0, 0.5], [4.0, 2.5]], True, 5),  # a pick only one side made
+    ([[2, 1], [0, 0], [7, 2]], [[2.0, 1.5], [0.0, 0.5], [7.0, 9.0]], False, 6),  # wrong at an agreeing pick
+])
+def test_picks_down_columns_are_paired_within_their_column(actual_indices, actual, passed, kept):
+    """A selection along dim 0: each column is one row of picks; pairing along the last axis
+    would pair picks of different columns."""
+    expected = COLUMNS + np.array([0.0, 0.5])  # a value per pick: its index, plus 0.5 in column 1
+    found = ties.matched_comparison(np.array(actual), expected, np.array(actual_indices), COLUMNS,
+                                    atol=1e-5, rtol=1e-4, name="gathered", selected_by="topk", axis=0)
+    assert found.passed is passed and f"{kept} of 6 picks paired" in found.note, found.note
+    assert ties.matched_comparison(np.array(actual), expected, np.array(actual_indices), COLUMNS, atol=1e-5,
+                                   rtol=1e-4, axis=2) is None  # no such axis in the indices
+
+
+@pytest.mark.parametrize("axis, actual_indices, actual, passed, kept", [
+    (None, [3, 5], [[3.0, 3.5], [5.0, 5.5]], True, 1),   # argmax(dim=1): one pick per row, paired where equal
+    (None, [0, 5], [[0.0, 0.5], [5.0, 9.0]], False, 2),  # both agree, one value wrong
+    (-1, [0, 5], [[0.0, 0.5], [5.0, 5.5]], True, 2),     # ... as a selection along the indices' last axis
+])
+def test_a_tied_selection_pairs_its_values_by_how_its_picks_lie(axis, actual_indices, actual, passed, kept):
+    from harness.analysis.selections import TiedSelection
+
+    expected = np.array([[0.0, 0.5], [5.0, 5.5]])
+    selection = TiedSelection("argmax", np.array(actual_indices), np.array([0, 5]), axis)
+    found = selection.matched(np.array(actual), expected, atol=1e-5, rtol=1e-4, name="picked")
+    assert found.passed is passed and f"{kept} of 2 picks paired" in found.note, found.note
+
+
+class TopAlongColumns(torch.nn.Module):
+    """Tied scores laid out as columns: TopK along dim 0, the features it picks gathered."""
+
+    def forward(self, scores, features):
+        values, indices = torch.topk(scores, 6, dim=0)
+        return values * 2, torch.gather(features, 0, indices), torch.argmax(scores, dim=0)
+
+
+@pytest.mark.parametrize("second", [None, "openvino:precision=f32"])
+def test_backends_picking_tied_columns_differently_pass_where_selections_agree(second):
+    """onnxruntime (and OpenVINO) pick other members of the tied runs than torch, each in its own
+    order: the gathered output is compared where each backend's picks agree with torch's, per
+    column, and passes on every backend."""
+    backends = ("onnxruntime",) + ((second,) if second else ())
+    if second and get_backend(second).unavailable_reason("CPU"):
+        pytest.skip(get_backend(second).unavailable_reason("CPU"))
+    torch.manual_seed(0)
+    args = (torch.from_numpy(SCORES.T.copy()), torch.randn(8, 2))
+    verification = harness.verify(TopAlongColumns().eval(), args, backends=backends)
+    for result in [verification, *verification.backend_results]:
+        rows = {op.fx_node: op for op in result.ops}
+        assert any(note.startswith("tie: ") for note in rows["topk"].notes), rows["topk"].notes
+        gathered = result.outputs[1]
+        assert gathered.passed, gathered.note
+        assert "matched through the tied selection of topk" in gathered.note and "of 12 picks paired" in gathered.note
+        assert result.passed, [(o.name, o.note) for o in result.outputs]
+
+
 class TopAndGather(torch.nn.Module):
     """Tied scores: TopK picks, its boxes gathered, and argmax, each as an output."""
 

@@ -22,7 +22,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results")
 OUTPUT = os.path.join(ROOT, "docs", "PERFORMANCE.md")
 GIB = 2**30
-BENCHES = ("bench_export", "bench_inference", "bench_verify", "bench_floor", "bench_memory", "bench_shape_sweep")
+BENCHES = ("bench_export", "bench_inference", "bench_verify", "bench_floor", "bench_memory", "bench_shape_sweep",
+           "bench_commits", "bench_write")
 
 
 def load(name: str, folder: str = RESULTS) -> dict[str, Any] | None:
@@ -263,14 +264,16 @@ SCALE_CASES = ("fasterrcnn_resnet50_fpn", "maskrcnn_resnet50_fpn", "llama", "une
 """bench_memory's cases at scale, where activations or one huge initializer set the peak."""
 
 
-def scale_section(document: dict[str, Any]) -> list[str]:
+def scale_section(document: dict[str, Any], floors: dict[str, Any] | None = None) -> list[str]:
     """The scale table: bench_memory's large cases, peak net of the interpreter against the
-    weights, the largest activation and the target (2 x weights + 2 GB)."""
+    weights, the largest activation and the target (2 x weights + 2 GB); then, from
+    `floors` (bench_floor --scale's results), each scale model's verification against its floor."""
     rows = [row for row in document["rows"] if row.get("case") in SCALE_CASES]
     lines = ["## Scale", "",
              "The models users most need per-op verification for, each verified per op in a fresh process "
-             "(`bench/bench_memory.py`; detectors at torchvision's default 800 px transform, Llama on 128 tokens, "
-             "a diffusers UNet on 64 x 64 latents, one Linear(23300, 23300) of 2.17 GB). Net peak is the peak "
+             "(`bench/bench_memory.py`, models from `model_zoo_cases.scale`: detectors at torchvision's default 800 px "
+             "transform, BatchNorm calibrated; Llama on 128 tokens; a diffusion UNet laid out as Stable Diffusion's "
+             "on 64 x 64 latents; one Linear(23300, 23300) of 2.17 GB). Net peak is the peak "
              "resident set minus the interpreter's (torch, onnxruntime and the harness imported); the target is "
              "2 x the weights + 2 GB. The largest activation is the largest tensor one eager forward makes. Time is "
              "the whole `harness.verify` (export included) on the machine as it was loaded then (load average "
@@ -298,11 +301,85 @@ def scale_section(document: dict[str, Any]) -> list[str]:
     if not rows:
         lines.append("| no scale case measured yet: `python bench/bench_memory.py --cases fasterrcnn_resnet50_fpn` |||||||||||")
     lines += [""]
+    if floors and floors.get("rows"):
+        lines += ["Per-op verification of the scale models against their floor (`bench/bench_floor.py --scale`, "
+                  "CPU seconds, fastest of the repeats; the floor is one fp32 and one fp64 forward and two "
+                  f"backend runs; {load_note_of(floors)}):", "",
+                  "| case | ops | verify (s) | floor (s) | verify / floor | where the time goes |", "|---|---:|---:|---:|---:|---|"]
+        for row in floors["rows"]:
+            lines.append(f"| {row['case']} | {row['ops']} | {row['verify_s']:.1f} | {row['floor_s']:.1f} | "
+                         f"{row['ratio']:.1f}x | {row.get('why', 'within the limit')[:300]} |")
+        lines += [""]
+    return lines
+
+
+def load_note_of(document: dict[str, Any]) -> str:
+    """When and under what load a bench document was measured."""
+    machine = document.get("machine", {})
+    start, end = machine.get("load_average") or [None], machine.get("load_average_end") or [None]
+    return (f"measured {str(machine.get('started', ''))[:10]}, load {_fmt(start[0], '.1f')} at the start and "
+            f"{_fmt(end[0], '.1f')} at the end")
+
+
+def commits_section(document: dict[str, Any]) -> list[str]:
+    """bench/bench_commits.py: the export and memory benches on two commits, each side's best."""
+    summary, options = document.get("summary", {}), document.get("options", {})
+    commits = summary.get("commits", {})
+    loads = [entry["load"] for entry in summary.get("loads", [])]
+    lines = _heading(
+        "Export and memory against an earlier commit",
+        f"Both benches on base `{str(commits.get('base'))[:10]}` and head `{str(commits.get('head'))[:10]}`, each side "
+        "running its own bench scripts on its own code in fresh processes, interleaved over "
+        f"{options.get('rounds')} rounds (base first, then head first, ...). Export: `bench_export.ours` (the call "
+        f"bench/bench_export.py times), {options.get('repeat')} timed calls per case and process after a warm-up, "
+        "the fastest of all counts (wall and CPU seconds). Memory: `bench_memory.py --child` (peak resident set of export plus "
+        "`harness.verify` in a fresh process, net of the interpreter's), the lowest of the rounds counts. "
+        + (f"Load average before each process: {min(loads):.1f}-{max(loads):.1f}." if loads else ""),
+        document, ["case", "base", "head", "head / base"], 3)
+    for row in document["rows"]:
+        if row.get("kind") == "export":
+            lines.append(f"| {row['case']}: export (s) | {row['base_min_s']:.3f} | {row['head_min_s']:.3f} | "
+                         f"{row['ratio']:.2f}x |")
+            if row.get("cpu_ratio") is not None:
+                lines.append(f"| {row['case']}: export (CPU s) | {row['base_min_cpu_s']:.3f} | "
+                             f"{row['head_min_cpu_s']:.3f} | {row['cpu_ratio']:.2f}x |")
+    for row in document["rows"]:
+        if row.get("kind") != "memory":
+            continue
+        label = f"{row['case']}{', written to a file first' if row.get('write') else ''}"
+        lines.append(f"| {label}: net peak of export + verify (GiB) | {row['base_net_peak_bytes'] / GIB:.3f} | "
+                     f"{row['head_net_peak_bytes'] / GIB:.3f} | {row['ratio']:.2f}x |")
+        if row.get("write_ratio") is not None:
+            lines.append(f"| {row['case']}: net peak of writing the export (GiB) | "
+                         f"{row['base_net_write_peak_bytes'] / GIB:.3f} | {row['head_net_write_peak_bytes'] / GIB:.3f} | "
+                         f"{row['write_ratio']:.2f}x |")
+    worse = summary.get("worse_over_5_percent") or []
+    lines += ["", f"More than 5% worse on head: {', '.join(worse) if worse else 'none'}.", ""]
+    return lines
+
+
+WRITE_INTRO = ("Per case and writer, a fresh process exports the model, then writes it: `ExportResult.save` (the "
+               "exporter's writer, straight from the weights) or `onnx_ir.save` of the same onnx_ir model (a "
+               "ModelProto built and serialised first), to one file and with external data. Extra peak: the "
+               "resident set's high-water mark during the write over the RSS before it; lowest and fastest of "
+               "{rounds} interleaved rounds.")
+
+
+def write_section(document: dict[str, Any]) -> list[str]:
+    """bench/bench_write.py: the streaming writer against onnx_ir's save, per case."""
+    title = "Writing the file: the streaming writer against onnx_ir's save"
+    columns = ["case", "writer", "weights (GiB)", "extra peak (GiB)", "seconds"]
+    lines = _heading(title, WRITE_INTRO.format(rounds=document["options"].get("rounds")), document, columns, 3)
+    for row in document["rows"]:
+        lines.append(f"| {row['case']} | {row['writer']} | {row['weight_bytes'] / GIB:.2f} | "
+                     f"{row['extra_peak_bytes'] / GIB:.3f} | {row['seconds']:.2f} |")
+    lines += [""]
     return lines
 
 
 SECTIONS = {"bench_export": export_section, "bench_inference": inference_section, "bench_verify": verify_section, "bench_floor": floor_section,
-            "bench_memory": memory_section, "bench_shape_sweep": shape_sweep_section}
+            "bench_memory": memory_section, "bench_shape_sweep": shape_sweep_section, "bench_commits": commits_section,
+            "bench_write": write_section}
 
 COMMANDS = """## Reproducing
 
@@ -318,8 +395,11 @@ python bench/bench_memory.py --cases fasterrcnn_resnet50_fpn   # alone: the dete
 python bench/bench_memory.py --cases maskrcnn_resnet50_fpn     # alone, each: the scale table
 python bench/bench_memory.py --cases llama
 python bench/bench_memory.py --cases unet
+python bench/bench_floor.py --scale unet --repeat 1  # alone: the scale models against their floor
 python bench/bench_memory.py --cases linear23300 --from-file
 python bench/bench_shape_sweep.py                    # ResNet-18, super-resolution, word LM (LSTM)
+git worktree add --detach /tmp/base BASE && python bench/bench_commits.py --base /tmp/base --rounds 4
+python bench/bench_write.py --cases vgg16              # the streaming writer against onnx_ir's save
 python tools/gen_performance_doc.py
 ```
 """
@@ -336,7 +416,7 @@ def render(folder: str = RESULTS) -> str:
             continue
         lines += SECTIONS[name](document)
         if name == "bench_memory":
-            lines += scale_section(document)
+            lines += scale_section(document, load("bench_floor_scale", folder))
     lines.append(COMMANDS)
     return "\n".join(lines)
 

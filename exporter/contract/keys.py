@@ -52,3 +52,5 @@ SIZE_OBLIVIOUS_KEY = "roundtrip.size_oblivious"
 FIXED_SIZES_META = "roundtrip.fixed_sizes"
 # ir.Graph.meta during optimisation: what a pass said it merged.
 MERGED_VALUES_META = "roundtrip.merged_values"
+# ir.Model.meta during optimisation (in memory, never serialised): the Ledger the passes write to.
+LEDGER_META = "roundtrip.optimize.ledger"

@@ -23,8 +23,8 @@ import onnx_ir as ir
 
 from exporter.optimize import aliases
 from exporter.optimize.bridge import to_ir
-from exporter.optimize.passes import LEDGER_META, PASSES, WEIGHT_FOLDING, Ledger, Pass, fx_values
-from exporter.contract.keys import ALIASED_VALUES_KEY, FOLDED_VALUES_KEY
+from exporter.contract.keys import ALIASED_VALUES_KEY, FOLDED_VALUES_KEY, LEDGER_META
+from exporter.optimize.passes import PASSES, WEIGHT_FOLDING, Ledger, Pass, fx_values
 from exporter.translate.ir_model import to_skeleton
 
 __all__ = ["FOLDED_VALUES_KEY", "PASSES", "WEIGHT_FOLDING", "Applied", "Optimized", "Pass", "optimize", "optimize_ir"]

@@ -25,7 +25,7 @@ from onnxscript import optimizer
 from onnxscript.rewriter import pattern
 from onnxscript.rewriter.rules import common as onnxscript_rules
 
-from exporter.contract.keys import FX_NODE_KEY
+from exporter.contract.keys import FX_NODE_KEY, LEDGER_META
 from exporter.optimize import aliases
 from exporter.optimize.rewriting import RuleIndex, apply_rules
 from exporter.optimize.rules import (
@@ -57,9 +57,6 @@ DATA_MOVEMENT = frozenset({"Transpose", "Gather", "Concat", "Unsqueeze", "Squeez
 
 
 logger = logging.getLogger(__name__)
-
-LEDGER_META = "roundtrip.optimize.ledger"
-"""`ir.Model.meta` key (in memory, never serialised) of the `Ledger` the passes write to."""
 
 
 @dataclass

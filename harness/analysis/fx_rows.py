@@ -82,7 +82,6 @@ class FxAnalysis:
     runtime_precisions: Mapping[str, RuntimePrecision] = field(default_factory=dict)  # ONNX node -> as it ran
     declared_only: bool = True  # the backend runs every node as declared: a row's precision is its dtype
     chunk_bytes: int = field(default_factory=lambda: CHUNK_BYTES or values_budget())  # backend values held at once (_analyse_streamed)
-    ort_config: Any = None  # onnxruntime: the sessions' runtime.OrtConfig (which fusions it makes)
     runtime_fusions: Sequence[Any] = ()  # the backend's fused layers (RuntimeFusion), judged as regions
     region_truths: dict[str, Any] = field(default_factory=dict)  # fp64 per-op truths the fused layers reuse
     region_rows: dict[str, Any] = field(default_factory=dict)  # the fused layers' region rows, between passes
@@ -116,7 +115,7 @@ def analyse_backends(analyses: Sequence[FxAnalysis]) -> list[OpAnalysis]:
             _judge(record, isolated.get(fx, {}), truths[index].get(fx, {}), rule, analysis)
         _judge_fused_layers(records, analysis, rule, analysis.region_rows, isolated, result.timings)
         started = time.perf_counter()
-        result.notes.extend(quant_rows.annotate(records, analysis, analysis.ort_config))
+        result.notes.extend(quant_rows.annotate(records, analysis))
         if any(record.quant_steps is not None for record in records.values()):
             result.timings["quant_steps_s"] = time.perf_counter() - started
         if analysis.device == "cuda":
@@ -241,7 +240,7 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
             f"the ops reading it were measured); reproducer inputs are kept for the {kept} op(s) with the largest "
             "errors")
     started = time.perf_counter()
-    result.notes.extend(quant_rows.annotate_regions(records, analysis, analysis.ort_config))
+    result.notes.extend(quant_rows.annotate_regions(records, analysis))
     if any(record.quant_steps is not None for record in records.values()):
         timings["quant_steps_s"] = time.perf_counter() - started
 

@@ -26,9 +26,6 @@ int8/uint8 that holds the region's QuantizeLinear).
 from __future__ import annotations
 
 import dataclasses
-import logging
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,11 +38,11 @@ import torch.fx
 from harness.analysis.rows import OpRecord
 from harness.analysis.strictness import harness_errors
 from harness.analysis.truth import OpCallFailed, replay_region
-from harness.metrics.quant_steps import QuantSteps, quant_steps
+from harness.metrics.quant_steps import QuantSteps, RegionKernel, quant_steps
 from harness.metrics.verdict import Verdict
+from harness.runtime.backends.precision import RuntimeGraph
 from harness.runtime.errors import BACKEND_ERRORS
 
-logger = logging.getLogger(__name__)
 
 QUANT_STEPS_RULE = "quant-steps"
 
@@ -307,21 +304,24 @@ def _needed_nodes(graph: onnx.GraphProto, outputs: set[str]) -> set[int]:
     return needed
 
 
-def region_kernels(model: onnx.ModelProto, ort_config: Any, names: list[str]) -> dict[str, str]:
-    """How onnxruntime (CPU, under `ort_config`) computes each region output in `names`:
-    '<domain>::<op type>' of the integer kernel among the nodes of its optimised graph that
-    compute it (e.g. 'com.microsoft::QLinearConv': the region was fused, possibly with a
-    DequantizeLinear -> QuantizeLinear after the kernel), else of the node that writes it
-    ('ai.onnx::QuantizeLinear': run as written). A kernel computing below float32 on the way
-    (REDUCED_COMPUTE) is named after it: '... with com.microsoft::MatMulNBits on int8 activations,
-    blocks of 32 (accuracy_level 4)'."""
-    from harness.runtime.sessions import prepare
+def region_kernels(model: onnx.ModelProto, graph: RuntimeGraph, names: list[str]) -> dict[str, RegionKernel]:
+    """How the runtime computed each region output in `names` of `model`, from what it made of
+    that model in the load that ran it (`graph`, BackendRunner.inspect): onnxruntime's
+    optimised graph or OpenVINO's runtime layers; {} when the backend reports neither."""
+    if graph.optimised is not None:
+        return optimised_kernels(model, graph.optimised, names)
+    if graph.layers:
+        return openvino_kernels(model, graph, names)
+    return {}
 
-    with tempfile.TemporaryDirectory(prefix="roundtrip-quant-fusions-") as folder:
-        path = os.path.join(folder, "optimised.onnx")
-        rep = prepare(model, "CPU", ort_config=ort_config, optimized_model_path=path)
-        del rep
-        optimised = onnx.load(path, load_external_data=False)
+
+def optimised_kernels(model: onnx.ModelProto, optimised: onnx.ModelProto, names: list[str]) -> dict[str, RegionKernel]:
+    """How onnxruntime computes each region output in `names`, read from its optimised graph:
+    the integer kernel among the nodes that compute it ('com.microsoft::QLinearConv': the region
+    was fused, possibly with a DequantizeLinear -> QuantizeLinear after the kernel; it
+    requantizes), else the node that writes it ('ai.onnx::QuantizeLinear': run as written). A
+    kernel computing below float32 on the way (REDUCED_COMPUTE) is named in `below_float32`:
+    'com.microsoft::MatMulNBits on int8 activations, blocks of 32 (accuracy_level 4)'."""
     nodes = list(optimised.graph.node)
     producer = {out: index for index, node in enumerate(nodes) for out in node.output if out}
     known = ({i.name for i in model.graph.input} | {t.name for t in model.graph.initializer}
@@ -333,7 +333,7 @@ def region_kernels(model: onnx.ModelProto, ort_config: Any, names: list[str]) ->
         if name not in producer:
             continue
         writer = nodes[producer[name]]
-        kinds[name] = f"{writer.domain or 'ai.onnx'}::{writer.op_type}"
+        kernel, requantizes = f"{writer.domain or 'ai.onnx'}::{writer.op_type}", False
         pending, seen, reduced = [producer[name]], set(), []
         while pending:
             index = pending.pop()
@@ -344,32 +344,25 @@ def region_kernels(model: onnx.ModelProto, ort_config: Any, names: list[str]) ->
             if reduced_compute(node):
                 reduced.append(f"{node.domain or 'ai.onnx'}::{node.op_type} on {reduced_compute(node)}")
             if node.op_type in INTEGER_KERNELS:
-                kinds[name] = f"{node.domain or 'ai.onnx'}::{node.op_type}"
+                kernel, requantizes = f"{node.domain or 'ai.onnx'}::{node.op_type}", True
                 break
             if node.op_type == "DequantizeLinear" and node.input[0] in made:  # a float bias it quantized
-                kinds[name] = f"{BIAS_QUANTIZED} ({node.input[0]})"
+                kernel, requantizes = f"{BIAS_QUANTIZED} ({node.input[0]})", True
                 break
             pending.extend(producer[i] for i in node.input if i in producer)
-        if reduced:
-            kinds[name] += f" with {', '.join(sorted(set(reduced)))}"
+        kinds[name] = RegionKernel(kernel, requantizes, tuple(sorted(set(reduced))))
     return kinds
 
 
-def openvino_region_kernels(model: onnx.ModelProto, backend: str, names: list[str]) -> dict[str, str]:
-    """How OpenVINO (the backend spec `backend`) computes each region output in `names`: the
-    runtime layer that holds the QuantizeLinear writing it, where that layer runs in int8/uint8
-    ('openvino integer layer (Convolution, uint8)'); outputs of float layers are left out,
+def openvino_kernels(model: onnx.ModelProto, graph: RuntimeGraph, names: list[str]) -> dict[str, RegionKernel]:
+    """How OpenVINO computes each region output in `names`, read from its runtime layers: the
+    layer that holds the QuantizeLinear writing it, where that layer runs in int8/uint8 ('openvino
+    integer layer (Convolution, uint8)', requantizing); outputs of float layers are left out,
     except that a region holding a FullyConnected layer with integer weights while the plugin
     quantizes such layers' activations at run time is named ('ai.onnx::QuantizeLinear with
     OpenVINO FullyConnected on int8 activations, groups of 32 (DYNAMIC_QUANTIZATION_GROUP_SIZE)'):
     that is the runtime's precision, as MatMulNBits' is onnxruntime's, and keeps the exact rule."""
-    from harness.runtime.backends import get_backend
-
-    rep = get_backend(backend).prepare(model, "CPU")
-    try:
-        layers, group = rep.layers(), rep.dynamic_quantization_group()
-    finally:
-        del rep
+    layers, group = graph.layers, graph.dynamic_quantization_group
     writer = {out: node.name for node in model.graph.node for out in node.output if out}
     kinds = {}
     for layer in layers:
@@ -377,7 +370,7 @@ def openvino_region_kernels(model: onnx.ModelProto, backend: str, names: list[st
             continue
         for name in names:
             if writer.get(name) in layer["onnx_nodes"]:
-                kinds[name] = f"{OPENVINO_INTEGER} ({layer['type']}, {layer['precision']})"
+                kinds[name] = RegionKernel(f"{OPENVINO_INTEGER} ({layer['type']}, {layer['precision']})", True)
     dynamic = [layer for layer in layers if group and layer["type"] == "FullyConnected"
                and layer["precision"] in ("int8", "uint8")]
     for name in names:
@@ -385,8 +378,8 @@ def openvino_region_kernels(model: onnx.ModelProto, backend: str, names: list[st
             continue
         computing = region_nodes(model, name)
         if any(computing.intersection(layer["onnx_nodes"]) for layer in dynamic):
-            kinds[name] = (f"ai.onnx::QuantizeLinear with OpenVINO FullyConnected on int8 activations, groups of "
-                           f"{group} (DYNAMIC_QUANTIZATION_GROUP_SIZE)")
+            kinds[name] = RegionKernel("ai.onnx::QuantizeLinear", False, (
+                f"OpenVINO FullyConnected on int8 activations, groups of {group} (DYNAMIC_QUANTIZATION_GROUP_SIZE)",))
     return kinds
 
 
@@ -404,7 +397,7 @@ class RegionResult:
     torch_side: QuantSteps
     allowed: int
     beyond: int  # elements past what the rule allows
-    kernel: str  # the runtime node that wrote the output ('ai.onnx::QuantizeLinear', 'com.microsoft::QLinearConv')
+    kernel: RegionKernel | None  # how the runtime computed the output (None: not known, run as written)
     members: list[str]
 
 
@@ -445,8 +438,9 @@ def _steps(actual: np.ndarray, positions: np.ndarray, qp: QParams, margin: Any) 
 def region_verdict(result: RegionResult, dtype: str, output: str) -> Verdict:
     """The row's verdict from its region's steps."""
     passed = result.beyond == 0
-    how = (f"requantized by the runtime ({result.kernel}): {result.allowed} step allowed" if result.allowed
-           else f"run as {result.kernel or 'written'}: exact except at ties")
+    kernel = result.kernel.describe() if result.kernel is not None else ""
+    how = (f"requantized by the runtime ({kernel}): {result.allowed} step allowed" if result.allowed
+           else f"run as {kernel or 'written'}: exact except at ties")
     reason = (f"{how}; backend max {result.backend.max_steps:g} step(s) from the truth, "
               f"{result.backend.off_by_one_or_more} of {result.backend.elements} off "
               f"({result.backend.at_ties} at ties, {result.backend.at_saturation} at saturation), "
@@ -484,12 +478,12 @@ def isolated_quantize_verdict(record: OpRecord, actual: np.ndarray, torch_input:
 # --- the driver ------------------------------------------------------------------------------------
 
 
-def annotate(records: Mapping[str, OpRecord], analysis: Any, ort_config: Any = None) -> list[str]:
+def annotate(records: Mapping[str, OpRecord], analysis: Any) -> list[str]:
     """Fill `quant_steps` and the verdict of every quantize and dequantize row of `records`
     (an fx_rows analysis of a model holding quantized_decomposed ops, its rows judged); returns
     notes for the verification. Rows of other ops are left as they are."""
     annotate_rows(records, analysis)
-    return annotate_regions(records, analysis, ort_config)
+    return annotate_regions(records, analysis)
 
 
 def annotate_rows(records: Mapping[str, OpRecord], analysis: Any) -> None:
@@ -506,7 +500,7 @@ def annotate_rows(records: Mapping[str, OpRecord], analysis: Any) -> None:
             _quantize_row(record, node, analysis)
 
 
-def annotate_regions(records: Mapping[str, OpRecord], analysis: Any, ort_config: Any = None) -> list[str]:
+def annotate_regions(records: Mapping[str, OpRecord], analysis: Any) -> list[str]:
     """Every quantize row's region, run once for all of them (after annotate_rows, so that a
     region reading a failing dequantize names it); returns notes."""
     quantizers = [n for n in analysis.program.graph.nodes
@@ -516,7 +510,7 @@ def annotate_regions(records: Mapping[str, OpRecord], analysis: Any, ort_config:
     if getattr(analysis.values, "streaming", False):
         return ["quantized regions not measured: torch's values were streamed (released once their ops were "
                 "measured); the quantize and dequantize rows are judged alone"]
-    return _regions(records, quantizers, analysis, ort_config)
+    return _regions(records, quantizers, analysis)
 
 
 def _isolated_output(record: OpRecord, analysis: Any) -> np.ndarray | None:
@@ -564,8 +558,7 @@ def _quantize_row(record: OpRecord, node: torch.fx.Node, analysis: Any) -> None:
     record.passed = record.verdict.passed
 
 
-def _regions(records: Mapping[str, OpRecord], quantizers: list[torch.fx.Node], analysis: Any,
-             ort_config: Any) -> list[str]:
+def _regions(records: Mapping[str, OpRecord], quantizers: list[torch.fx.Node], analysis: Any) -> list[str]:
     """Run every quantized region once (the model cut at its quantized tensors) and judge each
     quantize row's region against its truth."""
     quantized = {}
@@ -591,33 +584,28 @@ def _regions(records: Mapping[str, OpRecord], quantizers: list[torch.fx.Node], a
     for name in renamed:
         if name in inputs:
             feeds[name] = _torch_array(analysis.values[quantized[name]])
+    # one load runs the cut model and says which regions the runtime fused (its optimised graph or
+    # runtime layers); a runner that cannot say (a plain function) leaves every region unfused
+    inspect = getattr(analysis.run, "inspect", None)
+    graph = RuntimeGraph()
     try:
         with harness_errors("running the quantized regions", analysis.strict, findings=BACKEND_ERRORS) as failed:
-            produced = analysis.run(cut, feeds)
+            produced, graph = inspect(cut, feeds) if inspect is not None else (analysis.run(cut, feeds), graph)
     except BACKEND_ERRORS as error:  # the runtime refused the cut model: the rows keep their isolated verdicts
         return [f"quantized regions not run: {type(error).__name__}: {str(error)[:200]}"]
     if failed:  # the harness's own code around the run (raised in strict mode)
         return [failed.note]
-    kernels: dict[str, str] = {}
-    if analysis.device == "cpu" and ort_config is not None:  # onnxruntime's optimised graph says which fused
-        try:
-            kernels = region_kernels(cut, ort_config, list(renamed.values()))
-        except (*BACKEND_ERRORS, OSError) as error:  # a session that would not load, or wrote no optimised file
-            logger.info("could not read onnxruntime's optimised graph: %s", error)
-    elif str(getattr(analysis, "backend", "")).startswith("openvino"):  # its runtime graph says which ran in int8
-        try:
-            kernels = openvino_region_kernels(cut, analysis.backend, list(renamed.values()))
-        except BACKEND_ERRORS as error:  # a model OpenVINO would not compile; a harness bug is raised
-            logger.info("could not read OpenVINO's runtime graph: %s", error)
+    # on the CPU only: onnxruntime's integer kernels are CPU kernels, and OpenVINO runs on its CPU plugin
+    kernels = region_kernels(cut, graph, list(renamed.values())) if analysis.device == "cpu" else {}
     for name, region_output in renamed.items():
         node = next(n for n in quantizers if n.name == quantized[name])
         record = records[node.name]
         if region_output not in produced:
             continue
-        result = _region(node, np.asarray(produced[region_output]), kernels.get(region_output, ""), analysis)
+        result = _region(node, np.asarray(produced[region_output]), kernels.get(region_output), analysis)
         if result is None:
             continue
-        record.quant_steps = result.backend
+        record.quant_steps = dataclasses.replace(result.backend, kernel=result.kernel)
         verdict = region_verdict(result, record.dtype, record.fx_node)
         failing_inputs = [n.name for n in entry_dequantizers(node) if records.get(n.name) is not None
                           and records[n.name].passed is False]
@@ -631,7 +619,7 @@ def _regions(records: Mapping[str, OpRecord], quantizers: list[torch.fx.Node], a
     return []
 
 
-def _region(node: torch.fx.Node, actual: np.ndarray, kernel: str, analysis: Any) -> RegionResult | None:
+def _region(node: torch.fx.Node, actual: np.ndarray, kernel: RegionKernel | None, analysis: Any) -> RegionResult | None:
     qp = qparams_of(node, analysis.values)
     source = node.args[0]
     if qp is None or not isinstance(source, torch.fx.Node):
@@ -650,7 +638,7 @@ def _region(node: torch.fx.Node, actual: np.ndarray, kernel: str, analysis: Any)
     torch_int = _torch_array(analysis.values[node.name])
     if actual.shape != torch_int.shape or truth_array.shape != torch_int.shape:
         return None
-    fused = kernel.split(" with ")[0].split("::")[-1] in INTEGER_KERNELS or kernel.startswith((BIAS_QUANTIZED, OPENVINO_INTEGER))
+    fused = kernel is not None and kernel.requantizes
     backend, torch_side, allowed, beyond = judge_region(actual, torch_int, qp.positions(truth_array),
                                                         qp.positions(torch_float), qp, fused, noise_steps)
     return RegionResult(backend, torch_side, allowed, beyond, kernel, [m.name for m in members])

@@ -28,17 +28,52 @@ from harness.metrics.comparison import Comparison
 
 @dataclass(frozen=True)
 class TiedSelection:
-    """The backend's and torch's indices of one index row where they differ only by ties."""
+    """The backend's and torch's indices of one index row where they differ only by ties, and
+    how one row of picks lies in them: along `axis` (the op's dimension: TopK along dim 0 picks
+    down each column), or one pick per position where the op drops that dimension or selects
+    over the flattened tensor (`axis` None: argmax, max.dim)."""
 
     fx_node: str
     actual: np.ndarray
     expected: np.ndarray
+    axis: int | None = -1
+
+    def matched(self, actual: Any, expected: Any, atol: float, rtol: float, name: str) -> Comparison | None:
+        """A value computed from this selection compared where the selections agree
+        (ties.matched_comparison); None when it is not laid out by the selection."""
+        picked, wanted, actual, expected = self.actual, self.expected, as_array(actual), as_array(expected)
+        axis = self.axis
+        if axis is None:  # one pick per position: a unit row after the indices' own dimensions
+            if actual.shape[:picked.ndim] != picked.shape:
+                return None
+            axis = picked.ndim
+            picked, wanted = np.expand_dims(picked, axis), np.expand_dims(wanted, axis)
+            actual, expected = np.expand_dims(actual, axis), np.expand_dims(expected, axis)
+        return ties.matched_comparison(actual, expected, picked, wanted, atol=atol, rtol=rtol, name=name,
+                                       selected_by=self.fx_node, axis=axis)
+
+
+def selection_axis(node: torch.fx.Node, torch_values: Mapping[str, Any]) -> int | None:
+    """The axis of `node`'s indices along which one row of its picks lies (None: one pick per
+    position, for an op that drops the dimension it selects along or flattens its input; 0 for
+    NMS, whose keeps are one row)."""
+    spec = ties.index_output(str(node.target))
+    if spec is None or spec.selection:
+        return 0 if spec is not None else None
+    args = list(node.args)
+    source = args[spec.source] if len(args) > spec.source else None
+    value = torch_values.get(source.name) if isinstance(source, torch.fx.Node) else None
+    if not isinstance(value, torch.Tensor):
+        return None
+    axis = ties.dim_of(spec, args, value.ndim)
+    return axis if axis is not None and ties.keeps_dim(spec, args) else None
 
 
 def tied_selection(record: OpRecord, group: NodeGroup, backend_values: Mapping[str, Any],
-                   torch_values: Mapping[str, Any]) -> TiedSelection | None:
+                   torch_values: Mapping[str, Any], node: torch.fx.Node | None = None) -> TiedSelection | None:
     """The row's selection in the backend's run (`backend_values`), when its indices differ from
-    torch's and the row's comparison called that a tie; else None."""
+    torch's and the row's comparison called that a tie; else None. `node`: the row's FX node,
+    whose arguments say along which axis its picks lie (the last without it)."""
     spec = ties.index_output(record.aten)
     if spec is None or record.check != "selection" or record.accumulated is None or not record.accumulated.passed:
         return None
@@ -51,7 +86,7 @@ def tied_selection(record: OpRecord, group: NodeGroup, backend_values: Mapping[s
     actual, wanted = as_array(backend_values[name]), as_array(expected)
     if actual.shape == wanted.shape and np.array_equal(actual, wanted):
         return None
-    return TiedSelection(record.fx_node, actual, wanted)
+    return TiedSelection(record.fx_node, actual, wanted, selection_axis(node, torch_values) if node is not None else -1)
 
 
 def downstream(program: torch.export.ExportedProgram, sources: Sequence[str]) -> dict[str, str]:
@@ -68,22 +103,17 @@ def downstream(program: torch.export.ExportedProgram, sources: Sequence[str]) ->
     return found
 
 
-def _through(selection: TiedSelection, actual: Any, expected: Any, atol: float, rtol: float, name: str,
-             ) -> Comparison | None:
-    return ties.matched_comparison(as_array(actual), as_array(expected), selection.actual, selection.expected,
-                                   atol=atol, rtol=rtol, name=name, selected_by=selection.fx_node)
-
-
 def match_rows(records: Mapping[str, OpRecord], groups: Mapping[str, NodeGroup], backend_values: Mapping[str, Any],
                torch_values: Mapping[str, Any], program: torch.export.ExportedProgram,
                selections: dict[str, TiedSelection]) -> None:
     """Record the tied selections among `records` (into `selections`, kept for the outputs), and
     recompare the failing accumulated values of rows downstream of one where the selections agree."""
+    nodes = {node.name: node for node in program.graph.nodes}
     for fx, record in records.items():
         if record.check == "selection" and record.accumulated is not None and record.accumulated.note:
             record.notes.append(f"in the accumulated run (indices picked on the backend's own inputs): "
                                 f"{record.accumulated.note}")
-        found = tied_selection(record, groups[fx], backend_values, torch_values)
+        found = tied_selection(record, groups[fx], backend_values, torch_values, nodes.get(fx))
         if found is not None:
             selections[fx] = found
     if not selections:
@@ -96,8 +126,8 @@ def match_rows(records: Mapping[str, OpRecord], groups: Mapping[str, NodeGroup],
         selection = selections[origin]
         tolerance = record.tolerance
         matched = [
-            _through(selection, backend_values[name], output_at(torch_values.get(fx), index), tolerance["atol"],
-                     tolerance["rtol"], name)
+            selection.matched(backend_values[name], output_at(torch_values.get(fx), index), tolerance["atol"],
+                              tolerance["rtol"], name)
             for index, name in sorted(groups[fx].outputs.items()) if name in backend_values
         ]
         if matched and all(m is not None for m in matched):
@@ -128,8 +158,8 @@ def match_outputs(program: torch.export.ExportedProgram, torch_values: Mapping[s
         selection = selections[origin]
         replaced = _indices_output(item, selection, torch_values, actual[index], expected[index], comparison.name)
         if replaced is None:
-            replaced = _through(selection, actual[index], expected[index], comparison.atol, comparison.rtol,
-                                comparison.name)
+            replaced = selection.matched(actual[index], expected[index], comparison.atol, comparison.rtol,
+                                         comparison.name)
         if replaced is not None:
             result[index] = replaced
     return result

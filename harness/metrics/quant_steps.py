@@ -28,6 +28,28 @@ actual position to a whole step to count as on the grid (float rounding of scale
 
 
 @dataclass(frozen=True)
+class RegionKernel:
+    """How the runtime computed a quantized region's output, read from the load that ran it:
+    `kernel`, the runtime node or layer that wrote it ('com.microsoft::QLinearConv',
+    'ai.onnx::QuantizeLinear', 'openvino integer layer (Convolution, uint8)', 'bias quantized to
+    int32 (...)'); `requantizes`, whether that kernel requantizes an integer accumulator (one
+    step allowed); `below_float32`, kernels on the way that compute below float32
+    ('com.microsoft::MatMulNBits on int8 activations, blocks of 32 (accuracy_level 4)'), named
+    but allowed nothing."""
+
+    kernel: str
+    requantizes: bool = False
+    below_float32: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """The kernel as a row's reason names it: '<kernel> with <what computes below float32>'."""
+        return self.kernel + (f" with {', '.join(self.below_float32)}" if self.below_float32 else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, "requantizes": self.requantizes, "below_float32": list(self.below_float32)}
+
+
+@dataclass(frozen=True)
 class QuantSteps:
     """One quantized tensor's error in steps of its scale (see the module docstring)."""
 
@@ -40,6 +62,7 @@ class QuantSteps:
     elements: int
     at_ties: int = 0
     at_saturation: int = 0
+    kernel: RegionKernel | None = None  # on a region's row: how the runtime computed it
 
     @property
     def off_fraction(self) -> float:
@@ -49,7 +72,8 @@ class QuantSteps:
     def to_dict(self) -> dict[str, Any]:
         return {"scale": self.scale, "zero_point": self.zero_point, "qmin": self.qmin, "qmax": self.qmax,
                 "max_steps": self.max_steps, "off_by_one_or_more": self.off_by_one_or_more,
-                "elements": self.elements, "at_ties": self.at_ties, "at_saturation": self.at_saturation}
+                "elements": self.elements, "at_ties": self.at_ties, "at_saturation": self.at_saturation,
+                **({"kernel": self.kernel.to_dict()} if self.kernel is not None else {})}
 
 
 def _positions(values: Any, scale: float, zero_point: int) -> tuple[np.ndarray, bool]:

@@ -128,17 +128,21 @@ def keeps_dim(spec: IndexOutput, args: list) -> bool:
 
 def matched_comparison(actual: np.ndarray, expected: np.ndarray, actual_indices: np.ndarray,
                        expected_indices: np.ndarray, *, atol: float, rtol: float, name: str = "",
-                       selected_by: str = "") -> Comparison | None:
+                       selected_by: str = "", axis: int = -1) -> Comparison | None:
     """A value computed from a selection (the rows a TopK picked, gathered), compared where the
     selections agree: each of torch's picks paired with the backend's pick of the same index in
-    the same row (the indices' last axis), wherever the backend placed it; picks only one side
-    made (another member of a tie) are left out and counted in the note. None when the value is
-    not laid out by the selection (its leading dimensions are not the indices' shape)."""
+    the same row (the indices' `axis`, the one the op selected along: TopK along dim 0 picks
+    down each column), wherever the backend placed it; picks only one side made (another member
+    of a tie) are left out and counted in the note. None when the value is not laid out by the
+    selection (its leading dimensions are not the indices' shape)."""
     actual, expected = np.asarray(actual), np.asarray(expected)
     picked, wanted = np.asarray(actual_indices), np.asarray(expected_indices)
     if (picked.shape != wanted.shape or picked.ndim == 0 or actual.shape != expected.shape
-            or actual.shape[:picked.ndim] != picked.shape):
+            or actual.shape[:picked.ndim] != picked.shape or not -picked.ndim <= axis < picked.ndim):
         return None
+    axis %= picked.ndim  # each row's picks moved last, in the indices and in the value's leading dimensions
+    picked, wanted = np.moveaxis(picked, axis, -1), np.moveaxis(wanted, axis, -1)
+    actual, expected = np.moveaxis(actual, axis, picked.ndim - 1), np.moveaxis(expected, axis, picked.ndim - 1)
     width = picked.shape[-1]
     rows = picked.reshape(-1, width)
     targets = wanted.reshape(-1, width)

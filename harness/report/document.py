@@ -178,7 +178,8 @@ def compact_op(row: Mapping[str, Any], cpu_placed: Sequence[str] = ()) -> dict[s
     out["backend"] = row.get("backend", "onnxruntime")
     out["runtime_precision"] = dict(row["runtime_precision"]) if row.get("runtime_precision") else None
     steps = row.get("quant_steps")
-    out["quant_steps"] = {key: number(value) for key, value in steps.items()} if steps else None
+    out["quant_steps"] = {key: value if key == "kernel" else number(value) for key, value in steps.items()} \
+        if steps else None
     out["blame"] = row.get("blame", "")
     if row.get("runtime_fusion"):
         out["runtime_fusion"] = _compact_fusion(row["runtime_fusion"])

@@ -16,7 +16,7 @@ from harness.runtime.errors import BACKEND_ERRORS, BackendRunError, BackendUnava
 from harness.runtime.model_files import ModelFileError
 from harness.runtime.ort_config import OPTIMIZATION_LEVELS, OrtConfig, OrtConfigError
 from harness.runtime.placement import cpu_placed_nodes, node_placement, parse_profile
-from harness.runtime.runner import ModelRunner, ProductionRun, model_runner, run_production
+from harness.runtime.runner import BackendRunner, ModelRunner, ProductionRun, model_runner, run_production
 from harness.runtime.sessions import (
     BackendRep, harness_session_options, prepare, real_inputs, session_options, session_record,
 )
@@ -25,7 +25,7 @@ from harness.runtime.shared_weights import SharedWeights
 __all__ = [
     "BACKEND_ERRORS", "OPTIMIZATION_LEVELS", "Backend", "BackendRep", "BackendSpec", "BackendSpecError",
     "PreparedModel", "RuntimeFusion", "RuntimePrecision", "backend_names", "get_backend", "provider_unavailable_reason", "BackendRunError", "BackendUnavailableError",
-    "DeviceSpec", "ModelFileError", "ModelLoadError", "ModelRunner", "OrtConfig", "OrtConfigError",
+    "BackendRunner", "DeviceSpec", "ModelFileError", "ModelLoadError", "ModelRunner", "OrtConfig", "OrtConfigError",
     "ProductionRun", "SharedWeights", "cpu_placed_nodes", "cuda_unavailable_reason", "device_context",
     "first_line", "harness_session_options", "model_runner", "node_placement", "parse_profile", "prepare",
     "real_inputs", "require_cuda", "run_production", "session_options", "session_record", "versions",

@@ -4,12 +4,16 @@
 run as a finding (a note), never as an exception; on CUDA it also reads back which nodes
 onnxruntime placed on the CPU, and on every backend the precision each node ran at. `model_runner`
 loads and runs the variants the per-op analysis builds (the instrumented model, the isolation
-batch). Both run on onnxruntime by default, or on any `backend` (harness.runtime.backends):
-every backend's `prepare` takes the same options and uses those it knows.
+batch), and with `inspect` also returns what the backend made of one (its optimised graph or
+runtime layers) from the same load. Both run on onnxruntime by default, or on any `backend`
+(harness.runtime.backends): every backend's `prepare` takes the same options and uses those it
+knows.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +22,7 @@ import numpy as np
 import onnx
 
 from harness.runtime.backends.base import Backend
-from harness.runtime.backends.precision import DECLARED, RuntimeFusion, RuntimePrecision, is_lower
+from harness.runtime.backends.precision import DECLARED, RuntimeFusion, RuntimeGraph, RuntimePrecision, is_lower
 from harness.runtime.devices import DeviceSpec
 from harness.runtime.errors import BackendRunError, ModelLoadError, first_line
 from harness.runtime.memory import release_freed_memory
@@ -97,20 +101,45 @@ def run_production(model: onnx.ModelProto, spec: DeviceSpec, feeds: dict[str, np
         release_freed_memory()
 
 
-def model_runner(spec: DeviceSpec, tf32: bool, shared: SharedWeights | None,
-                 ort_config: OrtConfig | None = None, backend: Backend | None = None) -> ModelRunner:
-    """A function that loads a model variant on the device under test and runs it once, with the
+@dataclass(frozen=True)
+class BackendRunner:
+    """A ModelRunner: loads a model variant on the device under test and runs it once, with the
     production run's session configuration (so that its values are the production run's), on
-    `backend` (onnxruntime by default)."""
-    def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        rep = _prepare(backend, model, spec, tf32=tf32, shared_weights=shared, **_session_options(spec, ort_config))
+    `backend` (onnxruntime by default). `inspect` also returns what the backend made of the
+    model (its RuntimeGraph), from the same load."""
+
+    spec: DeviceSpec
+    tf32: bool
+    shared: SharedWeights | None
+    ort_config: OrtConfig | None = None
+    backend: Backend | None = None
+
+    def __call__(self, model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self._run(model, feeds, {})[0]
+
+    def inspect(self, model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], RuntimeGraph]:
+        """The outputs by name and the backend's RuntimeGraph of `model`, from one load
+        (onnxruntime writes its optimised graph to a scratch file as it loads)."""
+        with tempfile.TemporaryDirectory(prefix="roundtrip-runtime-graph-") as folder:
+            return self._run(model, feeds, {"optimized_model_path": os.path.join(folder, "optimised.onnx")},
+                             inspect=True)
+
+    def _run(self, model: onnx.ModelProto, feeds: dict[str, np.ndarray], extra: dict[str, Any], *,
+             inspect: bool = False) -> tuple[dict[str, np.ndarray], RuntimeGraph]:
+        rep = _prepare(self.backend, model, self.spec, tf32=self.tf32, shared_weights=self.shared,
+                       **_session_options(self.spec, self.ort_config), **extra)
         try:
-            return dict(zip(rep.output_names, (widened(output) for output in rep.run(feeds))))
+            values = dict(zip(rep.output_names, (widened(output) for output in rep.run(feeds))))
+            return values, rep.runtime_graph() if inspect else RuntimeGraph()
         finally:
             del rep  # the session goes before torch or the next session runs
             release_freed_memory()
 
-    return run
+
+def model_runner(spec: DeviceSpec, tf32: bool, shared: SharedWeights | None,
+                 ort_config: OrtConfig | None = None, backend: Backend | None = None) -> BackendRunner:
+    """The BackendRunner (a ModelRunner) of `backend` (onnxruntime by default) on `spec`."""
+    return BackendRunner(spec, tf32, shared, ort_config, backend)
 
 
 def _prepare(backend: Backend | None, model: onnx.ModelProto, spec: DeviceSpec, **options: Any) -> Any:

@@ -18,7 +18,7 @@ import onnx
 
 from harness.metrics.arrays import contiguous
 from harness.runtime.backends.base import PreparedModel
-from harness.runtime.backends.precision import RuntimeFusion
+from harness.runtime.backends.precision import RuntimeFusion, RuntimeGraph
 from harness.runtime.devices import DeviceSpec, require_cuda, require_provider
 from harness.runtime.errors import (
     BackendRunError, BackendUnavailableError, ModelLoadError, load_failure, onnxruntime_errors,
@@ -45,8 +45,17 @@ class BackendRep(PreparedModel):
     prepare_options: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def variant(self, model: onnx.ModelProto) -> BackendRep:
-        options = {k: v for k, v in self.prepare_options.items() if k not in ("serialized", "profile")}
+        options = {k: v for k, v in self.prepare_options.items()
+                   if k not in ("serialized", "profile", "optimized_model_path")}
         return prepare(model, self.device.backend_device, **options)
+
+    def runtime_graph(self) -> RuntimeGraph:
+        """The optimised graph this session wrote as it loaded, when prepared with an
+        `optimized_model_path` (its weights not read back); else empty."""
+        path = self.prepare_options.get("optimized_model_path")
+        if self.device.kind == "reference" or not path or not os.path.exists(path):
+            return RuntimeGraph()
+        return RuntimeGraph(optimised=onnx.load(path, load_external_data=False))
 
     def runtime_fusions(self) -> list[RuntimeFusion]:
         """onnxruntime's own fusions: the graph its optimisers made (saved through

@@ -432,17 +432,14 @@ def _judge_outputs(run: _Run) -> None:
     names = [o.name for o in run.exported.model.graph.output]
     judged = dict(table=run.table, device=run.spec.kind, atol=options.output_atol, rtol=options.output_rtol)
     if run.layout is not None and len(actual) == len(expected):  # detections: matched
-        truth = _output_truth(verification, run.exported, run.module, run.torch_args, run.torch_kwargs, run.values,
-                              verification.timings, options.strict, module_first=True)
+        truth = _output_truth(run, module_first=True)
         judge = lambda record, outputs, precision: judge_detections(  # noqa: E731
             record, outputs, expected, run.layout, names, truth=truth, **judged)
         judge(verification, actual, None)
     else:
         lowered = run.production.lowest_precision() or any(  # a backend below the declared precision
             other.production is not None and other.production.lowest_precision() for other in run.others)
-        truth = None if options.given_output_tolerances and not lowered else _output_truth(
-            verification, run.exported, run.module, run.torch_args, run.torch_kwargs, run.values,
-            verification.timings, options.strict, weights=run.float64_weights)
+        truth = None if options.given_output_tolerances and not lowered else _output_truth(run)
         steps, quantized = _rounding_steps(run.exported, run.values), quantized_outputs(run.exported.program, run.values)
         judge = lambda record, outputs, precision: judge_outputs(  # noqa: E731
             record, outputs, expected, truth, names, allowed_mismatch=options.allowed_mismatch,
@@ -457,9 +454,7 @@ def _judge_outputs(run: _Run) -> None:
 def _per_op_rows(run: _Run) -> None:
     """The per-op rows of every backend that ran; outputs computed from a tied selection compared
     again where the selections agree; detections' rows marked where boxes matched."""
-    analyses = _per_op(run.verification, run.exported, run.values, run.feeds, run.spec, run.table, run.options.tf32,
-                       run.shared, run.production, run.options.strict, run.ort_config, run.backends[0], run.others,
-                       run.float64_weights)
+    analyses = _per_op(run)
     if run.exported.program is not None and run.actual is not None:
         _match_selected_outputs(run.verification, analyses, run.others, run.exported.program, run.values, run.actual,
                                 run.expected)
@@ -492,10 +487,7 @@ def _rounding_steps(exported: ExportedForVerification, values: Mapping[str, Any]
                and described.is_floating_point())
 
 
-def _output_truth(verification: Verification, exported: ExportedForVerification, module: torch.nn.Module | None,
-                  args: tuple[Any, ...], kwargs: dict[str, Any], values: dict[str, Any],
-                  timings: dict[str, float], strict: bool | None = None,
-                  module_first: bool = False, weights: Any = None) -> list[Any] | None:
+def _output_truth(run: _Run, module_first: bool = False) -> list[Any] | None:
     """The model's outputs in float64 (the program replayed node by node from torch's recorded
     inputs and weights, else the module run in float64; `module_first`: the module when there is
     one, as for detectors, whose captured program holds float32 dtype checks and casts), flattened;
@@ -504,31 +496,25 @@ def _output_truth(verification: Verification, exported: ExportedForVerification,
     failure of the model."""
     from harness.analysis.truth import OpCallFailed, model_truth, program_truth
 
+    verification, exported, module = run.verification, run.exported, run.module
     if exported.program is None and module is None:
         return None
     started = time.perf_counter()
     try:
-        with harness_errors("computing the fp64 truth of the outputs", strict, verification.notes,
+        with harness_errors("computing the fp64 truth of the outputs", run.options.strict, verification.notes,
                             findings=(OpCallFailed,)):
             if exported.program is not None and not (module_first and module is not None):
-                return flatten_outputs(program_truth(exported.program, values, weights))
+                return flatten_outputs(program_truth(exported.program, run.values, run.float64_weights))
             # a copy: a detector's forward keeps dtype-dependent state (torchvision's AnchorGenerator
             # stores its cell anchors in the dtype it last ran in), which a later export would capture
-            return flatten_outputs(model_truth(copy.deepcopy(module) if module_first else module, args, kwargs))
+            return flatten_outputs(model_truth(copy.deepcopy(module) if module_first else module, run.torch_args,
+                                               run.torch_kwargs))
     except OpCallFailed as failed:
         verification.notes.append(f"no fp64 truth for the outputs: the float64 run failed: {failed}"[:300])
     finally:
         release_freed_memory()  # the float64 copies of the weights and values, freed
-        timings["output_truth_s"] = time.perf_counter() - started
+        verification.timings["output_truth_s"] = time.perf_counter() - started
     return None
-
-
-def _backend_ort_config(backend: Any, ort_config: Any) -> Any:
-    """The onnxruntime configuration a backend's sessions run with (its level included); None
-    for a backend that is not onnxruntime."""
-    if backend is None:
-        return ort_config
-    return backend.ort_config(ort_config) if hasattr(backend, "ort_config") else None
 
 
 def new_verification(model: onnx.ModelProto, spec: runtime.DeviceSpec, *, model_name: str, exporter: str,
@@ -577,11 +563,15 @@ def _match_selected_outputs(verification, analyses, others, program, values, act
             record.output_verdicts = judged_again(record.output_verdicts, before, record.outputs)
 
 
-def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, production, strict,
-            ort_config=None, backend=None, others=(), float64_weights=None) -> list:
-    """The per-op rows of the first backend into `verification`, and of every further backend
-    that ran (`others`, BackendRuns) into theirs; then who is wrong where they disagree. Returns
-    each backend's OpAnalysis (first backend first)."""
+def _per_op(run: _Run) -> list:
+    """The per-op rows of the first backend into the run's verification, and of every further
+    backend that ran (`run.others`, BackendRuns) into theirs; then who is wrong where they
+    disagree. Returns each backend's OpAnalysis (first backend first)."""
+    verification, exported, values, feeds, spec, table = (run.verification, run.exported, run.values, run.feeds,
+                                                          run.spec, run.table)
+    tf32, shared, strict, ort_config, others = (run.options.tf32, run.shared, run.options.strict, run.ort_config,
+                                                run.others)
+    backend, production = run.backends[0], run.production
     runs = [(backend, production, verification.environment)] + [
         (other.backend, other.production, {}) for other in others if other.production is not None]
     source = exported.model  # a roundtrip skeleton's stubs are restored from `shared` where needed
@@ -609,8 +599,7 @@ def _per_op(verification, exported, values, feeds, spec, table, tf32, shared, pr
             backend=str(run_backend.spec) if run_backend is not None else DEFAULT_BACKEND,
             runtime_precisions=run_production_outputs.runtime_precisions,
             runtime_fusions=run_production_outputs.runtime_fusions,
-            declared_only=run_backend is None or run_backend.RUNS_DECLARED,
-            ort_config=_backend_ort_config(run_backend, ort_config), float64_weights=float64_weights,
+            declared_only=run_backend is None or run_backend.RUNS_DECLARED, float64_weights=run.float64_weights,
         ) for run_backend, run_production_outputs, environment in runs]
         results = fx_rows.analyse_backends(analyses)
     else:

@@ -34,8 +34,11 @@ def topk(g: Graph, self: Value, k, dim: int = -1, largest: bool = True, sorted: 
 
     ONNX TopK takes k as a 1-D int64 input, so a k computed in the graph (`min(pre_nms_top_n,
     num_anchors)` at a dynamic size) needs no constant. ONNX always sorts; an unsorted torch
-    topk leaves the order unspecified, so sorted output is one of its answers.
+    topk leaves the order unspecified, so sorted output is one of its answers. A 0-d input has
+    no axis for TopK; torch returns it and index 0 (for k 0 or 1, the only ones it accepts).
     """
+    if rank_of(self) == 0:
+        return g.op("Identity", self), g.constant(0, torch.int64)
     axis = normalize_dim(dim, rank_of(self))
     values, indices = g.op("TopK", self, int64_vector(g, [k]), axis_i=axis, largest_i=int(largest),
                            sorted_i=1, outputs=2)

@@ -31,12 +31,13 @@ def _insertion_index(g: Graph, sequence: Value, values, right: bool, dtype: torc
     leading dims of `values`): the count of entries below (or, `right`, at most) each value."""
     compare = _compare_dtype(dtype)
     sequence, values = cast_to(g, sequence, compare), cast_to(g, values, compare)
-    axis = g.constant([-1], torch.int64)
     entries = g.op("Unsqueeze", sequence, g.constant([-2], torch.int64)) if batched else sequence
-    below = g.op("LessOrEqual" if right else "Less", entries, g.op("Unsqueeze", values, axis))  # (..., values, entries)
-    count = reduce(g, "ReduceSum", cast_to(g, below, torch.int64), [-1], False)
-    # the values' shape, said again: onnxruntime's ReduceSum keeps the empty axis of an empty input
-    count = g.op("Reshape", count, g.op("Shape", values))
+    below = g.op("LessOrEqual" if right else "Less", entries,
+                 g.op("Unsqueeze", values, g.constant([-1], torch.int64)))  # (..., values, entries)
+    # the entries' axis counted from the front: onnxruntime's ReduceSum over a negative axis of an
+    # empty input returns the input unchanged ((3, 0) stays (3, 0), not zeros of shape (3,))
+    entries_axis = g.ctx.node.meta["val"].dim()
+    count = reduce(g, "ReduceSum", cast_to(g, below, torch.int64), [entries_axis], False)
     if compare.is_floating_point:
         length = g.op("Shape", sequence, start_i=-1)
         count = g.op("Where", g.op("IsNaN", values), g.op("Squeeze", length, g.constant([0], torch.int64)), count)

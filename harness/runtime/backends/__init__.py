@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from harness.runtime.backends.base import DEFAULT_GROUP_SIZE, Backend, PreparedModel, declared_precisions
 from harness.runtime.backends.precision import (
-    DECLARED, HINT, RUNTIME_MODEL, RuntimeFusion, RuntimePrecision, canonical_precision, is_lower,
+    DECLARED, HINT, RUNTIME_MODEL, RuntimeFusion, RuntimeGraph, RuntimePrecision, canonical_precision, is_lower,
 )
 from harness.runtime.backends.registry import backend_class, backend_names, register_backend
 from harness.runtime.backends.spec import BackendOption, BackendSpec, BackendSpecError, get_backend
@@ -20,6 +20,6 @@ DEFAULT_BACKEND = "onnxruntime"
 
 __all__ = [
     "DECLARED", "DEFAULT_BACKEND", "DEFAULT_GROUP_SIZE", "HINT", "RUNTIME_MODEL", "Backend", "BackendOption",
-    "BackendSpec", "BackendSpecError", "PreparedModel", "RuntimeFusion", "RuntimePrecision", "backend_class",
+    "BackendSpec", "BackendSpecError", "PreparedModel", "RuntimeFusion", "RuntimeGraph", "RuntimePrecision", "backend_class",
     "backend_names", "canonical_precision", "declared_precisions", "get_backend", "is_lower", "register_backend",
 ]

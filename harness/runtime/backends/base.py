@@ -7,6 +7,7 @@ model into a `PreparedModel`, which runs it and gives what per-op analysis needs
     for group in rep.values(feeds, names, group_size=64): ...   # intermediates, a group at a time
     rep.runtime_precisions()                  # {onnx node: RuntimePrecision}
     rep.runtime_fusions()                     # [RuntimeFusion]: runtime layer -> ONNX nodes
+    rep.runtime_graph()                       # RuntimeGraph: its optimised graph or runtime layers
 
 A backend that cannot run here (a package or device missing) says why in
 `unavailable_reason()`: callers report that as a named skip, never as a failure.
@@ -21,7 +22,9 @@ from typing import Any, ClassVar
 import numpy as np
 import onnx
 
-from harness.runtime.backends.precision import DECLARED, RuntimeFusion, RuntimePrecision, canonical_precision
+from harness.runtime.backends.precision import (
+    DECLARED, RuntimeFusion, RuntimeGraph, RuntimePrecision, canonical_precision,
+)
 from harness.runtime.backends.spec import BackendOption, BackendSpec
 from harness.runtime.errors import BackendUnavailableError
 from harness.runtime.exposure import expose_values
@@ -79,6 +82,11 @@ class PreparedModel(abc.ABC):
     def runtime_fusions(self) -> list[RuntimeFusion]:
         """The backend's layers that stand for several ONNX nodes; none by default."""
         return []
+
+    def runtime_graph(self) -> RuntimeGraph:
+        """What the backend made of the model in this load (onnxruntime: when prepared with an
+        `optimized_model_path`); empty by default: the model runs as written."""
+        return RuntimeGraph()
 
 
 class Backend(abc.ABC):

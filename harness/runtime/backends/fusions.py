@@ -84,7 +84,8 @@ def _joined_by_new_values(nodes: list[onnx.NodeProto], known: set[str]) -> list[
 def onnxruntime_fusions(rep: Any, prepare: Callable[..., Any]) -> list[RuntimeFusion]:
     """onnxruntime's fusions for a prepared model: the model prepared again by `prepare` with
     the same settings, its optimised graph written to a scratch file and read back."""
-    options = {k: v for k, v in rep.prepare_options.items() if k not in ("serialized", "profile", "shared_weights")}
+    options = {k: v for k, v in rep.prepare_options.items()
+               if k not in ("serialized", "profile", "shared_weights", "optimized_model_path")}
     model = rep.model
     shared = rep.prepare_options.get("shared_weights")
     if shared is not None:

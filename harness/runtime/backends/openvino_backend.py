@@ -26,7 +26,7 @@ import onnx
 from harness.metrics.arrays import contiguous
 from harness.runtime.backends.base import Backend, PreparedModel, declared_precisions
 from harness.runtime.backends.precision import (
-    DECLARED, RUNTIME_MODEL, RuntimeFusion, RuntimePrecision, canonical_precision, is_lower,
+    DECLARED, RUNTIME_MODEL, RuntimeFusion, RuntimeGraph, RuntimePrecision, canonical_precision, is_lower,
 )
 from harness.runtime.backends.registry import register_backend
 from harness.runtime.backends.spec import BackendOption
@@ -123,8 +123,9 @@ class OpenVinoModel(PreparedModel):
     _layers: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     def run(self, inputs: Any) -> list[np.ndarray]:
-        types = {port.get_any_name(): port.get_element_type() for port in self.compiled.inputs}
-        feeds = {name: _to_tensor(array, types.get(name)) for name, array in self._feeds(inputs).items()}
+        types = {name: port.get_element_type() for port in self.compiled.inputs for name in port.get_names()}
+        # an input no node reads is gone from the compiled model (OpenVINO prunes it): not fed
+        feeds = {name: _to_tensor(array, types[name]) for name, array in self._feeds(inputs).items() if name in types}
         try:
             request = self.compiled.create_infer_request()
             request.infer(feeds)
@@ -190,6 +191,10 @@ class OpenVinoModel(PreparedModel):
                     if layer["precision"] in ("float32", "float16", "bfloat16", "float64") or current is None:
                         found[node] = RuntimePrecision(layer["precision"], RUNTIME_MODEL)
         return found
+
+    def runtime_graph(self) -> RuntimeGraph:
+        """The compiled model's computing layers and its activation quantization group."""
+        return RuntimeGraph(layers=tuple(self.layers()), dynamic_quantization_group=self.dynamic_quantization_group())
 
     def runtime_fusions(self) -> list[RuntimeFusion]:
         """The runtime layers that stand for more than one ONNX node."""

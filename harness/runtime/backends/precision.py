@@ -82,3 +82,16 @@ class RuntimeFusion:
     def to_dict(self) -> dict[str, Any]:
         return {"layer": self.layer, "layer_type": self.layer_type, "onnx_nodes": list(self.onnx_nodes),
                 "precision": self.precision}
+
+
+@dataclass(frozen=True)
+class RuntimeGraph:
+    """What a backend made of a model, read from the load that ran it: onnxruntime's optimised
+    graph (`optimised`, written as the session loads; its weights not read back), or OpenVINO's
+    computing layers (each {"layer", "type", "precision", "onnx_nodes"}) and the group size in
+    which its FullyConnected layers with integer weights quantize their activations (0: they
+    compute them in float). Empty for a backend that runs the model as written."""
+
+    optimised: Any = None
+    layers: tuple[dict[str, Any], ...] = ()
+    dynamic_quantization_group: int = 0
