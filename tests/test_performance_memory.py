@@ -124,3 +124,88 @@ def test_freed_memory_is_handed_back_on_glibc():
 
     released = release_freed_memory()
     assert released == (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc")
+
+
+def _conversions(monkeypatch) -> list[tuple[int, ...]]:
+    """The shapes of the float tensors the replay converts to float64, as it converts them."""
+    made: list[tuple[int, ...]] = []
+    original = truth._convert
+
+    def counted(value, device, dtype):
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and dtype == torch.float64:
+            made.append(tuple(value.shape))
+        return original(value, device, dtype)
+
+    monkeypatch.setattr(truth, "_convert", counted)
+    return made
+
+
+@pytest.mark.parametrize("budget, weights_converted_again", [(1 << 30, 0), (0, 5)])
+def test_the_fp64_passes_share_the_parameters_copies_within_a_budget(budget, weights_converted_again, monkeypatch):
+    """The outputs' truth keeps each parameter's float64 copy that fits `budget`; the per-op
+    pass then takes it instead of converting again, and computes the same values. Without room,
+    each pass converts the parameters as before."""
+    import exporter
+
+    torch.manual_seed(0)
+    module = _Layers().eval()
+    args = (torch.randn(3, 6, 7, 7),)
+    program = exporter.capture(module, args)
+    values = record_values(program, args)
+    parameters = {tuple(p.shape) for p in module.parameters()}
+    alone = _replay_all(program, values, 1 << 40, monkeypatch)
+    made = _conversions(monkeypatch)
+    weights = truth.Float64Weights(budget)
+    outputs = truth.program_truth(program, values, weights)
+    first_pass = len(made)
+    nodes = [n for n in program.graph.nodes if n.op == "call_function"]
+    replay = truth.Replayer(nodes, values, weights=weights)
+    shared = {node.name: replay(node)[0] for node in nodes}
+    again = [shape for shape in made[first_pass:] if shape in parameters]
+
+    assert len(again) == weights_converted_again
+    assert weights.held <= budget and (weights.held > 0) == (budget > 0)
+    for name, value in alone.items():
+        torch.testing.assert_close(shared[name], value, rtol=0, atol=0)
+    torch.testing.assert_close(outputs[0], truth.program_truth(program, values)[0], rtol=0, atol=0)
+    kept = [n.name for n in program.graph.nodes if n.op == "placeholder" and weights.get(n.name) is not None]
+    assert len(kept) == (6 if budget else 0)  # the five parameters and the input, or none
+    weights.clear()
+    assert weights.held == 0 and all(weights.get(name) is None for name in kept)
+
+
+@pytest.mark.parametrize("values_budget, streamed, shared", [
+    (1 << 30, False, True),  # the parameters' fp64 copies fit half the budget: shared by both passes
+    (2 * 5_000, False, False),  # they do not (12.8 kB of float64 placeholders): each pass converts
+    (1 << 30, True, False),  # torch's values streamed (a large model): never held longer than a pass needs
+])
+def test_the_fp64_copies_are_shared_only_where_they_fit_and_values_are_held(values_budget, streamed, shared,
+                                                                            monkeypatch):
+    import harness
+    import harness.verification as verification_module
+    from harness.analysis import fx_rows
+
+    made: list[truth.Float64Weights] = []
+
+    class Recorded(truth.Float64Weights):
+        def __init__(self, budget: int) -> None:
+            super().__init__(budget)
+            self.kept: list[str] = []
+            made.append(self)
+
+        def keep(self, name: str, copy: torch.Tensor) -> None:
+            super().keep(name, copy)
+            self.kept.append(name)
+
+    monkeypatch.setattr(verification_module, "Float64Weights", Recorded)
+    monkeypatch.setattr(verification_module, "values_budget", lambda: values_budget)
+    if streamed:
+        monkeypatch.setattr(verification_module, "VALUES_BUDGET", 1)
+        monkeypatch.setattr(fx_rows, "CHUNK_BYTES", 1)
+    torch.manual_seed(0)
+    verification = harness.verify(_Layers().eval(), (torch.randn(3, 6, 7, 7),))
+    assert verification.passed
+    assert len(made) == (1 if shared else 0)
+    if shared:  # filled by the outputs' truth, emptied once the per-op pass is done
+        assert made[0].held == 0 and made[0].budget == values_budget // 2
+        assert len(made[0].kept) == len(set(made[0].kept)) == 6  # each placeholder converted once

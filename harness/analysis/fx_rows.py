@@ -32,7 +32,7 @@ from harness.analysis.spilled import SpillFolder, spill
 from harness.analysis.strictness import harness_errors
 from harness.analysis.torch_values import TorchValues, describe_value
 from harness.analysis.truth import (
-    OpCallFailed, Replayer, cell_roundings, no_truth_reason, reduction_length, replay_region,
+    Float64Weights, OpCallFailed, Replayer, cell_roundings, no_truth_reason, reduction_length, replay_region,
 )
 from harness.metrics.arrays import as_array, largest_finite
 from harness.metrics.comparison import Comparison, compare, dtype_name
@@ -85,6 +85,7 @@ class FxAnalysis:
     runtime_fusions: Sequence[Any] = ()  # the backend's fused layers (RuntimeFusion), judged as regions
     region_truths: dict[str, Any] = field(default_factory=dict)  # fp64 per-op truths the fused layers reuse
     region_rows: dict[str, Any] = field(default_factory=dict)  # the fused layers' region rows, between passes
+    float64_weights: Float64Weights | None = None  # parameters' fp64 copies the outputs' truth made
 
 
 def analyse(analysis: FxAnalysis) -> OpAnalysis:
@@ -698,7 +699,8 @@ class _TruthPass:
     def __init__(self, records: Mapping[str, OpRecord], analysis: FxAnalysis) -> None:
         self.analysis = analysis
         self.by_name = {n.name: n for n in analysis.program.graph.nodes if n.name in records}
-        self.replay = Replayer(list(self.by_name.values()), analysis.values, device="cpu", dtype=torch.float64)
+        self.replay = Replayer(list(self.by_name.values()), analysis.values, device="cpu", dtype=torch.float64,
+                               weights=analysis.float64_weights)
         self.wanted = runtime_regions.first_members(analysis.runtime_fusions, analysis.groups)
 
     def measure(self, records: Mapping[str, OpRecord], isolated: Mapping[str, Mapping[str, Comparison]]
@@ -762,7 +764,7 @@ def _truth(measured: Sequence[tuple[dict[str, OpRecord], FxAnalysis, Mapping[str
     found: list[dict[str, dict[str, TruthPair]]] = [{} for _ in measured]
     records, analysis, _ = measured[0]
     nodes = [n for n in analysis.program.graph.nodes if n.name in records]
-    replay = Replayer(nodes, analysis.values, device="cpu", dtype=torch.float64)
+    replay = Replayer(nodes, analysis.values, device="cpu", dtype=torch.float64, weights=analysis.float64_weights)
     wanted = {name for _, each, _ in measured for name in runtime_regions.first_members(each.runtime_fusions, each.groups)}
     for node in nodes:
 

@@ -240,18 +240,52 @@ _SLICEABLE: dict[str, tuple[str, int | None]] = {
 }
 
 
+class Float64Weights:
+    """The float64 copies of a program's parameters and buffers, made once for every fp64 pass
+    of one verification (the outputs' truth, then each op's), within `budget` bytes: a
+    parameter converted while the copies held fit is kept, the others are converted by each
+    pass as before (a large layer in slices). Converting is exact, so a kept copy is the value
+    each pass would make."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.held = 0
+        self._copies: dict[str, torch.Tensor] = {}
+
+    def get(self, name: str) -> torch.Tensor | None:
+        """The kept copy of parameter `name`, or None."""
+        return self._copies.get(name)
+
+    def admits(self, value: Any) -> bool:
+        """Whether a float tensor's float64 copy fits beside those held."""
+        return (isinstance(value, torch.Tensor) and value.is_floating_point() and value.layout == torch.strided
+                and self.held + value.numel() * 8 <= self.budget)
+
+    def keep(self, name: str, copy: torch.Tensor) -> None:
+        self._copies[name] = copy
+        self.held += copy.numel() * copy.element_size()
+
+    def clear(self) -> None:
+        """Drop every copy (once the last fp64 pass is done)."""
+        self._copies.clear()
+        self.held = 0
+
+
 class Replayer:
     """Call FX nodes' targets on recorded inputs moved to `device` and, for floats, `dtype`.
 
     Converted inputs are cached and released after their last consumer among `nodes`, so a
-    whole model's replay holds at most the live fp64 copies.
+    whole model's replay holds at most the live fp64 copies; with `weights` (Float64Weights,
+    float64 on CPU only), the parameters' and buffers' copies come from there, made once for
+    every pass of the verification.
     """
 
     def __init__(self, nodes: Iterable[torch.fx.Node], values: dict[str, Any], *, device: str = "cpu",
-                 dtype: torch.dtype | None = torch.float64) -> None:
+                 dtype: torch.dtype | None = torch.float64, weights: Float64Weights | None = None) -> None:
         self.values = values
         self.device = torch.device(device)
         self.dtype = dtype
+        self.weights = weights if dtype == torch.float64 and self.device.type == "cpu" else None
         self._remaining: Counter[str] = Counter()
         for node in nodes:
             self._remaining.update(n.name for n in node.all_input_nodes)
@@ -305,7 +339,7 @@ class Replayer:
         if not isinstance(weight, torch.Tensor) or not weight.is_floating_point() or weight.dim() < 2:
             return None
         itemsize = torch.empty((), dtype=self.dtype).element_size()
-        needed = weight.numel() * itemsize
+        needed = 0 if self._kept(args[1]) else weight.numel() * itemsize  # a kept copy is made once, whole
         if kind == "conv" and isinstance(output, torch.Tensor) and output.dim() == weight.dim():
             spatial = output.numel() // max(output.shape[0] * output.shape[1], 1)
             needed = max(needed, weight[0].numel() * spatial * itemsize)  # im2col of one image
@@ -363,9 +397,24 @@ class Replayer:
 
     def _convert(self, input_node: torch.fx.Node) -> Any:
         name = input_node.name
+        if self._kept(input_node):
+            return self.weights.get(name)
         if name not in self._cache:
             self._cache[name] = _convert(self.values.get(name), self.device, self.dtype)
         return self._cache[name]
+
+    def _kept(self, input_node: torch.fx.Node) -> bool:
+        """Whether a parameter's or buffer's float64 copy is (or, fitting, now becomes) one of
+        `weights`' kept copies."""
+        if self.weights is None or input_node.op != "placeholder":
+            return False
+        if self.weights.get(input_node.name) is not None:
+            return True
+        value = self.values.get(input_node.name)
+        if not self.weights.admits(value):
+            return False
+        self.weights.keep(input_node.name, _convert(value, self.device, self.dtype))
+        return True
 
     def _release(self, node: torch.fx.Node) -> None:
         for input_node in node.all_input_nodes:
@@ -436,10 +485,12 @@ def replay_region(members: list[torch.fx.Node], values: dict[str, Any], *,
 # --- model-level truth ---------------------------------------------------------------------
 
 
-def program_truth(program: torch.export.ExportedProgram, values: dict[str, Any]) -> list[Any]:
+def program_truth(program: torch.export.ExportedProgram, values: dict[str, Any],
+                  weights: Float64Weights | None = None) -> list[Any]:
     """The program's user outputs computed in float64 on CPU, node after node from its recorded
     inputs, parameters and buffers cast up exactly (a Replayer: large layers in slices, each fp64
-    input released after its last use, each intermediate once nothing reads it any more).
+    input released after its last use, each intermediate once nothing reads it any more; the
+    parameters' copies kept in `weights` for the per-op truth where they fit).
     OpCallFailed when an op has no float64 kernel."""
     from exporter.capturing.signature import user_outputs
     from harness.analysis.torch_values import output_values
@@ -449,7 +500,7 @@ def program_truth(program: torch.export.ExportedProgram, values: dict[str, Any])
     reads_left = Counter(source.name for node in nodes for source in node.all_input_nodes)
     chained = {node.name: values.get(node.name) for node in program.graph.nodes
                if node.op != "call_function"}  # inputs, parameters, buffers as recorded
-    replay = Replayer(nodes, chained, device="cpu", dtype=torch.float64)
+    replay = Replayer(nodes, chained, device="cpu", dtype=torch.float64, weights=weights)
     for node in nodes:
         chained[node.name], _ = replay(node)
         for source in node.all_input_nodes:

@@ -42,8 +42,9 @@ from harness.analysis.backend_runs import DEFAULT_BACKEND, BackendRun, annotate_
 from harness.analysis.budget import values_budget
 from harness.analysis.quant_rows import QUANT_STEPS_RULE
 from harness.analysis.strictness import harness_errors
+from harness.analysis.truth import Float64Weights
 from harness.analysis.torch_values import (
-    VALUES_BUDGET, describe_value, flat_user_inputs, output_values, record_values,
+    VALUES_BUDGET, TorchValues, describe_value, flat_user_inputs, output_values, record_values,
 )
 from harness.verification.checker import run_checker
 from harness.exporters import EXPORTERS, ExportedForVerification, export_for_verification
@@ -234,6 +235,7 @@ class _Run:
     feeds: dict[str, np.ndarray] = field(default_factory=dict)
     production: Any = None
     others: list[BackendRun] = field(default_factory=list)
+    float64_weights: Any = None  # truth.Float64Weights: parameters' fp64 copies shared by the fp64 passes
 
     @property
     def actual(self) -> list[Any] | None:
@@ -285,6 +287,7 @@ def _verify_steps(exported: ExportedForVerification, args: tuple[Any, ...], kwar
                                      "dtype": run_dtype(module, (args, kwargs)),
                                      "value_dtypes": value_dtypes(exported.program)}
         _timed(run, "torch_s", _torch_values)
+        run.float64_weights = _float64_weights(run)
         _timed(run, "backend_s", _production_run)
         _start_other_backends(run)
         if run.actual is not None:
@@ -292,6 +295,8 @@ def _verify_steps(exported: ExportedForVerification, args: tuple[Any, ...], kwar
         per_op = options.per_op or _outputs_need_rows(run)
         if per_op:
             _timed(run, "per_op_s", _per_op_rows)
+        if run.float64_weights is not None:  # the fp64 passes are done
+            run.float64_weights.clear()
         if exported.program is not None and run.actual is not None:
             _judge_draws(run)
         if per_op and exported.program is not None and run.actual is not None:
@@ -384,6 +389,22 @@ def _torch_values(run: _Run) -> None:
     else:
         eager = run_eager(run.module, run.torch_args, run.torch_kwargs, device)
         run.expected, run.layout = flatten_outputs(eager), detection_layout(eager)
+
+
+def _float64_weights(run: _Run) -> Float64Weights | None:
+    """Where the fp64 passes (the outputs' truth, then each op's) share their float64 copies of
+    the parameters and buffers: per-op verification of a program whose values are held whole
+    and whose float placeholders' float64 copies all fit in half the values budget (so a large
+    model, or one whose values are streamed, never holds them longer than each pass needs)."""
+    if not run.options.per_op or run.exported.program is None or (
+            isinstance(run.values, TorchValues) and run.values.streaming):
+        return None
+    budget = values_budget() // 2
+    placeholders = [describe_value(run.values, node.name) for node in run.exported.program.graph.nodes
+                    if node.op == "placeholder"]
+    needed = sum(value.numel() * 8 for value in placeholders
+                 if isinstance(value, torch.Tensor) and value.is_floating_point())
+    return Float64Weights(budget) if needed <= budget else None
 
 
 def _production_run(run: _Run) -> None:
@@ -483,7 +504,7 @@ def _output_truth(run: _Run, module_first: bool = False) -> list[Any] | None:
         with harness_errors("computing the fp64 truth of the outputs", run.options.strict, verification.notes,
                             findings=(OpCallFailed,)):
             if exported.program is not None and not (module_first and module is not None):
-                return flatten_outputs(program_truth(exported.program, run.values))
+                return flatten_outputs(program_truth(exported.program, run.values, run.float64_weights))
             # a copy: a detector's forward keeps dtype-dependent state (torchvision's AnchorGenerator
             # stores its cell anchors in the dtype it last ran in), which a later export would capture
             return flatten_outputs(model_truth(copy.deepcopy(module) if module_first else module, run.torch_args,
@@ -578,7 +599,7 @@ def _per_op(run: _Run) -> list:
             backend=str(run_backend.spec) if run_backend is not None else DEFAULT_BACKEND,
             runtime_precisions=run_production_outputs.runtime_precisions,
             runtime_fusions=run_production_outputs.runtime_fusions,
-            declared_only=run_backend is None or run_backend.RUNS_DECLARED,
+            declared_only=run_backend is None or run_backend.RUNS_DECLARED, float64_weights=run.float64_weights,
         ) for run_backend, run_production_outputs, environment in runs]
         results = fx_rows.analyse_backends(analyses)
     else:
