@@ -32,6 +32,8 @@ MEANS = [
     op("mean_dims_keepdim", lambda a: a.mean((-1, 0), keepdim=True), lambda g: (randn(g, 2, 3, 4),), [MEAN], seed_ops=("mean",)),
     op("mean_dim_none_keepdim", lambda a: torch.mean(a, dim=None, keepdim=True), lambda g: (randn(g, 2, 3),), [MEAN], seed_ops=("mean",)),
     op("mean_dtype_float64", lambda a: a.mean(0, dtype=torch.float64), lambda g: (randn(g, 3, 2),), [MEAN], seed_ops=("mean",)),
+    op("mean_over_an_empty_axis", lambda a: a.mean(1), lambda g: (randn(g, 3, 0),), [MEAN], seed_ops=("mean",)),
+    op("mean_all_of_an_empty_tensor", torch.mean, lambda g: (randn(g, 0, 4),), [MEAN_ALL], seed_ops=("mean",)),
 ]
 
 PRODS = [

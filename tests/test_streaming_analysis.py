@@ -238,3 +238,16 @@ def test_a_model_that_fits_is_one_backend_run_with_the_rows_of_separate_runs(mon
     assert [op.accumulated.max_abs if op.accumulated else None for op in joint.ops] == [
         op.accumulated.max_abs if op.accumulated else None for op in separate.ops]
     assert any(op.accumulated is not None for op in joint.ops)
+
+
+def test_a_model_past_the_budget_streams_in_chunks_of_the_smallest_budget(monkeypatch):
+    """A large budget decides only whether a model is held whole: once it streams, its chunks are
+    the smallest budget's, so the peak of a model past the budget does not grow with it."""
+    returned = _counting_runner(monkeypatch)
+    monkeypatch.setattr(fx_rows, "FLOOR_BYTES", 2 * VALUE_BYTES)
+    monkeypatch.setattr(fx_rows, "CHUNK_BYTES", 8 * VALUE_BYTES)  # under the whole model's values
+    monkeypatch.setattr(verification_module, "VALUES_BUDGET", 8 * VALUE_BYTES)
+    streamed = harness.verify(_model(), _inputs(), optimize=False)
+
+    assert streamed.environment["instrumented_segments"] >= 6
+    assert max(returned) <= 2 * VALUE_BYTES + 2 * VALUE_BYTES < 8 * VALUE_BYTES

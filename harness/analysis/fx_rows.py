@@ -21,7 +21,7 @@ import torch
 
 from harness.analysis import draws, quant_rows, runtime_regions, selections
 from harness.analysis.accumulated import SegmentedRun, run_instrumented
-from harness.analysis.budget import values_budget
+from harness.analysis.budget import FLOOR_BYTES, values_budget
 from harness.analysis.fx_mapping import NodeGroup, output_at, value_sources
 from harness.analysis.isolated import isolate
 from harness.analysis.joint_run import JointRun
@@ -200,11 +200,14 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
         result.environment["joint_instrumented_isolation_runs"] = joint.joint_runs
         chunks: Iterator[tuple[list[str], dict[str, Any]]] = _one_chunk(instrumented, list(records))
     else:
+        # past the budget the model streams anyway: its chunks are the smallest budget's, since a
+        # larger chunk saves only sessions while it adds to the peak (a detector at 800 px)
+        segment_bytes = min(analysis.chunk_bytes, FLOOR_BYTES)
         segmented = SegmentedRun(analysis.onnx_model, exposed, analysis.feeds, analysis.run,
-                                 lambda name: sizes.get(name, 0), analysis.chunk_bytes, analysis.production,
+                                 lambda name: sizes.get(name, 0), segment_bytes, analysis.production,
                                  analysis.strict)
         instrumented = segmented.result
-        chunks = _segment_chunks(segmented, analysis.groups, sizes, analysis.chunk_bytes)
+        chunks = _segment_chunks(segmented, analysis.groups, sizes, segment_bytes)
         result.environment["instrumented_segments"] = len(segmented.segments)
     timings["accumulated_s"] += time.perf_counter() - started
 

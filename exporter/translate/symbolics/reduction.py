@@ -29,12 +29,25 @@ def _axes(self: Value, dim: int | Sequence[int] | None) -> list[int] | None:
     return sorted(normalize_dim(d, rank) for d in dims)
 
 
+def _reduces_nothing(self: Value, axes: list[int] | None) -> bool:
+    """Whether the reduced axes hold no element, as far as the static shape says (torch.export
+    assumes a dynamic size is at least 2, so only a static 0 can)."""
+    if self.shape is None:
+        return False
+    reduced = self.shape if axes is None else [self.shape[a] for a in axes]
+    return any(isinstance(size, int) and size == 0 for size in reduced)
+
+
 def _reduce_to_result(g: Graph, op_type: str, self: Value, dim, keepdim: bool) -> Value:
-    """Cast to the result dtype, then reduce; a 0-d input has nothing to reduce."""
+    """Cast to the result dtype, then reduce; a 0-d input has nothing to reduce. The mean of no
+    element is NaN in torch and 0 in onnxruntime's ReduceMean: there it is the sum (0) over 0."""
     self = cast_to(g, self, g.ctx.output_dtype)
     if rank_of(self) == 0:
         return self
-    return reduce(g, op_type, self, _axes(self, dim), keepdim)
+    axes = _axes(self, dim)
+    if op_type == "ReduceMean" and _reduces_nothing(self, axes):
+        return g.op("Div", reduce(g, "ReduceSum", self, axes, keepdim), g.constant(0, self.dtype))
+    return reduce(g, op_type, self, axes, keepdim)
 
 
 def _reduction_form(reduce_fn: Any, reduce_op: str, whole: bool) -> Any:
