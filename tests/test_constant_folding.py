@@ -178,3 +178,14 @@ def test_folding_can_be_turned_off():
 def test_folded_model_passes_the_checker():
     model = _Recurrent(torch.nn.GRU).eval()
     onnx.checker.check_model(exporter.export(model, (torch.randn(5, 3, 6),)), full_check=True)
+
+
+def test_a_folded_row_keeps_its_initializer_comparison_on_several_backends():
+    """With several backends the rows are measured per backend (instrumented and isolation as one
+    joint run); the folded row's accumulated error is still its initializer's."""
+    torch.manual_seed(0)
+    model = _TransposedWeight().eval()
+    verification = harness.verify(model, (torch.randn(3, 8),),
+                                  backends=["onnxruntime:level=disabled", "onnxruntime:level=all"])
+    row = next(op for op in verification.ops if op.fx_node == "t")
+    assert row.accumulated is not None and row.accumulated.max_abs == 0

@@ -151,6 +151,8 @@ def _measure(analysis: FxAnalysis) -> tuple[dict[str, OpRecord], OpAnalysis, dic
     result.instrumented_vs_production = instrumented.final_vs_production
     result.notes.extend(instrumented.notes())
     for fx, group in analysis.groups.items():
+        if group.folded_into:  # its accumulated row is the initializer's (_folded, with the isolation)
+            continue
         records[fx].accumulated = _worst(_compare_outputs(group, instrumented.values, analysis, records[fx]))
     selections.match_rows(records, analysis.groups, instrumented.values, analysis.values, analysis.program,
                           result.selections)
@@ -219,6 +221,8 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
             break
         names, values = chunk
         for fx in names:
+            if analysis.groups[fx].folded_into:  # its accumulated row is the initializer's (_folded)
+                continue
             records[fx].accumulated = _worst(_compare_outputs(analysis.groups[fx], values, analysis, records[fx]))
         selections.match_rows({fx: records[fx] for fx in names}, analysis.groups, values, analysis.values,
                               analysis.program, result.selections)
