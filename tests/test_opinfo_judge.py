@@ -247,3 +247,14 @@ def test_a_sweep_runs_only_the_results_keys_it_is_given(tmp_path, entries: list,
                     entries=entries)
     assert set(results["entries"]) == recorded
     assert all(len(rows) == 1 for key in recorded for rows in results["entries"][key].values())
+
+
+def test_a_recorded_message_names_the_repositorys_files_by_their_path_inside_it():
+    from pathlib import Path
+
+    from op_table.opinfo.run import recorded_message
+
+    root = Path(__file__).resolve().parents[1]
+    error = ValueError(f"not exported\n  symbolic: {root}/exporter/translate/symbolics/attention.py:40")
+    assert recorded_message(error) == "not exported symbolic: exporter/translate/symbolics/attention.py:40"
+    assert len(recorded_message(ValueError("x" * 500))) == 300

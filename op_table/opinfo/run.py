@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from pathlib import Path
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -98,11 +99,11 @@ def run_sample(entry: Any, sample: Any, claimed: set[str], call: DirectCall | No
     try:
         model = exporter.convert(program, opset_version=OPSET)
     except Exception as error:
-        return Outcome(exercised, False, f"export: {' '.join(str(error).split())[:300]}")
+        return Outcome(exercised, False, f"export: {recorded_message(error)}")
     try:
         got, backend = run_model(model, tensors)
     except Exception as error:
-        return Outcome(exercised, False, f"onnxruntime: {' '.join(str(error).split())[:300]}")
+        return Outcome(exercised, False, f"onnxruntime: {recorded_message(error)}")
     if len(got) != len(expected):
         return Outcome(exercised, False, f"{len(got)} outputs, torch has {len(expected)}")
     facts = program_facts(program)
@@ -121,6 +122,15 @@ def run_sample(entry: Any, sample: Any, claimed: set[str], call: DirectCall | No
         if problem:
             return Outcome(exercised, False, f"{backend}output {index}: {problem}")
     return Outcome(exercised, True, backend.rstrip(": "))
+
+
+_REPOSITORY = str(Path(__file__).resolve().parents[2]) + "/"
+
+
+def recorded_message(error: BaseException, limit: int = 300) -> str:
+    """An error's message as the record keeps it: on one line, at most `limit` characters, the
+    repository's files named by their path inside it (the record is the same on every checkout)."""
+    return " ".join(str(error).replace(_REPOSITORY, "").split())[:limit]
 
 
 def run_model(model: Any, tensors: Sequence[torch.Tensor]) -> tuple[list[np.ndarray], str]:
