@@ -230,7 +230,8 @@ def test_openvino_names_fully_connected_layers_that_quantize_their_activations(t
     group = get_backend("openvino:precision=f32").prepare(_float_matmul_then_quantize(tail), "CPU") \
         .dynamic_quantization_group()
     if not group:
-        pytest.skip("this CPU plugin computes integer-weight FullyConnected layers on float activations")
+        pytest.skip("this CPU plugin computes integer-weight FullyConnected layers on float activations "
+                    "(DYNAMIC_QUANTIZATION_GROUP_SIZE 0): the test needs a CPU plugin that quantizes them")
     model = _float_matmul_then_quantize(tail)
     runner = model_runner(DeviceSpec.parse("cpu"), False, None, backend=get_backend("openvino:precision=f32"))
     _, graph = runner.inspect(model, _feeds(model))
