@@ -382,13 +382,19 @@ def _torch_values(run: _Run) -> None:
         torch.Tensor, lambda t: t.to(device), (tuple(run.args), dict(run.kwargs or {})))
     if exported.program is not None:
         run.values = record_values(exported.program, run.torch_args, kwargs=run.torch_kwargs, device=device,
-                                   budget=VALUES_BUDGET or values_budget())
+                                   budget=_values_budget())
         run.expected = flatten_outputs(output_values(exported.program, run.values))
         run.layout = detection_layout(_output_tree(exported.program, run.expected))
         run.verification.notes.extend(_mutation_notes(exported.program))
     else:
         eager = run_eager(run.module, run.torch_args, run.torch_kwargs, device)
         run.expected, run.layout = flatten_outputs(eager), detection_layout(eager)
+
+
+def _values_budget() -> int:
+    """Bytes of values a verification holds whole: `VALUES_BUDGET` where set (tests), else sized
+    from the memory available; torch's values and the fp64 weight copies read the same one."""
+    return VALUES_BUDGET or values_budget()
 
 
 def _float64_weights(run: _Run) -> Float64Weights | None:
@@ -399,7 +405,7 @@ def _float64_weights(run: _Run) -> Float64Weights | None:
     if not run.options.per_op or run.exported.program is None or (
             isinstance(run.values, TorchValues) and run.values.streaming):
         return None
-    budget = values_budget() // 2
+    budget = _values_budget() // 2
     placeholders = [describe_value(run.values, node.name) for node in run.exported.program.graph.nodes
                     if node.op == "placeholder"]
     needed = sum(value.numel() * 8 for value in placeholders
