@@ -116,10 +116,6 @@ def input_is_2d(sample: Any) -> bool:
     return sample.input.dim() == 2
 
 
-def input_0d_as_matrix(sample: Any) -> bool:
-    return sample.input.dim() == 0 and not sample.kwargs.get("as_tuple", False)
-
-
 def dropout(sample: Any) -> bool:
     return sample.kwargs.get("dropout_p", 0.0) > 0
 
@@ -211,10 +207,6 @@ NOT_EXPORTED: list[Expectation] = [
                 "onnxruntime's edge Pad refuses an axis that the negative pads crop to nothing, where torch "
                 "still replicates the cropped border: export replication_pad as a Gather of clamped indices",
                 r"Pad.*(invalid mode|zero effective input extent)", crops_an_axis_away),
-    Expectation(("nonzero",), ("float32", "float16", "int64"),
-                "nonzero of a 0-d tensor: torch gives shape (n, 0), the export (n, 1); the data-dependent "
-                "ops' symbolics (nonzero) own the fix", r"shape \(\d+, 1\), torch gives \(\d+, 0\)",
-                input_0d_as_matrix),
 ]
 
 def nearest_grid_sample(sample: Any) -> bool:
