@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib import resources
 from typing import Any
 
@@ -144,7 +144,10 @@ class Verdict:
     reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {key: json_number(value) for key, value in asdict(self).items()}
+        # scalars and one flat dict: copied directly, not through asdict's recursive deep copy
+        found = {f.name: json_number(getattr(self, f.name)) for f in fields(self)}
+        found["tolerance"] = dict(self.tolerance)
+        return found
 
 
 def _ratio(numerator: float, denominator: float) -> float:
