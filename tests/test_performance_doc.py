@@ -51,7 +51,8 @@ DOCUMENTS = {
         {"case": "alexnet", "ops": 20, "verify_s": 0.9, "floor_s": 0.2, "torch32_s": 0.05, "torch64_s": 0.05,
          "backend_run_s": 0.05, "ratio": 4.5, "over_limit": True, "why": "fp64 truth: 0.5 s against 0.05 s of floor"},
         {"case": "resnet18", "ops": 69, "verify_s": 0.3, "floor_s": 0.2, "torch32_s": 0.05, "torch64_s": 0.05,
-         "backend_run_s": 0.05, "ratio": 1.5, "over_limit": False}]},
+         "backend_run_s": 0.05, "ratio": 1.5, "over_limit": False, "structural_s": 0.3, "structural_ratio": 1.0,
+         "verify_sys_s": 0.04, "compare_s": 0.02}]},
 }
 
 
@@ -69,6 +70,9 @@ def test_every_table_is_rendered_side_by_side_with_its_ratio(results):
     assert "Geomean speed-up **3.10x** (target 2.5x)" in text and "Targets met" in text
     assert "| resnet18 | 176 | 0.50 | 40.0 | 80x | 30x | 1.50 | 27x | 20x |" in text
     assert "- **alexnet** (4.5x): fp64 truth: 0.5 s against 0.05 s of floor" in text
+    # the structural floor and the system time where the results have them, a dash where older ones do not
+    assert "| resnet18 | 69 | 0.300 | 0.200 | 0.050 / 0.050 / 0.050 | 1.5x | 0.300 | 1.0x | 0.040 | 0.020 |" in text
+    assert "| alexnet | 20 | 0.900 | 0.200 | 0.050 / 0.050 / 0.050 | 4.5x (over) | - | - | - | - |" in text
     assert "## bench_memory" in text and "No results yet" in text  # a bench not run yet says so
     assert "2 usable cores" in text and "torch 2.14.1" in text and "0123456789" in text
     assert "machine was busy" not in text

@@ -222,14 +222,23 @@ def floor_section(document: dict[str, Any]) -> list[str]:
         "Seconds are CPU seconds of the benchmark's process (user and system, all threads; the fastest of the "
         "repeats) where the results record them, else wall seconds: on a shared machine other processes' load "
         "adds wall time, not this process's CPU time. *Comparing* is the CPU time spent comparing tensors "
-        "(every phase's comparisons, measured in one more run).",
-        document, ["case", "ops", "verify (s)", "floor (s)", "fp32 / fp64 / backend run (s)", "ratio", "comparing (s)"],
-        6)
+        "(every phase's comparisons, measured in one more run). *Structural* = one fp32 forward + two fp64 "
+        "passes + three backend runs: what any per-op verification computes at least (the outputs' truth "
+        "chains float64 values while each op's starts from torch's float32 inputs; production, the "
+        "instrumented model and the isolation batch are three runs). *System* is the verification's system "
+        "CPU time: the kernel zeroing the fresh pages its held values take.",
+        document, ["case", "ops", "verify (s)", "floor (s)", "fp32 / fp64 / backend run (s)", "ratio",
+                   "structural (s)", "ratio to structural", "system (s)", "comparing (s)"],
+        9)
     for row in document["rows"]:
         comparing = f"{row['compare_s']:.3f}" if "compare_s" in row else "-"
+        structural = (f"{row['structural_s']:.3f} | {row['structural_ratio']:.1f}x" if "structural_s" in row
+                      else "- | -")
+        system = f"{row['verify_sys_s']:.3f}" if "verify_sys_s" in row else "-"
         lines.append(f"| {row['case']} | {row['ops']} | {row['verify_s']:.3f} | {row['floor_s']:.3f} | "
                      f"{row['torch32_s']:.3f} / {row['torch64_s']:.3f} / {row['backend_run_s']:.3f} | "
-                     f"{row['ratio']:.1f}x{' (over)' if row['over_limit'] else ''} | {comparing} |")
+                     f"{row['ratio']:.1f}x{' (over)' if row['over_limit'] else ''} | {structural} | {system} | "
+                     f"{comparing} |")
     over = [row for row in document["rows"] if row["over_limit"]]
     lines += [""] + ([f"Above {limit:g}x:", ""] + [f"- **{row['case']}** ({row['ratio']:.1f}x): {row['why']}"
                                                    for row in over] if over else [f"Every case is within {limit:g}x."])
