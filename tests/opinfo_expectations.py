@@ -116,22 +116,12 @@ def input_is_2d(sample: Any) -> bool:
     return sample.input.dim() == 2
 
 
-def input_0d_as_matrix(sample: Any) -> bool:
-    return sample.input.dim() == 0 and not sample.kwargs.get("as_tuple", False)
-
-
 def dropout(sample: Any) -> bool:
     return sample.kwargs.get("dropout_p", 0.0) > 0
 
 
 def projection(sample: Any) -> bool:
     return getattr(sample.input, "proj_size", 0) > 0
-
-
-def crops_an_axis_away(sample: Any) -> bool:
-    """A replicate pad whose negative pads leave an axis with no element before padding."""
-    pads, shape = sample.args[0], sample.input.shape
-    return any(shape[-1 - i] + min(pads[2 * i], 0) + min(pads[2 * i + 1], 0) <= 0 for i in range(len(pads) // 2))
 
 
 def empty_1d_inference(sample: Any) -> bool:
@@ -207,14 +197,6 @@ NOT_EXPORTED: list[Expectation] = [
                 "onnxruntime's BatchNormalization shape inference refuses an empty 1-D input (no channel "
                 "axis) in inference: export a 1-D batch norm of an empty tensor as the empty tensor itself",
                 r"BatchNormalization", empty_1d_inference),
-    Expectation(("nn.functional.pad.replicate_negative",), ("float32", "float16", "bfloat16", "int64"),
-                "onnxruntime's edge Pad refuses an axis that the negative pads crop to nothing, where torch "
-                "still replicates the cropped border: export replication_pad as a Gather of clamped indices",
-                r"Pad.*(invalid mode|zero effective input extent)", crops_an_axis_away),
-    Expectation(("nonzero",), ("float32", "float16", "int64"),
-                "nonzero of a 0-d tensor: torch gives shape (n, 0), the export (n, 1); the data-dependent "
-                "ops' symbolics (nonzero) own the fix", r"shape \(\d+, 1\), torch gives \(\d+, 0\)",
-                input_0d_as_matrix),
 ]
 
 def nearest_grid_sample(sample: Any) -> bool:
