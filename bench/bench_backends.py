@@ -9,9 +9,11 @@ For each model, ONE roundtrip export is verified (export excluded) by
 
 Each of `--repeat` rounds (at least 3; a case under 5 s single gets three times as many, since
 its runs are cheap and the machine's load moves them most) runs both sides, the order
-alternating, and the medians count; the ratio of the minima is kept beside it, and the load
-average before each run. The target is double <= 1.5x single. Rows, ratios and the machine go
-to bench/results/bench_backends.json.
+alternating; the medians and the minima both count, and the load average before each run is
+kept. Each run's CPU seconds (the process's, every thread's) are kept too: the machine's load
+moves them less than the wall-clock seconds. The target is double <= 1.5x single, on the
+medians and on the minima alike. Rows, ratios and the machine go to
+bench/results/bench_backends.json.
 
     python bench/bench_backends.py                                   # resnet18, a small conv net
     python bench/bench_backends.py --second onnxruntime:level=disabled --models resnet18
@@ -65,15 +67,23 @@ def measure(name: str, second: str, *, seed: int, repeat: int) -> dict:
     double = lambda: verify_exported(exported, args, module=module, model_name=name,  # noqa: E731
                                      backends=("onnxruntime", second))
     loads: list[float] = []
+    cpu_seconds: dict[str, list[float]] = {"single": [], "double": []}
 
-    def loaded(side):  # the load average as each run starts
-        return lambda: (loads.append(round(os.getloadavg()[0], 2)), side())[1]
+    def loaded(name, side):  # the load average as each run starts, and the CPU seconds it takes
+        def run():
+            loads.append(round(os.getloadavg()[0], 2))
+            started = time.process_time()
+            try:
+                return side()
+            finally:
+                cpu_seconds[name].append(time.process_time() - started)
+        return run
 
     started = time.perf_counter()
     single()  # warm-up: first-call imports, OpenVINO's plugin load
     double()
     rounds = repeat * 3 if time.perf_counter() - started < CHEAP_S else repeat
-    seconds, results = side_by_side({"single": loaded(single), "double": loaded(double)}, rounds)
+    seconds, results = side_by_side({"single": loaded("single", single), "double": loaded("double", double)}, rounds)
     other = results["double"].backend_results[0]
     row = {
         "model": name, "second": second, "onnx_nodes": len(exported.model.graph.node),
@@ -84,6 +94,11 @@ def measure(name: str, second: str, *, seed: int, repeat: int) -> dict:
         "single_timings": {k: round(v, 3) for k, v in results["single"].timings.items()},
         "second_timings": {k: round(v, 3) for k, v in other.timings.items()},
         "ratio_of_minima": min(seconds["double"]) / min(seconds["single"]), "rounds": rounds,
+        # the process's CPU seconds (every thread's): what each side costs, less moved by the load
+        "single_cpu_runs_s": [round(s, 3) for s in cpu_seconds["single"]],
+        "double_cpu_runs_s": [round(s, 3) for s in cpu_seconds["double"]],
+        "cpu_ratio": median(cpu_seconds["double"]) / median(cpu_seconds["single"]),
+        "cpu_ratio_of_minima": min(cpu_seconds["double"]) / min(cpu_seconds["single"]),
         "load_at_runs": loads,
         "second_passed": other.passed, "second_skipped": other.skipped,
         "second_failing_ops": [op.fx_node for op in other.ops if op.passed is False],
@@ -95,12 +110,13 @@ def measure(name: str, second: str, *, seed: int, repeat: int) -> dict:
 
 def markdown(rows: list[dict]) -> str:
     lines = ["| model | second backend | ops | rounds | one backend (s) | two backends (s) | ratio (medians) | "
-             "ratio (minima) | load at the runs | target |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+             "ratio (minima) | CPU seconds ratio (medians, minima) | load at the runs | target |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
     for row in rows:
         loads = row["load_at_runs"]
         lines.append(f"| {row['model']} | {row['second']} | {row['ops']} | {row['rounds']} | {row['single_s']:.2f} | "
                      f"{row['double_s']:.2f} | {row['ratio']:.2f}x | {row['ratio_of_minima']:.2f}x | "
+                     f"{row['cpu_ratio']:.2f}x, {row['cpu_ratio_of_minima']:.2f}x | "
                      f"{min(loads):.1f}-{max(loads):.1f} | <= {row['target']:.1f}x |")
     return "\n".join(lines)
 
@@ -114,11 +130,16 @@ def main(argv: list[str] | None = None) -> int:
     rows = measure_rows(options.models, lambda name: measure(name, options.second, seed=options.seed,
                                                              repeat=options.repeat))
     met = {row["model"]: row["ratio"] <= row["target"] for row in rows}
-    summary = {"met": met, "all_met": all(met.values())}
+    met_on_minima = {row["model"]: row["ratio_of_minima"] <= row["target"] for row in rows}
+    # met only where both the medians and the minima are within the target: one of them alone
+    # is one side's luck on a machine whose load moves a run's seconds 2-3x
+    summary = {"met": met, "met_on_minima": met_on_minima,
+               "all_met": all(met.values()) and all(met_on_minima.values())}
     path = write_results("bench_backends", machine, rows, summary=summary, path=options.json,
                          options={"repeat": options.repeat, "interleaved": True, "second": options.second})
     print(markdown(rows))
-    print(f"\ntargets met: {met}; load average at the end {os.getloadavg()[0]:.2f}; results in {path}")
+    print(f"\ntargets met on medians: {met}, on minima: {met_on_minima}; load average at the end "
+          f"{os.getloadavg()[0]:.2f}; results in {path}")
     return 0
 
 

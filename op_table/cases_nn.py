@@ -85,6 +85,18 @@ CONV_CASES = [
          ("aten.reflection_pad3d.default",)),
     case("replication_pad2d_unbatched", fn(lambda x: F.pad(x, (2, 1, 0, 3), mode="replicate")), ((2, 3, 4),),
          ("aten.replication_pad2d.default",)),
+    # replicate pads whose negative part crops an axis to nothing: torch replicates the border the
+    # crop reaches, onnxruntime's edge Pad refuses the axis (a Gather of clamped indices there)
+    case("replication_pad1d_crop_to_nothing", fn(lambda x: F.pad(x, (-3, 2), mode="replicate")), ((2, 3, 3),),
+         ("aten.replication_pad1d.default",)),
+    case("replication_pad2d_crop_past_and_pad", fn(lambda x: F.pad(x, (2, -6, -1, 3), mode="replicate")), ((1, 2, 4, 5),),
+         ("aten.replication_pad2d.default",)),
+    case("replication_pad3d_crop_to_nothing_mixed", fn(lambda x: F.pad(x, (-4, 1, 1, -1, 0, -2), mode="replicate")),
+         ((1, 2, 3, 3, 4),), ("aten.replication_pad3d.default",)),
+    case("replication_pad2d_negative_kept", fn(lambda x: F.pad(x, (-1, 2, 3, -2), mode="replicate")), ((2, 4, 5),),
+         ("aten.replication_pad2d.default",)),
+    case("replication_pad1d_negative_symbolic", fn(lambda x: F.pad(x, (-3, 2), mode="replicate")), ((2, 3, 6),),
+         ("aten.replication_pad1d.default",), dynamic_axes={"args_0": {2: "w"}}, sizes=({"w": 3}, {"w": 2})),
     case("circular_pad_negative", fn(lambda x: F.pad(x, (-1, 2, 2, -1), mode="circular")), ((1, 2, 4, 5),),
          ("aten._pad_circular.default",)),
     case("convolution_generic", fn(lambda x, w: torch.ops.aten.convolution(x, w, None, [2, 1], [1, 0], [1, 2], False, [0, 0], 2)),

@@ -116,22 +116,12 @@ def input_is_2d(sample: Any) -> bool:
     return sample.input.dim() == 2
 
 
-def input_0d_as_matrix(sample: Any) -> bool:
-    return sample.input.dim() == 0 and not sample.kwargs.get("as_tuple", False)
-
-
 def dropout(sample: Any) -> bool:
     return sample.kwargs.get("dropout_p", 0.0) > 0
 
 
 def projection(sample: Any) -> bool:
     return getattr(sample.input, "proj_size", 0) > 0
-
-
-def crops_an_axis_away(sample: Any) -> bool:
-    """A replicate pad whose negative pads leave an axis with no element before padding."""
-    pads, shape = sample.args[0], sample.input.shape
-    return any(shape[-1 - i] + min(pads[2 * i], 0) + min(pads[2 * i + 1], 0) <= 0 for i in range(len(pads) // 2))
 
 
 def empty_1d_inference(sample: Any) -> bool:
@@ -207,33 +197,6 @@ NOT_EXPORTED: list[Expectation] = [
                 "onnxruntime's BatchNormalization shape inference refuses an empty 1-D input (no channel "
                 "axis) in inference: export a 1-D batch norm of an empty tensor as the empty tensor itself",
                 r"BatchNormalization", empty_1d_inference),
-    Expectation(("nn.functional.pad.replicate_negative",), ("float32", "float16", "bfloat16", "int64"),
-                "onnxruntime's edge Pad refuses an axis that the negative pads crop to nothing, where torch "
-                "still replicates the cropped border: export replication_pad as a Gather of clamped indices",
-                r"Pad.*(invalid mode|zero effective input extent)", crops_an_axis_away),
-    Expectation(("nonzero",), ("float32", "float16", "int64"),
-                "nonzero of a 0-d tensor: torch gives shape (n, 0), the export (n, 1); the data-dependent "
-                "ops' symbolics (nonzero) own the fix", r"shape \(\d+, 1\), torch gives \(\d+, 0\)",
-                input_0d_as_matrix),
-]
-
-def nearest_grid_sample(sample: Any) -> bool:
-    """grid_sampler_2d in nearest mode (interpolation_mode 1)."""
-    return len(sample.args) > 1 and sample.args[1] == 1
-
-
-# A value picked at a discontinuity: nearest sampling rounds the unnormalised coordinate, and a
-# bfloat16 grid puts coordinates exactly on .5, where torch (in float32), the backend (in float32,
-# other operation order) and the fp64 truth each may pick the other neighbour. torch itself is
-# then off the truth by whole pixels (e_torch 1.8 of the output's scale): the rule holds the
-# backend within twice that, and only the bfloat16 cap (against the truth) fails.
-NEAREST_TIES: list[Expectation] = [
-    Expectation(("grid_sampler_2d",), ("bfloat16",),
-                "nearest sampling of a bfloat16 grid: coordinates on .5 ties pick either neighbour (torch is 1.8x "
-                "the output's scale off the fp64 truth itself); the backend passes the rule, not the cap. To remove it: "
-                "judge a nearest sample whose coordinate lies on a .5 tie by either neighbour, as tied indices are",
-                r"truth rule: e_backend \S+ <= 2 x max\(e_torch \S+, floor \S+\); against the truth \S+x the "
-                r"bfloat16 cap", nearest_grid_sample, strict=False),
 ]
 
 # Numerics of a backend kernel that differ from torch's by a known, measured amount, bounded:
@@ -250,7 +213,7 @@ KERNEL_NUMERICS: list[Expectation] = [
 ]
 
 EXPECTATIONS: list[Expectation] = [*UNDEFINED_TYPES, *MISSING_KERNELS, *REFERENCE_BFLOAT16, *NOT_EXPORTED,
-                                   *NEAREST_TIES, *KERNEL_NUMERICS]
+                                   *KERNEL_NUMERICS]
 
 # (results key, dtype) pairs of the recorded sweep where no sample reaches a registered
 # overload, and why. The test fails on any other pair that runs no sample: a capture

@@ -175,3 +175,20 @@ def test_fp64_expected_keeps_small_errors():
     expected = np.array([1.0 + 2 ** -40], dtype=np.float64)
     result = compare(f32(1.0), expected, atol=0.0, rtol=0.0, check_dtype=False)
     assert result.max_abs == pytest.approx(2 ** -40)
+
+
+TINY32 = float(np.finfo(np.float32).tiny)
+
+
+@pytest.mark.parametrize("expected, actual, want", [
+    # every |expected| at least tiny: the error over |expected| itself
+    (f32(2.0, 4.0), f32(2.5, 4.5), 0.25),
+    # a subnormal |expected| (below tiny) divides by tiny, not by itself (which would give 1.0)
+    (f32(2.0, 1e-39), f32(2.0, 2e-39), float(np.float32(np.float32(2e-39) - np.float32(1e-39)) / np.float32(TINY32))),
+    # an exact 0 beside normal values: tiny too
+    (f32(0.0, 4.0), f32(1e-30, 4.0), float(np.float32(1e-30) / np.float32(TINY32))),
+], ids=["normal", "subnormal expected", "zero expected"])
+def test_max_rel_divides_by_the_expected_magnitude_or_tiny(expected, actual, want):
+    result = compare(actual, expected, atol=0.0, rtol=0.0)
+    assert result.max_rel == pytest.approx(want, rel=1e-6)
+    assert 0.0 < result.max_rel < math.inf

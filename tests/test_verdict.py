@@ -97,14 +97,38 @@ def test_the_cap_bounds_the_rule_by_the_dtypes_default_row_times_its_cap_factor(
     assert outside.tolerance["atol"] == FP16_ROW.atol * factor
 
 
-def test_float32_keeps_its_rows_check_against_torch_as_the_cap():
-    row = tolerances.load().lookup("*", "cpu", "float32")
-    near = compare(np.ones(4) + 1e-8, np.ones(4), atol=row.atol, rtol=row.rtol, check_dtype=False)
-    off_torch = compare(np.ones(4, dtype=np.float32) + np.float32(1e-3), np.ones(4, dtype=np.float32),
-                        atol=row.atol, rtol=row.rtol)
-    verdict = by_truth(near, near, off_torch, dtype="float32", reduction_length=1, rule=RULE, row=row)
-    assert RULE.cap_factor("float32") == 1 and not verdict.passed and verdict.decided_by == "cap"
-    assert "against torch" in verdict.reason
+FP32_ROW = tolerances.load().lookup("*", "cpu", "float32")
+
+
+def _float32_row(e_backend: float, e_torch: float):
+    """A float32 verdict where the backend is `e_backend` above the truth and torch `e_torch`
+    below it, both at a truth value of 0 (of a truth whose scale is 1), so the two sides are
+    `e_backend + e_torch` apart where only the row's atol admits a difference."""
+    truth = np.zeros(64)
+    truth[0] = 1.0
+    backend, torch_side = truth.copy(), truth.copy()
+    backend[2], torch_side[2] = e_backend, -e_torch
+    return by_truth(compare(backend, truth, atol=FP32_ROW.atol, rtol=FP32_ROW.rtol, check_dtype=False),
+                    compare(torch_side, truth, atol=FP32_ROW.atol, rtol=FP32_ROW.rtol, check_dtype=False),
+                    compare(backend.astype(np.float32), torch_side.astype(np.float32), atol=FP32_ROW.atol,
+                            rtol=FP32_ROW.rtol),
+                    dtype="float32", reduction_length=1, rule=RULE, row=FP32_ROW)
+
+
+@pytest.mark.parametrize("e_backend, e_torch, passed, decided_by, why", [
+    (1.5e-5, 1e-5, False, "cap", "inside the rule, but 2.5x the row's atol from torch, and the farther from the truth"),
+    (3e-6, 4e-6, True, "rule", "both near the truth and within the row of each other"),
+    (3e-5, 4e-5, True, "rule",
+     "a bilinear resize's coordinates: 7x the row's atol from torch, but the backend is the nearer the truth"),
+    (4e-5, 3e-5, False, "cap", "as far apart, but the backend is the farther from the truth"),
+    (2e-4, 3e-4, False, "cap", "the backend nearer the truth than torch, but 2x the row's rtol off it"),
+])
+def test_float32_caps_by_its_rows_check_against_torch_unless_torch_is_the_farther_from_the_truth(
+        e_backend, e_torch, passed, decided_by, why):
+    verdict = _float32_row(e_backend, e_torch)
+    assert RULE.cap_factor("float32") == 1
+    assert (verdict.passed, verdict.decided_by) == (passed, decided_by), (why, verdict.reason)
+    assert ("against torch" in verdict.reason) is (e_backend + e_torch > FP32_ROW.atol)
 
 
 def test_a_row_for_the_op_overrides_and_values_without_truth_fall_back_to_the_dtype_row():

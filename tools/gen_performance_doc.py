@@ -222,14 +222,23 @@ def floor_section(document: dict[str, Any]) -> list[str]:
         "Seconds are CPU seconds of the benchmark's process (user and system, all threads; the fastest of the "
         "repeats) where the results record them, else wall seconds: on a shared machine other processes' load "
         "adds wall time, not this process's CPU time. *Comparing* is the CPU time spent comparing tensors "
-        "(every phase's comparisons, measured in one more run).",
-        document, ["case", "ops", "verify (s)", "floor (s)", "fp32 / fp64 / backend run (s)", "ratio", "comparing (s)"],
-        6)
+        "(every phase's comparisons, measured in one more run). *Structural* = one fp32 forward + two fp64 "
+        "passes + three backend runs: what any per-op verification computes at least (the outputs' truth "
+        "chains float64 values while each op's starts from torch's float32 inputs; production, the "
+        "instrumented model and the isolation batch are three runs). *System* is the verification's system "
+        "CPU time: the kernel zeroing the fresh pages its held values take.",
+        document, ["case", "ops", "verify (s)", "floor (s)", "fp32 / fp64 / backend run (s)", "ratio",
+                   "structural (s)", "ratio to structural", "system (s)", "comparing (s)"],
+        9)
     for row in document["rows"]:
         comparing = f"{row['compare_s']:.3f}" if "compare_s" in row else "-"
+        structural = (f"{row['structural_s']:.3f} | {row['structural_ratio']:.1f}x" if "structural_s" in row
+                      else "- | -")
+        system = f"{row['verify_sys_s']:.3f}" if "verify_sys_s" in row else "-"
         lines.append(f"| {row['case']} | {row['ops']} | {row['verify_s']:.3f} | {row['floor_s']:.3f} | "
                      f"{row['torch32_s']:.3f} / {row['torch64_s']:.3f} / {row['backend_run_s']:.3f} | "
-                     f"{row['ratio']:.1f}x{' (over)' if row['over_limit'] else ''} | {comparing} |")
+                     f"{row['ratio']:.1f}x{' (over)' if row['over_limit'] else ''} | {structural} | {system} | "
+                     f"{comparing} |")
     over = [row for row in document["rows"] if row["over_limit"]]
     lines += [""] + ([f"Above {limit:g}x:", ""] + [f"- **{row['case']}** ({row['ratio']:.1f}x): {row['why']}"
                                                    for row in over] if over else [f"Every case is within {limit:g}x."])
@@ -321,6 +330,12 @@ def load_note_of(document: dict[str, Any]) -> str:
             f"{_fmt(end[0], '.1f')} at the end")
 
 
+COMMITS_OWN = (" Outside torch.export: the CPU seconds of each call less those spent in its torch.export.export (the "
+               "same library call on both sides; the row says so when the arguments differ), the fastest of all counts: "
+               "what the exporter's own code costs, without the larger swing load gives the trace. Python calls: "
+               "function calls in one export under cProfile (first round), the work done, which load does not change.")
+
+
 def commits_section(document: dict[str, Any]) -> list[str]:
     """bench/bench_commits.py: the export and memory benches on two commits, each side's best."""
     summary, options = document.get("summary", {}), document.get("options", {})
@@ -334,7 +349,8 @@ def commits_section(document: dict[str, Any]) -> list[str]:
         f"bench/bench_export.py times), {options.get('repeat')} timed calls per case and process after a warm-up, "
         "the fastest of all counts (wall and CPU seconds). Memory: `bench_memory.py --child` (peak resident set of export plus "
         "`harness.verify` in a fresh process, net of the interpreter's), the lowest of the rounds counts. "
-        + (f"Load average before each process: {min(loads):.1f}-{max(loads):.1f}." if loads else ""),
+        + (f"Load average before each process: {min(loads):.1f}-{max(loads):.1f}." if loads else "")
+        + (COMMITS_OWN if any("own_cpu_ratio" in row or "calls_ratio" in row for row in document["rows"]) else ""),
         document, ["case", "base", "head", "head / base"], 3)
     for row in document["rows"]:
         if row.get("kind") == "export":
@@ -343,6 +359,14 @@ def commits_section(document: dict[str, Any]) -> list[str]:
             if row.get("cpu_ratio") is not None:
                 lines.append(f"| {row['case']}: export (CPU s) | {row['base_min_cpu_s']:.3f} | "
                              f"{row['head_min_cpu_s']:.3f} | {row['cpu_ratio']:.2f}x |")
+            if row.get("own_cpu_ratio") is not None:
+                same = "" if row.get("same_torch_export_calls") else " (torch.export called with other arguments)"
+                lines.append(f"| {row['case']}: export outside torch.export (CPU s){same} | "
+                             f"{row['base_min_own_cpu_s']:.3f} | {row['head_min_own_cpu_s']:.3f} | "
+                             f"{row['own_cpu_ratio']:.2f}x |")
+            if row.get("calls_ratio") is not None:
+                lines.append(f"| {row['case']}: export (Python calls) | {row['base_python_calls']} | "
+                             f"{row['head_python_calls']} | {row['calls_ratio']:.3f}x |")
     for row in document["rows"]:
         if row.get("kind") != "memory":
             continue

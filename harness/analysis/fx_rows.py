@@ -8,6 +8,7 @@ tolerance row decides `passed` from the isolated comparison.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import time
@@ -809,9 +810,11 @@ def _truth(measured: Sequence[tuple[dict[str, OpRecord], FxAnalysis, Mapping[str
             if node.name in wanted:  # a fused layer starts here: its region replay starts from this truth
                 for _, each, _ in measured:
                     each.region_truths[node.name] = (truth, tuple(m.name for m in members) or (node.name,))
+            torch_sides: dict[tuple[str, float, float], Comparison] = {}  # torch against the truth, once
             for index, (rows, backend_analysis, isolated) in enumerate(measured):
                 found[index][node.name] = _fill_truth(rows[node.name], analysis.groups[node.name], node, truth, args,
-                                                      backend_analysis, isolated.get(node.name, {}), length=length)
+                                                      backend_analysis, isolated.get(node.name, {}), length=length,
+                                                      torch_sides=torch_sides)
 
         _replay_truth(node, analysis, replay, [rows[node.name] for rows, _, _ in measured], fill)
     return found
@@ -827,9 +830,12 @@ def _region_members(group: NodeGroup, program: torch.export.ExportedProgram) -> 
 
 def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: Any, args: list[Any] | None,
                 analysis: FxAnalysis, isolated_comparisons: Mapping[str, Comparison], *,
-                length: int | None = None) -> dict[str, TruthPair]:
+                length: int | None = None,
+                torch_sides: dict[tuple[str, float, float], Comparison] | None = None) -> dict[str, TruthPair]:
     """Compare torch's and the backend's outputs of one row with its truth; `length` is the
-    reduction length when the caller knows it (a region's largest), else computed from `args`."""
+    reduction length when the caller knows it (a region's largest), else computed from `args`.
+    `torch_sides` holds torch's comparisons with the truth by (value, atol, rtol) across the
+    backends judged on the same truth: each is computed once, and every backend's row gets a copy."""
     tolerance = _tolerance(record)
     isolated = record.artifacts.isolated_outputs if record.artifacts is not None else {}
     length = reduction_length(node, args, truth) if length is None else length
@@ -849,8 +855,14 @@ def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: 
         torch_array = as_array(torch_value)
         noise = max(noise, analysis.noise_model.bound(
             torch_value.dtype if isinstance(torch_value, torch.Tensor) else torch_array.dtype, length, roundings))
-        torch_side.append(compare(torch_array, expected_array, atol=tolerance.atol, rtol=tolerance.rtol,
-                                  name=name, check_dtype=False))
+        key = (name, tolerance.atol, tolerance.rtol)
+        if torch_sides is not None and key in torch_sides:
+            torch_side.append(copy.copy(torch_sides[key]))
+        else:
+            torch_side.append(compare(torch_array, expected_array, atol=tolerance.atol, rtol=tolerance.rtol,
+                                      name=name, check_dtype=False))
+            if torch_sides is not None:
+                torch_sides[key] = copy.copy(torch_side[-1])
         if name in isolated:
             backend = as_array(isolated[name])
             if _identical(isolated_comparisons.get(name)):

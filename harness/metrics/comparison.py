@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -62,7 +62,12 @@ class Comparison:
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: json_number(v) for k, v in asdict(self).items()}
+        # its fields are scalars, two lists and a dict of ints: copied directly, not through
+        # asdict's recursive deep copy (a measurable cost at a comparison per row and region)
+        found = {f.name: json_number(getattr(self, f.name)) for f in fields(self)}
+        found.update(shape_actual=list(self.shape_actual), shape_expected=list(self.shape_expected),
+                     histogram=dict(self.histogram))
+        return found
 
 
 def json_number(value: Any) -> Any:
@@ -203,11 +208,14 @@ def _compare_inexact(a: np.ndarray, b: np.ndarray, result: Comparison) -> None:
     flat_a, flat_b = a.reshape(-1), b.reshape(-1)
     totals = _Totals()
     error, magnitude, scratch, excess, mask = _SCRATCH.buffers(metric)
-    for start in range(0, flat_a.size, BLOCK_ELEMENTS):
-        stop = min(start + BLOCK_ELEMENTS, flat_a.size)
-        size = stop - start
-        _compare_block(flat_a[start:stop], flat_b[start:stop], work, totals, result.atol, result.rtol,
-                       error[:size], magnitude[:size], scratch[:size], excess[:size], mask[:size])
+    # one error state for every block: an overflow or a division by zero is a metric's true value
+    # (inf), and NaN/Inf elements are counted apart, so no warning is due
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for start in range(0, flat_a.size, BLOCK_ELEMENTS):
+            stop = min(start + BLOCK_ELEMENTS, flat_a.size)
+            size = stop - start
+            _compare_block(flat_a[start:stop], flat_b[start:stop], work, totals, result.atol, result.rtol,
+                           error[:size], magnitude[:size], scratch[:size], excess[:size], mask[:size])
     result.max_abs, result.scale = totals.max_abs, totals.scale
     result.normalized = totals.max_abs / totals.scale if totals.scale > 0 else totals.max_abs
     result.max_rel, result.tolerance_ratio = totals.max_rel, totals.tolerance_ratio
@@ -224,17 +232,15 @@ def _compare_inexact(a: np.ndarray, b: np.ndarray, result: Comparison) -> None:
 def _compare_block(a: np.ndarray, b: np.ndarray, work: np.dtype, totals: _Totals, atol: float, rtol: float,
                    error: np.ndarray, magnitude: np.ndarray, scratch: np.ndarray, excess: np.ndarray,
                    mask: np.ndarray) -> None:
-    """Add one block's metrics to `totals`, computed in the given scratch buffers (of its size)."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        if work.kind == "c":
-            np.abs(np.subtract(a, b, dtype=work, casting="unsafe"), out=error)
-        else:
-            np.subtract(a, b, out=error, dtype=work, casting="unsafe")
-            np.abs(error, out=error)
-        if work.kind == "c":
-            np.abs(b.astype(work, copy=False), out=magnitude)
-        else:
-            np.abs(b, out=magnitude, dtype=work, casting="unsafe")
+    """Add one block's metrics to `totals`, computed in the given scratch buffers (of its size);
+    run inside `_compare_inexact`'s error state."""
+    if work.kind == "c":
+        np.abs(np.subtract(a, b, dtype=work, casting="unsafe"), out=error)
+        np.abs(b.astype(work, copy=False), out=magnitude)
+    else:
+        np.subtract(a, b, out=error, dtype=work, casting="unsafe")
+        np.abs(error, out=error)
+        np.abs(b, out=magnitude, dtype=work, casting="unsafe")
     max_abs, scale = error.max(), magnitude.max()
     finite_count = error.size
     if not (np.isfinite(max_abs) and np.isfinite(scale)):  # |a-b| and |b| finite <=> a, b finite
@@ -264,8 +270,10 @@ def _add_error_metrics(totals: _Totals, atol: float, rtol: float, max_abs: float
     """The error metrics of one block from |a-b| and |b| (finite elements; others are 0 in both)."""
     kind = error.dtype.type
     tiny = kind(TINY)
-    np.maximum(magnitude, tiny, out=scratch)
-    with np.errstate(over="ignore"):  # error / tiny may overflow to inf: a true max_rel
+    if magnitude.min() >= tiny:  # max(|b|, tiny) is |b| itself (np.maximum costs three divisions' time)
+        np.divide(error, magnitude, out=scratch)
+    else:  # error / tiny may overflow to inf: a true max_rel
+        np.maximum(magnitude, tiny, out=scratch)
         np.divide(error, scratch, out=scratch)
     totals.max_rel = max(totals.max_rel, float(scratch.max()))
     np.multiply(magnitude, kind(rtol), out=scratch)  # rtol*|b|
@@ -277,14 +285,12 @@ def _add_error_metrics(totals: _Totals, atol: float, rtol: float, max_abs: float
     np.add(scratch, kind(atol), out=scratch)  # the bound atol + rtol*|b|
     if not kind(atol) >= tiny:  # else the bound is at least atol, so at least tiny already
         np.maximum(scratch, tiny, out=scratch)
-    with np.errstate(over="ignore"):
-        np.divide(error, scratch, out=scratch)
+    np.divide(error, scratch, out=scratch)
     totals.tolerance_ratio = max(totals.tolerance_ratio, float(scratch.max()))
     if max_abs > atol:
         np.greater(error, atol, out=mask)
         if mask.any():
-            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                needed = (error[mask] - kind(atol)) / magnitude[mask]
+            needed = (error[mask] - kind(atol)) / magnitude[mask]
             totals.min_rtol = max(totals.min_rtol, float(needed.max()))  # +inf where expected is 0 (no rtol helps)
 
 

@@ -10,6 +10,9 @@ The comparison (docs/ARCHITECTURE.md, "Detections"): detections are paired greed
 and IoU, highest IoU first, pairs below `iou_threshold` refused; then each field is compared
 at the case's tolerance through the pairs (masks and keypoints ride on their box's pair). Every
 detection left without a pair, on either side, fails the comparison and is named in its note.
+IoU is ill-conditioned for a box a fraction of a pixel wide (one clipped at the image's edge:
+0.1 px against 0 px wide have IoU 0), so two boxes of one label whose every corner agrees
+within the boxes' own elementwise tolerance, the one their comparison then uses, pair too.
 
 Given torch's outputs replayed in float64 (the truth), a continuous field's absolute tolerance
 covers torch's own float32 error: `truth_factor` times the largest |torch - truth| over torch's
@@ -65,6 +68,7 @@ class DetectionMatch:
     unmatched_expected: list[int] = field(default_factory=list)
     min_iou: float = 1.0
     cut_ties: list[tuple[int, int]] = field(default_factory=list)  # (actual, expected): see `cut_ties`
+    corner_pairs: list[tuple[int, int]] = field(default_factory=list)  # of `pairs`, those below the IoU threshold
 
     @property
     def complete(self) -> bool:
@@ -78,7 +82,7 @@ class DetectionMatch:
     def to_dict(self) -> dict[str, Any]:
         return {"pairs": [list(p) for p in self.pairs], "unmatched_actual": self.unmatched_actual,
                 "unmatched_expected": self.unmatched_expected, "min_iou": self.min_iou,
-                "cut_ties": [list(p) for p in self.cut_ties]}
+                "cut_ties": [list(p) for p in self.cut_ties], "corner_pairs": [list(p) for p in self.corner_pairs]}
 
 
 def box_iou(first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -98,9 +102,13 @@ def box_iou(first: np.ndarray, second: np.ndarray) -> np.ndarray:
 def match_detections(
     actual_boxes: Any, actual_labels: Any, expected_boxes: Any, expected_labels: Any, *,
     iou_threshold: float, actual_scores: Any = None, expected_scores: Any = None,
+    box_atol: float | None = None, box_rtol: float = 0.0,
 ) -> DetectionMatch:
     """Pair detections of the same label, highest IoU first (ties: closest score, then torch's
-    order), never below `iou_threshold`; each detection is in at most one pair."""
+    order), never below `iou_threshold`; each detection is in at most one pair. Given `box_atol`,
+    two boxes whose every corner agrees within box_atol + box_rtol * |torch's corner| pair
+    whatever their IoU (after every pair by IoU): IoU cannot tell a 0.1 px wide box from a 0 px
+    wide one, the boxes' comparison can."""
     a_boxes, e_boxes = as_array(actual_boxes).reshape(-1, 4), as_array(expected_boxes).reshape(-1, 4)
     a_labels, e_labels = as_array(actual_labels).reshape(-1), as_array(expected_labels).reshape(-1)
     if len(a_boxes) != len(a_labels) or len(e_boxes) != len(e_labels):
@@ -114,9 +122,13 @@ def match_detections(
     if actual_scores is not None and expected_scores is not None:
         score_gap = np.abs(as_array(actual_scores).reshape(-1, 1).astype(np.float64)
                            - as_array(expected_scores).reshape(1, -1).astype(np.float64))
-    a_index, e_index = np.nonzero(iou >= iou_threshold)
-    order = np.lexsort((a_index, e_index, score_gap[a_index, e_index], -iou[a_index, e_index]))
-    used_a, used_e, pairs, min_iou = set(), set(), [], 1.0
+    by_iou = iou >= iou_threshold
+    by_corners = (_corners_agree(a_boxes, e_boxes, box_atol, box_rtol) & (iou >= 0) & ~by_iou
+                  if box_atol is not None else np.zeros_like(by_iou))
+    a_index, e_index = np.nonzero(by_iou | by_corners)
+    order = np.lexsort((a_index, e_index, score_gap[a_index, e_index], -iou[a_index, e_index],
+                        by_corners[a_index, e_index]))
+    used_a, used_e, pairs, corner_pairs, min_iou = set(), set(), [], [], 1.0
     for k in order:
         a, e = int(a_index[k]), int(e_index[k])
         if a in used_a or e in used_e:
@@ -124,13 +136,23 @@ def match_detections(
         used_a.add(a)
         used_e.add(e)
         pairs.append((a, e))
-        min_iou = min(min_iou, float(iou[a, e]))
+        if by_corners[a, e]:
+            corner_pairs.append((a, e))
+        else:
+            min_iou = min(min_iou, float(iou[a, e]))
     pairs.sort(key=lambda pair: pair[1])
+    corner_pairs.sort(key=lambda pair: pair[1])
     return DetectionMatch(
-        pairs=pairs, min_iou=min_iou,
+        pairs=pairs, min_iou=min_iou, corner_pairs=corner_pairs,
         unmatched_actual=[i for i in range(len(a_boxes)) if i not in used_a],
         unmatched_expected=[i for i in range(len(e_boxes)) if i not in used_e],
     )
+
+
+def _corners_agree(actual: np.ndarray, expected: np.ndarray, atol: float, rtol: float) -> np.ndarray:
+    """[N, M]: whether every corner of actual box i is within atol + rtol * |corner| of expected box j's."""
+    a, e = actual.astype(np.float64), expected.astype(np.float64)
+    return np.all(np.abs(a[:, None, :] - e[None, :, :]) <= atol + rtol * np.abs(e[None, :, :]), axis=2)
 
 
 def compare_detections(
@@ -145,12 +167,13 @@ def compare_detections(
     float32 error (`truth_tolerances`)."""
     settings = settings or MatchSettings.load()
     _require_detection_keys(actual, expected)
+    widened, truth_note, to_truth = (truth_tolerances(expected, truth, atol=atol, rtol=rtol, settings=settings)
+                                     if truth else ({}, "", {}))
     match = match_detections(
         actual["boxes"], actual["labels"], expected["boxes"], expected["labels"],
         iou_threshold=settings.iou_threshold, actual_scores=actual["scores"], expected_scores=expected["scores"],
+        box_atol=widened.get("boxes", (atol,))[0], box_rtol=rtol,
     )
-    widened, truth_note, to_truth = (truth_tolerances(expected, truth, atol=atol, settings=settings) if truth
-                                     else ({}, "", {}))
     match.cut_ties = cut_ties(match, actual["scores"], expected["scores"], atol=widened.get("scores", (atol,))[0],
                               rtol=rtol)
     a_rows = np.asarray([a for a, _ in match.pairs], dtype=np.int64)
@@ -240,17 +263,20 @@ def _require_detection_keys(*sides: Mapping[str, Any]) -> None:
 
 def truth_tolerances(
     expected: Mapping[str, Any], truth: Mapping[str, Any], *, atol: float, settings: MatchSettings,
+    rtol: float = 0.0,
 ) -> tuple[dict[str, tuple[float, float]], str, dict[int, int]]:
     """{field: (atol, torch's error)} for the continuous fields (`TRUTH_KEYS`) whose torch float32
     error against `truth` (the same detections computed in float64), times `truth_factor`, exceeds
     `atol`; torch's error is the largest |torch - truth| over torch's detections paired with the
     truth's (matched as the backend's are). Nothing is widened, and the note says why, unless
     every detection of torch and of the truth has a pair: a detection the float64 run did not
-    make is no measure of rounding. The third item maps torch's detections to the truth's."""
+    make is no measure of rounding. Boxes pair by corners within `atol` and `rtol` too
+    (`match_detections`). The third item maps torch's detections to the truth's."""
     _require_detection_keys(truth)
     match = match_detections(
         truth["boxes"], truth["labels"], expected["boxes"], expected["labels"],
         iou_threshold=settings.iou_threshold, actual_scores=truth["scores"], expected_scores=expected["scores"],
+        box_atol=atol, box_rtol=rtol,
     )
     if not match.complete:
         return {}, (f"tolerance not widened by the fp64 replay: {len(match.pairs)} of torch's "
@@ -300,6 +326,13 @@ def _summary(match: DetectionMatch, actual: Mapping[str, Any], expected: Mapping
     count_a, count_e = len(as_array(actual["labels"]).reshape(-1)), len(as_array(expected["labels"]).reshape(-1))
     text = (f"matched: {len(match.pairs)} of torch's {count_e} and the backend's {count_a} detections paired "
             f"by label and IoU >= {settings.iou_threshold:g} (smallest IoU {match.min_iou:.4g})")
+    if match.corner_pairs:
+        listed = ", ".join(f"backend #{a} with torch's #{e} (IoU {_pair_iou(actual, expected, a, e):.3g})"
+                           for a, e in match.corner_pairs[: settings.max_listed])
+        more = (f" and {len(match.corner_pairs) - settings.max_listed} more"
+                if len(match.corner_pairs) > settings.max_listed else "")
+        text += (f", {len(match.corner_pairs)} of them below that IoU but with every corner within the boxes' "
+                 f"tolerance (boxes a fraction of a pixel wide, where IoU is ill-conditioned): {listed}{more}")
     for side, indices, fields in (("backend", match.unmatched_actual, actual), ("torch", match.unmatched_expected, expected)):
         if indices:
             listed = ", ".join(_describe(fields, i) for i in indices[: settings.max_listed])
@@ -309,6 +342,10 @@ def _summary(match: DetectionMatch, actual: Mapping[str, Any], expected: Mapping
         text += ("; the unmatched detections tie at the count's cut (the lowest-scored of as many on each side, "
                  "their scores agreeing): either may be kept")
     return text
+
+
+def _pair_iou(actual: Mapping[str, Any], expected: Mapping[str, Any], a: int, e: int) -> float:
+    return float(box_iou(as_array(actual["boxes"]).reshape(-1, 4)[a], as_array(expected["boxes"]).reshape(-1, 4)[e])[0, 0])
 
 
 def _describe(fields: Mapping[str, Any], index: int) -> str:

@@ -12,9 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+import torch
+
 from exporter.translate.graph import Graph, Value
 from exporter.translate.registry import symbolic
-from exporter.translate.symbolics._helpers import expand_list, rank_of, register_from_schema
+from exporter.translate.symbolics._helpers import dim_size, expand_list, rank_of, register_from_schema, squeeze
 
 INT64_MAX = 2**63 - 1
 
@@ -169,13 +172,61 @@ def _padding(pad_axes: Any, mode: str) -> Any:
     return pad
 
 
+def _crops_away(x: Value, axis: int, begin: int, end: int) -> bool:
+    """Whether negative pads may leave `axis` with no element before padding: the size is
+    symbolic, or known and no larger than the crop. onnxruntime's edge Pad refuses such an axis."""
+    if begin >= 0 and end >= 0:
+        return False
+    size = x.shape[axis] if x.shape is not None else None
+    return not isinstance(size, int) or size + min(begin, 0) + min(end, 0) <= 0
+
+
+def _replicate_by_gather(g: Graph, x: Value, axis: int, begin: int, end: int) -> Value:
+    """One axis of replication_pad as a Gather: output j reads input clamp(j - begin, 0, size - 1),
+    torch's rule for pads of any sign, also where negative pads crop the axis to nothing (torch
+    then replicates the border the crop reaches)."""
+    size = dim_size(g, x, axis)
+    if isinstance(size, int):
+        indices = g.constant(np.clip(np.arange(-begin, size + end), 0, size - 1), torch.int64)
+    else:  # a symbolic size: the same clamp computed at run time
+        limit = squeeze(g, g.op("Add", size, g.constant([end], torch.int64)), [0])
+        positions = g.op("Range", g.constant(-begin, torch.int64), limit, g.constant(1, torch.int64))
+        last = g.op("Sub", size, g.constant([1], torch.int64))
+        indices = g.op("Min", g.op("Max", positions, g.constant(0, torch.int64)), last)
+    out = g.op("Gather", x, indices, axis_i=axis)
+    shape = list(x.shape)
+    shape[axis] = size + begin + end if isinstance(size, int) else None
+    out.dtype, out.shape = x.dtype, tuple(shape)
+    return out
+
+
+def _replicate(pad_axes: Any) -> Any:
+    """replication_pad: ONNX Pad (mode 'edge') on the axes it can pad, a Gather of clamped
+    indices on those whose negative pads may crop them to nothing."""
+    def pad(g: Graph, self: Value, padding) -> Value:
+        rank, rest = rank_of(self), [int(p) for p in padding]
+        for axis, begin, end in torch_pad_pairs(padding):
+            if _crops_away(self, rank + axis, begin, end):
+                self = _replicate_by_gather(g, self, axis, begin, end)
+                first = 2 * (-1 - axis)  # torch lists the last axis's pair first
+                rest[first:first + 2] = [0, 0]
+        return pad_axes(g, self, rest, "edge") if any(rest) else self
+
+    return pad
+
+
 # reflection_pad*d and replication_pad*d: ONNX Pad's mode, every axis's pads below opset 18, then
 # only the padded axes'.
-for _name, _mode in (("reflection_pad", "reflect"), ("replication_pad", "edge")):
-    for _since, _pad_axes in ((None, _pad_all_axes), (18, _pad_some_axes)):
-        register_from_schema([f"aten::{_name}{rank}d" for rank in (1, 2, 3)], _padding(_pad_axes, _mode),
-                             name=_name if _since is None else f"{_name}_{_since}", since=_since,
-                             note=f"ONNX Pad, mode {_mode!r}" + (", the padded axes named by `axes`." if _since else "."))
+for _since, _pad_axes in ((None, _pad_all_axes), (18, _pad_some_axes)):
+    _suffix = "" if _since is None else f"_{_since}"
+    _axes_note = ", the padded axes named by `axes`" if _since else ""
+    register_from_schema([f"aten::reflection_pad{rank}d" for rank in (1, 2, 3)], _padding(_pad_axes, "reflect"),
+                         name=f"reflection_pad{_suffix}", since=_since, note=f"ONNX Pad, mode 'reflect'{_axes_note}.")
+    register_from_schema([f"aten::replication_pad{rank}d" for rank in (1, 2, 3)], _replicate(_pad_axes),
+                         name=f"replication_pad{_suffix}", since=_since,
+                         note=f"ONNX Pad, mode 'edge'{_axes_note}; a Gather of clamped indices on an axis whose "
+                              "negative pads may crop it to nothing (a symbolic size, or one no larger than the "
+                              "crop), which Pad refuses and torch replicates.")
 
 
 def _slice(g: Graph, x: Value, axis: int, start: int, end: int) -> Value:

@@ -45,6 +45,18 @@ def _core() -> Any:
     return openvino.Core()
 
 
+@functools.cache
+def _devices() -> tuple[str, ...]:
+    """The devices OpenVINO finds here (asked once a process: each query costs milliseconds,
+    and a verification asks at every step that may run the backend)."""
+    return tuple(_core().available_devices)
+
+
+@functools.cache
+def _cpu_name() -> str:
+    return str(_core().get_property("CPU", "FULL_DEVICE_NAME"))
+
+
 @register_backend
 class OpenVinoBackend(Backend):
     """OpenVINO runtime, CPU plugin, with its precision and execution-mode hints."""
@@ -68,8 +80,8 @@ class OpenVinoBackend(Backend):
             return "the openvino package is not installed (pip install 'roundtrip[openvino]')"
         if device.strip().lower() != "cpu":
             return f"the harness runs OpenVINO on its CPU plugin only, not {device}"
-        if "CPU" not in _core().available_devices:
-            return f"OpenVINO has no CPU device here (devices: {_core().available_devices})"
+        if "CPU" not in _devices():
+            return f"OpenVINO has no CPU device here (devices: {list(_devices())})"
         return None
 
     def config(self) -> dict[str, str]:
@@ -107,7 +119,7 @@ class OpenVinoBackend(Backend):
         import openvino
 
         return {**super().settings(), "version": openvino.__version__, "config": self.config(),
-                "device": "CPU", "cpu": _core().get_property("CPU", "FULL_DEVICE_NAME")}
+                "device": "CPU", "cpu": _cpu_name()}
 
 
 @dataclass
