@@ -19,6 +19,11 @@ covers torch's own float32 error: `truth_factor` times the largest |torch - trut
 detections paired with the truth's. A backend as accurate as torch differs from torch by at most
 the sum of the two errors, so such a difference is not a divergence of the export. Labels and
 keypoint positions are discrete and never widened this way.
+
+NMS keeps a box unless a better-scored one of its label overlaps it by more than its threshold;
+when the truth's IoU of such two boxes sits closer to the threshold than torch's own float32
+box error can move it, either side may keep the lower one (`nms_flips`), and the side that drops
+it takes the next candidate at the count's cut. Only the truth's numbers settle this.
 """
 
 from __future__ import annotations
@@ -50,12 +55,13 @@ class MatchSettings:
     iou_threshold: float
     max_listed: int
     truth_factor: float
+    nms_threshold: float = 0.5
 
     @classmethod
     def load(cls) -> MatchSettings:
         data = json.loads(resources.files("harness.metrics").joinpath(SETTINGS_PATH).read_text())
         return cls(iou_threshold=float(data["iou_threshold"]), max_listed=int(data["max_listed"]),
-                   truth_factor=float(data["truth_factor"]))
+                   truth_factor=float(data["truth_factor"]), nms_threshold=float(data["nms_threshold"]))
 
 
 @dataclass
@@ -69,6 +75,7 @@ class DetectionMatch:
     min_iou: float = 1.0
     cut_ties: list[tuple[int, int]] = field(default_factory=list)  # (actual, expected): see `cut_ties`
     corner_pairs: list[tuple[int, int]] = field(default_factory=list)  # of `pairs`, those below the IoU threshold
+    nms_flips: list[tuple[int, int, int]] = field(default_factory=list)  # (actual, expected, torch's NMS rival)
 
     @property
     def complete(self) -> bool:
@@ -76,13 +83,17 @@ class DetectionMatch:
 
     @property
     def accepted(self) -> bool:
-        """Every detection paired, or the ones left over are ties at the count's cut."""
-        return self.complete or len(self.cut_ties) == len(self.unmatched_actual) == len(self.unmatched_expected)
+        """Every detection paired, or the ones left over are ties at the count's cut or NMS flips."""
+        explained_a = [a for a, _ in self.cut_ties] + [a for a, _, _ in self.nms_flips]
+        explained_e = [e for _, e in self.cut_ties] + [e for _, e, _ in self.nms_flips]
+        return self.complete or (sorted(explained_a) == sorted(self.unmatched_actual)
+                                 and sorted(explained_e) == sorted(self.unmatched_expected))
 
     def to_dict(self) -> dict[str, Any]:
         return {"pairs": [list(p) for p in self.pairs], "unmatched_actual": self.unmatched_actual,
                 "unmatched_expected": self.unmatched_expected, "min_iou": self.min_iou,
-                "cut_ties": [list(p) for p in self.cut_ties], "corner_pairs": [list(p) for p in self.corner_pairs]}
+                "cut_ties": [list(p) for p in self.cut_ties], "corner_pairs": [list(p) for p in self.corner_pairs],
+                "nms_flips": [list(p) for p in self.nms_flips]}
 
 
 def box_iou(first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -174,8 +185,14 @@ def compare_detections(
         iou_threshold=settings.iou_threshold, actual_scores=actual["scores"], expected_scores=expected["scores"],
         box_atol=widened.get("boxes", (atol,))[0], box_rtol=rtol,
     )
-    match.cut_ties = cut_ties(match, actual["scores"], expected["scores"], atol=widened.get("scores", (atol,))[0],
-                              rtol=rtol)
+    score_atol = widened.get("scores", (atol,))[0]
+    if truth:
+        match.nms_flips = nms_flips(match, actual, expected, truth, to_truth, score_atol=score_atol, rtol=rtol,
+                                    nms_threshold=settings.nms_threshold)
+    flipped_a, flipped_e = {a for a, _, _ in match.nms_flips}, {e for _, e, _ in match.nms_flips}
+    rest = DetectionMatch(pairs=match.pairs, unmatched_actual=[a for a in match.unmatched_actual if a not in flipped_a],
+                          unmatched_expected=[e for e in match.unmatched_expected if e not in flipped_e])
+    match.cut_ties = cut_ties(rest, actual["scores"], expected["scores"], atol=score_atol, rtol=rtol)
     a_rows = np.asarray([a for a, _ in match.pairs], dtype=np.int64)
     e_rows = np.asarray([e for _, e in match.pairs], dtype=np.int64)
     summary = _summary(match, actual, expected, settings)
@@ -226,6 +243,65 @@ def cut_ties(match: DetectionMatch, actual_scores: Any, expected_scores: Any, *,
     if any(abs(scores_a[a] - scores_e[e]) > atol + rtol * abs(scores_e[e]) for a, e in zip(ranked_a, ranked_e)):
         return []
     return list(zip(ranked_a, ranked_e))
+
+
+def nms_flips(match: DetectionMatch, actual: Mapping[str, Any], expected: Mapping[str, Any],
+              truth: Mapping[str, Any], to_truth: Mapping[int, int], *, score_atol: float, rtol: float,
+              nms_threshold: float) -> list[tuple[int, int, int]]:
+    """(backend, torch, rival): torch's detections the backend's NMS may rightly have dropped,
+    each with the backend's detection that took its place at the count's cut; [] unless each of
+    torch's detections left over is such a flip (the rest may still be ties at the cut, `cut_ties`).
+
+    Torch's unmatched detection e is such a flip when a better-scored detection of its label
+    (the rival, paired on both sides) overlaps it, in the truth (the fp64 replay, paired with
+    every torch detection), within the IoU's reach of the NMS threshold: |IoU_truth - threshold|
+    no more than the IoU moves when each of the eight corners moves, one at a time, by torch's
+    own float32 box error (max |torch - truth| over the boxes). Then rounding as small as torch's
+    own decides which side of the threshold the IoU falls, so dropping e is as right as keeping
+    it. The backend's detection that took its place must be one of its lowest-scored (none above
+    a paired backend detection) that torch dropped at the cut (scoring no more than torch's
+    last kept), with as many detections on each side. A detection the truth does not put near
+    the threshold, or a replacement scored above the cut, is no flip."""
+    unmatched_e = match.unmatched_expected
+    if any(e not in to_truth for e in unmatched_e):
+        return []
+    scores_a = as_array(actual["scores"]).reshape(-1).astype(np.float64)
+    scores_e = as_array(expected["scores"]).reshape(-1).astype(np.float64)
+    if not unmatched_e or len(scores_a) != len(scores_e) or len(match.unmatched_actual) < len(unmatched_e):
+        return []
+    boxes_e, boxes_t = as_array(expected["boxes"]).reshape(-1, 4), as_array(truth["boxes"]).reshape(-1, 4)
+    labels_e = as_array(expected["labels"]).reshape(-1)
+    box_error = largest_paired_difference(boxes_e, boxes_t, list(to_truth.items())) or 0.0
+    kept_on_both = {e for _, e in match.pairs}
+    flipped = []
+    for e in sorted(unmatched_e, key=lambda i: -scores_e[i]):
+        rivals = [p for p in kept_on_both if p in to_truth and labels_e[p] == labels_e[e] and scores_e[p] > scores_e[e]
+                  and _within_iou_reach(boxes_t[to_truth[p]], boxes_t[to_truth[e]], box_error, nms_threshold)]
+        if not rivals:
+            return []
+        flipped.append((e, max(rivals, key=lambda p: float(box_iou(boxes_t[to_truth[p]], boxes_t[to_truth[e]])[0, 0]))))
+    paired_a = [a for a, _ in match.pairs]
+    cut = scores_e.min() + score_atol + rtol * abs(scores_e.min())
+    floor = (scores_a[paired_a].min() + score_atol + rtol * abs(scores_a[paired_a].min())) if paired_a else np.inf
+    replacements = sorted((a for a in match.unmatched_actual if scores_a[a] <= cut and scores_a[a] <= floor),
+                          key=lambda i: -scores_a[i])
+    if len(replacements) < len(flipped):
+        return []
+    return [(a, e, rival) for a, (e, rival) in zip(replacements, flipped)]
+
+
+def _within_iou_reach(first: np.ndarray, second: np.ndarray, error: float, threshold: float) -> bool:
+    """Whether IoU(first, second) is within `threshold`'s reach: its distance to the threshold no
+    more than the sum, over the eight corners, of how far moving that corner by +-`error` moves it."""
+    corners = np.concatenate([np.asarray(first, np.float64).reshape(4), np.asarray(second, np.float64).reshape(4)])
+    iou = float(box_iou(corners[:4], corners[4:])[0, 0])
+    reach = 0.0
+    for i in range(8):
+        moved = [corners.copy(), corners.copy()]
+        moved[0][i] += error
+        moved[1][i] -= error
+        reach += max(abs(float(box_iou(m[:4], m[4:])[0, 0]) - iou) for m in moved)
+    return abs(iou - threshold) <= reach
 
 
 def _keypoint_moves(actual: Mapping[str, Any], expected: Mapping[str, Any], a_rows: np.ndarray, e_rows: np.ndarray,
@@ -338,6 +414,11 @@ def _summary(match: DetectionMatch, actual: Mapping[str, Any], expected: Mapping
             listed = ", ".join(_describe(fields, i) for i in indices[: settings.max_listed])
             more = f" and {len(indices) - settings.max_listed} more" if len(indices) > settings.max_listed else ""
             text += f"; {len(indices)} {side} detection(s) unmatched: {listed}{more}"
+    for a, e, rival in match.nms_flips:
+        iou = float(box_iou(as_array(expected["boxes"]).reshape(-1, 4)[rival], as_array(expected["boxes"]).reshape(-1, 4)[e])[0, 0])
+        text += (f"; torch's #{e} overlaps its better-scored #{rival} of the same label by IoU {iou:.4g}, within "
+                 f"torch's own float32 box error of NMS's {settings.nms_threshold:g} in the fp64 replay: the "
+                 f"backend's NMS may drop it, and its #{a} took the place at the count's cut")
     if match.cut_ties and match.accepted:
         text += ("; the unmatched detections tie at the count's cut (the lowest-scored of as many on each side, "
                  "their scores agreeing): either may be kept")
