@@ -9,10 +9,11 @@ For each model, ONE roundtrip export is verified (export excluded) by
 
 Each of `--repeat` rounds (at least 3; a case under 5 s single gets three times as many, since
 its runs are cheap and the machine's load moves them most) runs both sides, the order
-alternating, and the medians count; the ratio of the minima is kept beside it, and the load
-average before each run. Each run's CPU seconds (the process's, every thread's) are kept too:
-the machine's load moves them far less than the wall-clock seconds. The target is double <= 1.5x single. Rows, ratios and the machine go
-to bench/results/bench_backends.json.
+alternating; the medians and the minima both count, and the load average before each run is
+kept. Each run's CPU seconds (the process's, every thread's) are kept too: the machine's load
+moves them less than the wall-clock seconds. The target is double <= 1.5x single, on the
+medians and on the minima alike. Rows, ratios and the machine go to
+bench/results/bench_backends.json.
 
     python bench/bench_backends.py                                   # resnet18, a small conv net
     python bench/bench_backends.py --second onnxruntime:level=disabled --models resnet18
@@ -129,11 +130,16 @@ def main(argv: list[str] | None = None) -> int:
     rows = measure_rows(options.models, lambda name: measure(name, options.second, seed=options.seed,
                                                              repeat=options.repeat))
     met = {row["model"]: row["ratio"] <= row["target"] for row in rows}
-    summary = {"met": met, "all_met": all(met.values())}
+    met_on_minima = {row["model"]: row["ratio_of_minima"] <= row["target"] for row in rows}
+    # met only where both the medians and the minima are within the target: one of them alone
+    # is one side's luck on a machine whose load moves a run's seconds 2-3x
+    summary = {"met": met, "met_on_minima": met_on_minima,
+               "all_met": all(met.values()) and all(met_on_minima.values())}
     path = write_results("bench_backends", machine, rows, summary=summary, path=options.json,
                          options={"repeat": options.repeat, "interleaved": True, "second": options.second})
     print(markdown(rows))
-    print(f"\ntargets met: {met}; load average at the end {os.getloadavg()[0]:.2f}; results in {path}")
+    print(f"\ntargets met on medians: {met}, on minima: {met_on_minima}; load average at the end "
+          f"{os.getloadavg()[0]:.2f}; results in {path}")
     return 0
 
 

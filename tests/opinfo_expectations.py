@@ -199,25 +199,6 @@ NOT_EXPORTED: list[Expectation] = [
                 r"BatchNormalization", empty_1d_inference),
 ]
 
-def nearest_grid_sample(sample: Any) -> bool:
-    """grid_sampler_2d in nearest mode (interpolation_mode 1)."""
-    return len(sample.args) > 1 and sample.args[1] == 1
-
-
-# A value picked at a discontinuity: nearest sampling rounds the unnormalised coordinate, and a
-# bfloat16 grid puts coordinates exactly on .5, where torch (in float32), the backend (in float32,
-# other operation order) and the fp64 truth each may pick the other neighbour. torch itself is
-# then off the truth by whole pixels (e_torch 1.8 of the output's scale): the rule holds the
-# backend within twice that, and only the bfloat16 cap (against the truth) fails.
-NEAREST_TIES: list[Expectation] = [
-    Expectation(("grid_sampler_2d",), ("bfloat16",),
-                "nearest sampling of a bfloat16 grid: coordinates on .5 ties pick either neighbour (torch is 1.8x "
-                "the output's scale off the fp64 truth itself); the backend passes the rule, not the cap. To remove it: "
-                "judge a nearest sample whose coordinate lies on a .5 tie by either neighbour, as tied indices are",
-                r"truth rule: e_backend \S+ <= 2 x max\(e_torch \S+, floor \S+\); against the truth \S+x the "
-                r"bfloat16 cap", nearest_grid_sample, strict=False),
-]
-
 # Numerics of a backend kernel that differ from torch's by a known, measured amount, bounded:
 # a regression to garbage fails.
 SIGMOID_ATOL = 2.7e-7  # 1.5 x 1.79e-7, the largest |onnxruntime - torch| of float32 sigmoid over x in [-100, 100]
@@ -232,7 +213,7 @@ KERNEL_NUMERICS: list[Expectation] = [
 ]
 
 EXPECTATIONS: list[Expectation] = [*UNDEFINED_TYPES, *MISSING_KERNELS, *REFERENCE_BFLOAT16, *NOT_EXPORTED,
-                                   *NEAREST_TIES, *KERNEL_NUMERICS]
+                                   *KERNEL_NUMERICS]
 
 # (results key, dtype) pairs of the recorded sweep where no sample reaches a registered
 # overload, and why. The test fails on any other pair that runs no sample: a capture

@@ -284,3 +284,97 @@ def test_the_paired_difference_is_the_whole_fields_maximum_without_its_float64_c
     expected = float(np.max(np.abs(whole), initial=0.0))
     assert got == expected or (np.isnan(got) and np.isnan(expected)), (got, expected)
     assert rows == [] or np.isnan(expected) or expected > 0
+
+
+# -- boxes a fraction of a pixel wide (clipped at the image's edge) pair by their corners ----------
+
+_EDGE = np.float32([799.9, 103.2, 800.0, 126.1])  # torch's box: clipped to 0.1 px at the edge x = 800
+
+
+@pytest.mark.parametrize(("backend_box", "label_shift", "atol", "rtol", "pairs"), [
+    ([800.0, 103.3, 800.0, 126.1], 0, 1e-4, 1e-3, True),  # 0 px wide, every corner within 0.8 px: IoU 0, one box
+    ([799.9, 103.2, 800.0, 126.1], 0, 1e-4, 1e-3, True),  # identical
+    ([800.0, 103.3, 800.0, 126.1], 0, 1e-3, 0.0, False),  # 0.1 px apart, beyond a 1e-3 px tolerance
+    ([800.0, 150.0, 800.0, 170.0], 0, 1e-4, 1e-3, False),  # as thin, elsewhere on the edge
+    ([790.0, 103.2, 790.1, 126.1], 0, 1e-4, 1e-3, False),  # as thin, 10 px away
+    ([800.0, 103.3, 800.0, 126.1], 1, 1e-4, 1e-3, False),  # the same place, another label
+], ids=["clipped-0px", "identical", "beyond-tolerance", "elsewhere-on-edge", "10px-away", "other-label"])
+def test_thin_boxes_pair_by_corners_within_the_boxes_tolerance(backend_box, label_shift, atol, rtol, pairs) -> None:
+    expected = _detections(3, seed=4)
+    expected["boxes"][1] = _EDGE
+    actual = {key: value.copy() for key, value in expected.items()}
+    actual["boxes"][1] = np.float32(backend_box)
+    actual["labels"][1] += label_shift
+    comparisons, match = compare_detections(actual, expected, atol=atol, rtol=rtol)
+    assert match.complete is pairs and all(c.passed is pairs for c in comparisons), [c.note for c in comparisons]
+    assert match.pairs == ([(0, 0), (1, 1), (2, 2)] if pairs else [(0, 0), (2, 2)])
+    below = bool(box_iou(actual["boxes"][1], _EDGE)[0, 0] < MatchSettings.load().iou_threshold)
+    assert match.corner_pairs == ([(1, 1)] if pairs and below else [])
+    assert ("backend #1 with torch's #1 (IoU 0)" in comparisons[0].note) is (pairs and below)
+    assert match.min_iou == 1.0  # the IoU pairs' smallest: a corner pair's IoU is reported with it
+
+
+def test_an_iou_pair_is_preferred_to_a_corner_pair() -> None:
+    boxes = np.float32([[800.0, 10.0, 800.0, 30.0], [799.9, 10.0, 800.0, 30.0]])
+    labels = np.array([1, 1])
+    match = match_detections(boxes[[1]], labels[:1], boxes, labels, iou_threshold=0.5, box_atol=1e-4, box_rtol=1e-3)
+    assert match.pairs == [(0, 1)] and not match.corner_pairs and match.unmatched_expected == [0]
+
+
+def test_thin_boxes_pair_the_truth_too() -> None:
+    actual, expected, truth = _with_mask_errors(4e-3, 4e-3)
+    for side, x in ((actual, 800.0), (expected, 799.9), (truth, 800.0)):
+        side["boxes"][2] = np.float32([x, 50.0, 800.0, 70.0])
+    truth["boxes"] = truth["boxes"].astype(np.float64)
+    masks = compare_detections(actual, expected, atol=ATOL, rtol=RTOL, truth=truth)[0][-1]
+    assert masks.passed and "x torch's own float32 error" in masks.note, masks.note
+    assert "not widened" in compare_detections(actual, expected, atol=ATOL, rtol=0.0, truth=truth)[0][-1].note
+
+
+# -- a detection NMS keeps on one side and drops on the other, its overlap at NMS's threshold ------
+
+
+def _nms_flip(overlap_shift: float, torch_error: float, replacement_score: float = 0.45, rival_label: int = 1,
+              rival_score: float = 0.8) -> tuple[dict, dict, dict]:
+    """torch's five detections: #1 (label 1) and #3 (label 1, score 0.6) overlap, #3 shifted
+    `overlap_shift` px to the right of #1 (3.378 px: IoU 0.495); the backend drops #3 and keeps
+    a sixth candidate scored `replacement_score` instead; the truth is torch's boxes
+    `torch_error` px away."""
+    expected = {
+        "boxes": np.float32([[100, 100, 150, 150], [0, 0, 10, 10], [200, 200, 260, 240],
+                             [overlap_shift, 0, overlap_shift + 10, 10], [300, 0, 330, 40]]),
+        "labels": np.array([2, rival_label, 3, 1, 3]),
+        "scores": np.float32([0.9, rival_score, 0.7, 0.6, 0.5]),
+    }
+    truth = {key: value.astype(np.float64) if value.dtype.kind == "f" else value.copy() for key, value in expected.items()}
+    truth["boxes"][:, 0] += torch_error
+    keep = [0, 1, 2, 4]
+    actual = {key: value[keep] for key, value in expected.items()}
+    actual["boxes"] = np.concatenate([actual["boxes"], np.float32([[400, 400, 430, 450]])])
+    actual["labels"] = np.concatenate([actual["labels"], [4]])
+    actual["scores"] = np.concatenate([actual["scores"], np.float32([replacement_score])])
+    return actual, expected, truth
+
+
+@pytest.mark.parametrize(("kwargs", "flips"), [
+    ({"overlap_shift": 3.378, "torch_error": 0.05}, True),  # IoU 0.495, 0.05 px of torch's own error moves it 0.006
+    ({"overlap_shift": 3.378, "torch_error": 0.0}, False),  # torch exact: no rounding reaches the threshold
+    ({"overlap_shift": 4.3, "torch_error": 0.05}, False),  # IoU 0.40: well below NMS's threshold
+    ({"overlap_shift": 3.378, "torch_error": 0.05, "replacement_score": 0.55}, False),  # scored above torch's cut
+    ({"overlap_shift": 3.378, "torch_error": 0.05, "rival_label": 2}, False),  # the overlap is with another label
+    ({"overlap_shift": 3.378, "torch_error": 0.05, "rival_score": 0.55}, False),  # the rival scores below it
+], ids=["at-threshold", "torch-exact", "far-below", "replacement-above-cut", "other-label", "rival-below"])
+def test_a_detection_at_nms_threshold_may_be_dropped(kwargs: dict, flips: bool) -> None:
+    actual, expected, truth = _nms_flip(**kwargs)
+    comparisons, match = compare_detections(actual, expected, atol=ATOL, rtol=RTOL, truth=truth)
+    assert match.unmatched_actual == [4] and match.unmatched_expected == [3]
+    assert match.accepted is flips and (match.nms_flips == [(4, 3, 1)]) is flips
+    assert all(c.passed is flips for c in comparisons), [c.note for c in comparisons]
+    assert ("torch's #3 overlaps its better-scored #1 of the same label by IoU 0.495" in comparisons[0].note) is flips
+    assert "1 torch detection(s) unmatched: #3" in comparisons[0].note  # named either way
+
+
+def test_an_nms_flip_needs_the_truth() -> None:
+    actual, expected, _ = _nms_flip(3.378, 0.05)
+    _, match = compare_detections(actual, expected, atol=ATOL, rtol=RTOL)
+    assert not match.nms_flips and not match.accepted

@@ -201,6 +201,24 @@ def test_commits_table_shows_both_sides_their_ratio_and_what_got_worse(results):
     assert "| vgg16, written to a file first: net peak of export + verify (GiB) | 2.000 | 1.500 | 0.75x |" in text
     assert "| vgg16: net peak of writing the export (GiB) | 1.000 | 1.000 | 1.00x |" in text
     assert "More than 5% worse on head: resnet18." in text
+    assert "Outside torch.export" not in text  # rows from before that split say nothing of it
+
+
+@pytest.mark.parametrize("same, label", [(True, "export outside torch.export (CPU s)"),
+                                         (False, "export outside torch.export (CPU s) (torch.export called with other "
+                                                 "arguments)")])
+def test_commits_table_splits_torch_export_from_the_exporters_own_time(results, same, label):
+    rows = [{"kind": "export", "case": "superresolution", "base_min_s": 0.07, "head_min_s": 0.09, "ratio": 1.29,
+             "base_min_own_cpu_s": 0.008, "head_min_own_cpu_s": 0.006, "own_cpu_ratio": 0.75,
+             "same_torch_export_calls": same, "base_python_calls": 134716, "head_python_calls": 135574,
+             "calls_ratio": 135574 / 134716}]
+    (results / "bench_commits.json").write_text(json.dumps(
+        {"bench": "bench_commits", "machine": MACHINE, "options": {"rounds": 3, "repeat": 3}, "rows": rows,
+         "summary": {"commits": {"base": "a" * 12, "head": "b" * 12}}}))
+    text = gen_performance_doc.render(str(results))
+    assert f"| superresolution: {label} | 0.008 | 0.006 | 0.75x |" in text
+    assert "| superresolution: export (Python calls) | 134716 | 135574 | 1.006x |" in text
+    assert "Outside torch.export: the CPU seconds of each call less those spent in its torch.export.export" in text
 
 
 def test_write_table_shows_each_writer_per_case(results):
@@ -210,3 +228,27 @@ def test_write_table_shows_each_writer_per_case(results):
         {"bench": "bench_write", "machine": MACHINE, "options": {"rounds": 2}, "rows": rows}))
     text = gen_performance_doc.render(str(results))
     assert "| vgg16 | streaming | 1.00 | 0.001 | 0.50 |" in text and "| vgg16 | onnx_ir | 1.00 | 2.000 | 4.00 |" in text
+
+
+def _side(cpu: list[list[float]], inside: list[list[float]], call: str, python_calls: int) -> dict:
+    """A side's export measurements as bench_commits' children return them, one entry per round
+    (python_calls counted in the first round only)."""
+    rounds = [{"cases": {"lstm": {"runs_s": [c + 0.01 for c in round_cpu], "cpu_s": round_cpu,
+                                  "torch_export_cpu_s": round_inside, "torch_export_calls": [call],
+                                  "file_bytes": 10}}} for round_cpu, round_inside in zip(cpu, inside)]
+    rounds[0]["cases"]["lstm"]["python_calls"] = python_calls
+    return {"export": rounds, "memory": {}}
+
+
+@pytest.mark.parametrize("head_call, same", [("args=[(2, 3)] {'strict': False}", True),
+                                             ("args=[(2, 3)] {'strict': True}", False)])
+def test_commits_summary_takes_each_sides_least_cpu_outside_torch_export(head_call, same):
+    bench_commits = _load(ROOT / "bench" / "bench_commits.py")
+    base = _side([[0.10, 0.12], [0.11]], [[0.09, 0.10], [0.09]], "args=[(2, 3)] {'strict': False}", 1000)
+    head = _side([[0.13, 0.11], [0.12]], [[0.125, 0.102], [0.11]], head_call, 1010)
+    (row,), memory = bench_commits.summarise({"base": base, "head": head}, ["lstm"])
+    assert memory == []
+    assert row["base_min_cpu_s"] == 0.10 and row["head_min_cpu_s"] == 0.11
+    assert row["base_min_own_cpu_s"] == pytest.approx(0.01) and row["head_min_own_cpu_s"] == pytest.approx(0.005)
+    assert row["own_cpu_ratio"] == pytest.approx(0.5) and row["calls_ratio"] == pytest.approx(1.01)
+    assert row["same_torch_export_calls"] is same

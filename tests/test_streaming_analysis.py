@@ -240,6 +240,61 @@ def test_a_model_that_fits_is_one_backend_run_with_the_rows_of_separate_runs(mon
     assert any(op.accumulated is not None for op in joint.ops)
 
 
+class _WideHead(torch.nn.Module):
+    """A small convolution before a Linear whose weight (1 MiB) outweighs every value the model
+    makes (a few KiB): vgg16's shape in miniature."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.head = torch.nn.Linear(4 * 8 * 8, 1024)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.conv(x)).flatten(1))
+
+
+def test_a_model_whose_largest_weight_outweighs_its_values_loads_the_two_apart(monkeypatch):
+    """One chunk, but its largest weight is larger than its values: the instrumented model and
+    the isolation batch load apart (a joint load packs that weight twice), with the rows a joint
+    run gives."""
+    torch.manual_seed(0)
+    module, args = _WideHead().eval(), (torch.randn(1, 3, 8, 8, generator=torch.Generator().manual_seed(2)),)
+    returned = _counting_runner(monkeypatch)
+    apart = harness.verify(module, args, optimize=False)
+    apart_runs = list(returned)
+    monkeypatch.setattr(fx_rows, "_joinable", lambda analysis, exposed_bytes: True)
+    joint = harness.verify(module, args, optimize=False)
+
+    assert apart.environment["joint_instrumented_isolation_runs"] == 0
+    assert joint.environment["joint_instrumented_isolation_runs"] == 1
+    assert (len(apart_runs), len(returned) - len(apart_runs)) == (2, 1)  # instrumented, isolation; joint
+    assert apart.passed and joint.passed
+    assert [_row(op) for op in apart.ops] == [_row(op) for op in joint.ops]
+
+
+@pytest.mark.parametrize("dims, data_type, stub, expected", [
+    ((1024, 256), 1, True, 1024 * 256 * 4),  # float32, held in memory by the export (a stub)
+    ((3, 5), 11, False, 3 * 5 * 8),  # float64, inline
+    ((7,), 16, False, 7 * 2),  # bfloat16
+    ((), 7, False, 8),  # an int64 scalar
+])
+def test_largest_initializer_bytes_reads_type_and_shape(dims, data_type, stub, expected):
+    import numpy as np
+    import onnx
+
+    from exporter.contract.skeleton import stub as make_stub
+
+    tensor = onnx.TensorProto(name="w", data_type=data_type, dims=dims)
+    if stub:
+        make_stub(tensor)
+    else:
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(data_type)
+        tensor.raw_data = np.zeros(dims, dtype).tobytes()
+    small = onnx.TensorProto(name="b", data_type=1, dims=(2,), raw_data=bytes(8))
+    model = onnx.helper.make_model(onnx.helper.make_graph([], "g", [], [], initializer=[small, tensor]))
+    assert fx_rows.largest_initializer_bytes(model) == expected
+
+
 def test_a_model_past_the_budget_streams_in_chunks_of_the_smallest_budget(monkeypatch):
     """A large budget decides only whether a model is held whole: once it streams, its chunks are
     the smallest budget's, so the peak of a model past the budget does not grow with it."""

@@ -330,6 +330,12 @@ def load_note_of(document: dict[str, Any]) -> str:
             f"{_fmt(end[0], '.1f')} at the end")
 
 
+COMMITS_OWN = (" Outside torch.export: the CPU seconds of each call less those spent in its torch.export.export (the "
+               "same library call on both sides; the row says so when the arguments differ), the fastest of all counts: "
+               "what the exporter's own code costs, without the larger swing load gives the trace. Python calls: "
+               "function calls in one export under cProfile (first round), the work done, which load does not change.")
+
+
 def commits_section(document: dict[str, Any]) -> list[str]:
     """bench/bench_commits.py: the export and memory benches on two commits, each side's best."""
     summary, options = document.get("summary", {}), document.get("options", {})
@@ -343,7 +349,8 @@ def commits_section(document: dict[str, Any]) -> list[str]:
         f"bench/bench_export.py times), {options.get('repeat')} timed calls per case and process after a warm-up, "
         "the fastest of all counts (wall and CPU seconds). Memory: `bench_memory.py --child` (peak resident set of export plus "
         "`harness.verify` in a fresh process, net of the interpreter's), the lowest of the rounds counts. "
-        + (f"Load average before each process: {min(loads):.1f}-{max(loads):.1f}." if loads else ""),
+        + (f"Load average before each process: {min(loads):.1f}-{max(loads):.1f}." if loads else "")
+        + (COMMITS_OWN if any("own_cpu_ratio" in row or "calls_ratio" in row for row in document["rows"]) else ""),
         document, ["case", "base", "head", "head / base"], 3)
     for row in document["rows"]:
         if row.get("kind") == "export":
@@ -352,6 +359,14 @@ def commits_section(document: dict[str, Any]) -> list[str]:
             if row.get("cpu_ratio") is not None:
                 lines.append(f"| {row['case']}: export (CPU s) | {row['base_min_cpu_s']:.3f} | "
                              f"{row['head_min_cpu_s']:.3f} | {row['cpu_ratio']:.2f}x |")
+            if row.get("own_cpu_ratio") is not None:
+                same = "" if row.get("same_torch_export_calls") else " (torch.export called with other arguments)"
+                lines.append(f"| {row['case']}: export outside torch.export (CPU s){same} | "
+                             f"{row['base_min_own_cpu_s']:.3f} | {row['head_min_own_cpu_s']:.3f} | "
+                             f"{row['own_cpu_ratio']:.2f}x |")
+            if row.get("calls_ratio") is not None:
+                lines.append(f"| {row['case']}: export (Python calls) | {row['base_python_calls']} | "
+                             f"{row['head_python_calls']} | {row['calls_ratio']:.3f}x |")
     for row in document["rows"]:
         if row.get("kind") != "memory":
             continue

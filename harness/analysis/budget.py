@@ -6,7 +6,10 @@ of the graph (harness.analysis.torch_values, harness.analysis.fx_rows). A fixed 
 streams every zoo-sized model, which costs a second torch pass and a session per chunk; a
 budget from the memory available lets a model whose values fit be verified in one chunk,
 while a large one (a detector at 800 px, an LLM) is still streamed and its peak bounded: its
-chunks are `FLOOR_BYTES` whatever the budget, as a larger chunk saves sessions only.
+chunks are `FLOOR_BYTES` whatever the budget, as a larger chunk saves sessions only. Within
+one chunk, the instrumented model and the isolation batch load as one model only where the
+model's largest weight is no larger than its values (harness.analysis.fx_rows._joinable): the
+joint load packs a weight both read twice.
 
 The budget is an eighth of the memory available when the verification starts (the process
 holds about three budgets at its peak: torch's values, the backend's, and the isolation's

@@ -138,7 +138,7 @@ def _measure(analysis: FxAnalysis) -> tuple[dict[str, OpRecord], OpAnalysis, dic
 
     exposed = [name for group in analysis.groups.values() for name in group.outputs.values()]
     joint = None
-    if sum(_exposed_sizes(analysis, {}).get(name, 0) for name in set(exposed)) <= analysis.chunk_bytes:
+    if _joinable(analysis, sum(_exposed_sizes(analysis, {}).get(name, 0) for name in set(exposed))):
         # one load and one run of the backend for the instrumented model and the isolation batch
         joint = JointRun(analysis.run, expose_values(analysis.onnx_model, exposed), analysis.feeds)
     started = time.perf_counter()
@@ -190,8 +190,9 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
     started = time.perf_counter()
     exposed = [name for group in analysis.groups.values() for name in group.outputs.values()]
     sizes = _exposed_sizes(analysis, sources)
+    exposed_bytes = sum(sizes.get(name, 0) for name in set(exposed))
     isolated_first = None
-    if sum(sizes.get(name, 0) for name in set(exposed)) <= analysis.chunk_bytes:
+    if _joinable(analysis, exposed_bytes):
         # one chunk: the isolation batch and the instrumented model are loaded and run as one
         # model (analysis.joint_run), the isolation first since it needs only torch's values
         timings["accumulated_s"] += time.perf_counter() - started
@@ -202,6 +203,13 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
                                         analysis.production, analysis.strict)
         result.environment["joint_instrumented_isolation_runs"] = joint.joint_runs
         chunks: Iterator[tuple[list[str], dict[str, Any]]] = _one_chunk(instrumented, list(records))
+    elif exposed_bytes <= analysis.chunk_bytes:
+        # one chunk loaded apart: the instrumented run first, its values compared and dropped
+        # before the isolation batch loads (in the loop below)
+        instrumented = run_instrumented(analysis.onnx_model, exposed, analysis.feeds, analysis.run,
+                                        analysis.production, analysis.strict)
+        result.environment["joint_instrumented_isolation_runs"] = 0
+        chunks = _one_chunk(instrumented, list(records))
     else:
         # past the budget the model streams anyway: its chunks are the smallest budget's, since a
         # larger chunk saves only sessions while it adds to the peak (a detector at 800 px)
@@ -259,6 +267,30 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
     result.environment["noise_model"] = analysis.noise_model.to_dict()
     result.environment["verdict_rule"] = rule.to_dict()
     return result
+
+
+def _joinable(analysis: FxAnalysis, exposed_bytes: int) -> bool:
+    """Whether the instrumented model and the isolation batch load and run as one model
+    (analysis.joint_run): one session load less (measured on onnxruntime's CPU: 0.0-0.15 s of
+    CPU on the zoo; more where every load is a compile), at a cost in memory. The joint model
+    holds both halves' values at once, and while it loads, a weight both halves read is packed
+    twice: onnxruntime's kernels each pack their own copy of a matrix-product or convolution
+    weight and the session then keeps one (1.31, prepacking on: one Gemm on a 392 MiB weight
+    peaks at +400 MiB while it loads, two Gemms on it at +792 MiB, +400 MiB once loaded;
+    vgg16's joint model at +955 MiB against +579 MiB each apart). So the two are joined when
+    their values fit one chunk and the model's largest weight is no larger than those values:
+    the joint model then adds about one chunk of values to the peak and no more. A model whose
+    largest weight outweighs its values (vgg16's first Linear: 392 MB beside 115 MB of values)
+    loads them apart, the instrumented run first."""
+    return exposed_bytes <= analysis.chunk_bytes and largest_initializer_bytes(analysis.onnx_model) <= exposed_bytes
+
+
+def largest_initializer_bytes(model: onnx.ModelProto) -> int:
+    """Bytes of `model`'s largest initializer, read off its type and shape (a stub's too)."""
+    sizes = [int(np.prod(tensor.dims, dtype=np.int64)) * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+             for tensor in model.graph.initializer
+             if tensor.data_type not in (onnx.TensorProto.UNDEFINED, onnx.TensorProto.STRING)]
+    return max(sizes, default=0)
 
 
 def _exposed_sizes(analysis: FxAnalysis, sources: Mapping[str, tuple[str, int]]) -> dict[str, int]:

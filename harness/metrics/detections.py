@@ -10,12 +10,20 @@ The comparison (docs/ARCHITECTURE.md, "Detections"): detections are paired greed
 and IoU, highest IoU first, pairs below `iou_threshold` refused; then each field is compared
 at the case's tolerance through the pairs (masks and keypoints ride on their box's pair). Every
 detection left without a pair, on either side, fails the comparison and is named in its note.
+IoU is ill-conditioned for a box a fraction of a pixel wide (one clipped at the image's edge:
+0.1 px against 0 px wide have IoU 0), so two boxes of one label whose every corner agrees
+within the boxes' own elementwise tolerance, the one their comparison then uses, pair too.
 
 Given torch's outputs replayed in float64 (the truth), a continuous field's absolute tolerance
 covers torch's own float32 error: `truth_factor` times the largest |torch - truth| over torch's
 detections paired with the truth's. A backend as accurate as torch differs from torch by at most
 the sum of the two errors, so such a difference is not a divergence of the export. Labels and
 keypoint positions are discrete and never widened this way.
+
+NMS keeps a box unless a better-scored one of its label overlaps it by more than its threshold;
+when the truth's IoU of such two boxes sits closer to the threshold than torch's own float32
+box error can move it, either side may keep the lower one (`nms_flips`), and the side that drops
+it takes the next candidate at the count's cut. Only the truth's numbers settle this.
 """
 
 from __future__ import annotations
@@ -47,12 +55,13 @@ class MatchSettings:
     iou_threshold: float
     max_listed: int
     truth_factor: float
+    nms_threshold: float = 0.5
 
     @classmethod
     def load(cls) -> MatchSettings:
         data = json.loads(resources.files("harness.metrics").joinpath(SETTINGS_PATH).read_text())
         return cls(iou_threshold=float(data["iou_threshold"]), max_listed=int(data["max_listed"]),
-                   truth_factor=float(data["truth_factor"]))
+                   truth_factor=float(data["truth_factor"]), nms_threshold=float(data["nms_threshold"]))
 
 
 @dataclass
@@ -65,6 +74,8 @@ class DetectionMatch:
     unmatched_expected: list[int] = field(default_factory=list)
     min_iou: float = 1.0
     cut_ties: list[tuple[int, int]] = field(default_factory=list)  # (actual, expected): see `cut_ties`
+    corner_pairs: list[tuple[int, int]] = field(default_factory=list)  # of `pairs`, those below the IoU threshold
+    nms_flips: list[tuple[int, int, int]] = field(default_factory=list)  # (actual, expected, torch's NMS rival)
 
     @property
     def complete(self) -> bool:
@@ -72,13 +83,17 @@ class DetectionMatch:
 
     @property
     def accepted(self) -> bool:
-        """Every detection paired, or the ones left over are ties at the count's cut."""
-        return self.complete or len(self.cut_ties) == len(self.unmatched_actual) == len(self.unmatched_expected)
+        """Every detection paired, or the ones left over are ties at the count's cut or NMS flips."""
+        explained_a = [a for a, _ in self.cut_ties] + [a for a, _, _ in self.nms_flips]
+        explained_e = [e for _, e in self.cut_ties] + [e for _, e, _ in self.nms_flips]
+        return self.complete or (sorted(explained_a) == sorted(self.unmatched_actual)
+                                 and sorted(explained_e) == sorted(self.unmatched_expected))
 
     def to_dict(self) -> dict[str, Any]:
         return {"pairs": [list(p) for p in self.pairs], "unmatched_actual": self.unmatched_actual,
                 "unmatched_expected": self.unmatched_expected, "min_iou": self.min_iou,
-                "cut_ties": [list(p) for p in self.cut_ties]}
+                "cut_ties": [list(p) for p in self.cut_ties], "corner_pairs": [list(p) for p in self.corner_pairs],
+                "nms_flips": [list(p) for p in self.nms_flips]}
 
 
 def box_iou(first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -98,9 +113,13 @@ def box_iou(first: np.ndarray, second: np.ndarray) -> np.ndarray:
 def match_detections(
     actual_boxes: Any, actual_labels: Any, expected_boxes: Any, expected_labels: Any, *,
     iou_threshold: float, actual_scores: Any = None, expected_scores: Any = None,
+    box_atol: float | None = None, box_rtol: float = 0.0,
 ) -> DetectionMatch:
     """Pair detections of the same label, highest IoU first (ties: closest score, then torch's
-    order), never below `iou_threshold`; each detection is in at most one pair."""
+    order), never below `iou_threshold`; each detection is in at most one pair. Given `box_atol`,
+    two boxes whose every corner agrees within box_atol + box_rtol * |torch's corner| pair
+    whatever their IoU (after every pair by IoU): IoU cannot tell a 0.1 px wide box from a 0 px
+    wide one, the boxes' comparison can."""
     a_boxes, e_boxes = as_array(actual_boxes).reshape(-1, 4), as_array(expected_boxes).reshape(-1, 4)
     a_labels, e_labels = as_array(actual_labels).reshape(-1), as_array(expected_labels).reshape(-1)
     if len(a_boxes) != len(a_labels) or len(e_boxes) != len(e_labels):
@@ -114,9 +133,13 @@ def match_detections(
     if actual_scores is not None and expected_scores is not None:
         score_gap = np.abs(as_array(actual_scores).reshape(-1, 1).astype(np.float64)
                            - as_array(expected_scores).reshape(1, -1).astype(np.float64))
-    a_index, e_index = np.nonzero(iou >= iou_threshold)
-    order = np.lexsort((a_index, e_index, score_gap[a_index, e_index], -iou[a_index, e_index]))
-    used_a, used_e, pairs, min_iou = set(), set(), [], 1.0
+    by_iou = iou >= iou_threshold
+    by_corners = (_corners_agree(a_boxes, e_boxes, box_atol, box_rtol) & (iou >= 0) & ~by_iou
+                  if box_atol is not None else np.zeros_like(by_iou))
+    a_index, e_index = np.nonzero(by_iou | by_corners)
+    order = np.lexsort((a_index, e_index, score_gap[a_index, e_index], -iou[a_index, e_index],
+                        by_corners[a_index, e_index]))
+    used_a, used_e, pairs, corner_pairs, min_iou = set(), set(), [], [], 1.0
     for k in order:
         a, e = int(a_index[k]), int(e_index[k])
         if a in used_a or e in used_e:
@@ -124,13 +147,23 @@ def match_detections(
         used_a.add(a)
         used_e.add(e)
         pairs.append((a, e))
-        min_iou = min(min_iou, float(iou[a, e]))
+        if by_corners[a, e]:
+            corner_pairs.append((a, e))
+        else:
+            min_iou = min(min_iou, float(iou[a, e]))
     pairs.sort(key=lambda pair: pair[1])
+    corner_pairs.sort(key=lambda pair: pair[1])
     return DetectionMatch(
-        pairs=pairs, min_iou=min_iou,
+        pairs=pairs, min_iou=min_iou, corner_pairs=corner_pairs,
         unmatched_actual=[i for i in range(len(a_boxes)) if i not in used_a],
         unmatched_expected=[i for i in range(len(e_boxes)) if i not in used_e],
     )
+
+
+def _corners_agree(actual: np.ndarray, expected: np.ndarray, atol: float, rtol: float) -> np.ndarray:
+    """[N, M]: whether every corner of actual box i is within atol + rtol * |corner| of expected box j's."""
+    a, e = actual.astype(np.float64), expected.astype(np.float64)
+    return np.all(np.abs(a[:, None, :] - e[None, :, :]) <= atol + rtol * np.abs(e[None, :, :]), axis=2)
 
 
 def compare_detections(
@@ -145,14 +178,21 @@ def compare_detections(
     float32 error (`truth_tolerances`)."""
     settings = settings or MatchSettings.load()
     _require_detection_keys(actual, expected)
+    widened, truth_note, to_truth = (truth_tolerances(expected, truth, atol=atol, rtol=rtol, settings=settings)
+                                     if truth else ({}, "", {}))
     match = match_detections(
         actual["boxes"], actual["labels"], expected["boxes"], expected["labels"],
         iou_threshold=settings.iou_threshold, actual_scores=actual["scores"], expected_scores=expected["scores"],
+        box_atol=widened.get("boxes", (atol,))[0], box_rtol=rtol,
     )
-    widened, truth_note, to_truth = (truth_tolerances(expected, truth, atol=atol, settings=settings) if truth
-                                     else ({}, "", {}))
-    match.cut_ties = cut_ties(match, actual["scores"], expected["scores"], atol=widened.get("scores", (atol,))[0],
-                              rtol=rtol)
+    score_atol = widened.get("scores", (atol,))[0]
+    if truth:
+        match.nms_flips = nms_flips(match, actual, expected, truth, to_truth, score_atol=score_atol, rtol=rtol,
+                                    nms_threshold=settings.nms_threshold)
+    flipped_a, flipped_e = {a for a, _, _ in match.nms_flips}, {e for _, e, _ in match.nms_flips}
+    rest = DetectionMatch(pairs=match.pairs, unmatched_actual=[a for a in match.unmatched_actual if a not in flipped_a],
+                          unmatched_expected=[e for e in match.unmatched_expected if e not in flipped_e])
+    match.cut_ties = cut_ties(rest, actual["scores"], expected["scores"], atol=score_atol, rtol=rtol)
     a_rows = np.asarray([a for a, _ in match.pairs], dtype=np.int64)
     e_rows = np.asarray([e for _, e in match.pairs], dtype=np.int64)
     summary = _summary(match, actual, expected, settings)
@@ -205,6 +245,65 @@ def cut_ties(match: DetectionMatch, actual_scores: Any, expected_scores: Any, *,
     return list(zip(ranked_a, ranked_e))
 
 
+def nms_flips(match: DetectionMatch, actual: Mapping[str, Any], expected: Mapping[str, Any],
+              truth: Mapping[str, Any], to_truth: Mapping[int, int], *, score_atol: float, rtol: float,
+              nms_threshold: float) -> list[tuple[int, int, int]]:
+    """(backend, torch, rival): torch's detections the backend's NMS may rightly have dropped,
+    each with the backend's detection that took its place at the count's cut; [] unless each of
+    torch's detections left over is such a flip (the rest may still be ties at the cut, `cut_ties`).
+
+    Torch's unmatched detection e is such a flip when a better-scored detection of its label
+    (the rival, paired on both sides) overlaps it, in the truth (the fp64 replay, paired with
+    every torch detection), within the IoU's reach of the NMS threshold: |IoU_truth - threshold|
+    no more than the IoU moves when each of the eight corners moves, one at a time, by torch's
+    own float32 box error (max |torch - truth| over the boxes). Then rounding as small as torch's
+    own decides which side of the threshold the IoU falls, so dropping e is as right as keeping
+    it. The backend's detection that took its place must be one of its lowest-scored (none above
+    a paired backend detection) that torch dropped at the cut (scoring no more than torch's
+    last kept), with as many detections on each side. A detection the truth does not put near
+    the threshold, or a replacement scored above the cut, is no flip."""
+    unmatched_e = match.unmatched_expected
+    if any(e not in to_truth for e in unmatched_e):
+        return []
+    scores_a = as_array(actual["scores"]).reshape(-1).astype(np.float64)
+    scores_e = as_array(expected["scores"]).reshape(-1).astype(np.float64)
+    if not unmatched_e or len(scores_a) != len(scores_e) or len(match.unmatched_actual) < len(unmatched_e):
+        return []
+    boxes_e, boxes_t = as_array(expected["boxes"]).reshape(-1, 4), as_array(truth["boxes"]).reshape(-1, 4)
+    labels_e = as_array(expected["labels"]).reshape(-1)
+    box_error = largest_paired_difference(boxes_e, boxes_t, list(to_truth.items())) or 0.0
+    kept_on_both = {e for _, e in match.pairs}
+    flipped = []
+    for e in sorted(unmatched_e, key=lambda i: -scores_e[i]):
+        rivals = [p for p in kept_on_both if p in to_truth and labels_e[p] == labels_e[e] and scores_e[p] > scores_e[e]
+                  and _within_iou_reach(boxes_t[to_truth[p]], boxes_t[to_truth[e]], box_error, nms_threshold)]
+        if not rivals:
+            return []
+        flipped.append((e, max(rivals, key=lambda p: float(box_iou(boxes_t[to_truth[p]], boxes_t[to_truth[e]])[0, 0]))))
+    paired_a = [a for a, _ in match.pairs]
+    cut = scores_e.min() + score_atol + rtol * abs(scores_e.min())
+    floor = (scores_a[paired_a].min() + score_atol + rtol * abs(scores_a[paired_a].min())) if paired_a else np.inf
+    replacements = sorted((a for a in match.unmatched_actual if scores_a[a] <= cut and scores_a[a] <= floor),
+                          key=lambda i: -scores_a[i])
+    if len(replacements) < len(flipped):
+        return []
+    return [(a, e, rival) for a, (e, rival) in zip(replacements, flipped)]
+
+
+def _within_iou_reach(first: np.ndarray, second: np.ndarray, error: float, threshold: float) -> bool:
+    """Whether IoU(first, second) is within `threshold`'s reach: its distance to the threshold no
+    more than the sum, over the eight corners, of how far moving that corner by +-`error` moves it."""
+    corners = np.concatenate([np.asarray(first, np.float64).reshape(4), np.asarray(second, np.float64).reshape(4)])
+    iou = float(box_iou(corners[:4], corners[4:])[0, 0])
+    reach = 0.0
+    for i in range(8):
+        moved = [corners.copy(), corners.copy()]
+        moved[0][i] += error
+        moved[1][i] -= error
+        reach += max(abs(float(box_iou(m[:4], m[4:])[0, 0]) - iou) for m in moved)
+    return abs(iou - threshold) <= reach
+
+
 def _keypoint_moves(actual: Mapping[str, Any], expected: Mapping[str, Any], a_rows: np.ndarray, e_rows: np.ndarray,
                     comparison: Comparison, settings: MatchSettings) -> str:
     """The keypoints the backend put elsewhere than torch (outside the comparison's tolerance),
@@ -240,17 +339,20 @@ def _require_detection_keys(*sides: Mapping[str, Any]) -> None:
 
 def truth_tolerances(
     expected: Mapping[str, Any], truth: Mapping[str, Any], *, atol: float, settings: MatchSettings,
+    rtol: float = 0.0,
 ) -> tuple[dict[str, tuple[float, float]], str, dict[int, int]]:
     """{field: (atol, torch's error)} for the continuous fields (`TRUTH_KEYS`) whose torch float32
     error against `truth` (the same detections computed in float64), times `truth_factor`, exceeds
     `atol`; torch's error is the largest |torch - truth| over torch's detections paired with the
     truth's (matched as the backend's are). Nothing is widened, and the note says why, unless
     every detection of torch and of the truth has a pair: a detection the float64 run did not
-    make is no measure of rounding. The third item maps torch's detections to the truth's."""
+    make is no measure of rounding. Boxes pair by corners within `atol` and `rtol` too
+    (`match_detections`). The third item maps torch's detections to the truth's."""
     _require_detection_keys(truth)
     match = match_detections(
         truth["boxes"], truth["labels"], expected["boxes"], expected["labels"],
         iou_threshold=settings.iou_threshold, actual_scores=truth["scores"], expected_scores=expected["scores"],
+        box_atol=atol, box_rtol=rtol,
     )
     if not match.complete:
         return {}, (f"tolerance not widened by the fp64 replay: {len(match.pairs)} of torch's "
@@ -300,15 +402,31 @@ def _summary(match: DetectionMatch, actual: Mapping[str, Any], expected: Mapping
     count_a, count_e = len(as_array(actual["labels"]).reshape(-1)), len(as_array(expected["labels"]).reshape(-1))
     text = (f"matched: {len(match.pairs)} of torch's {count_e} and the backend's {count_a} detections paired "
             f"by label and IoU >= {settings.iou_threshold:g} (smallest IoU {match.min_iou:.4g})")
+    if match.corner_pairs:
+        listed = ", ".join(f"backend #{a} with torch's #{e} (IoU {_pair_iou(actual, expected, a, e):.3g})"
+                           for a, e in match.corner_pairs[: settings.max_listed])
+        more = (f" and {len(match.corner_pairs) - settings.max_listed} more"
+                if len(match.corner_pairs) > settings.max_listed else "")
+        text += (f", {len(match.corner_pairs)} of them below that IoU but with every corner within the boxes' "
+                 f"tolerance (boxes a fraction of a pixel wide, where IoU is ill-conditioned): {listed}{more}")
     for side, indices, fields in (("backend", match.unmatched_actual, actual), ("torch", match.unmatched_expected, expected)):
         if indices:
             listed = ", ".join(_describe(fields, i) for i in indices[: settings.max_listed])
             more = f" and {len(indices) - settings.max_listed} more" if len(indices) > settings.max_listed else ""
             text += f"; {len(indices)} {side} detection(s) unmatched: {listed}{more}"
+    for a, e, rival in match.nms_flips:
+        iou = float(box_iou(as_array(expected["boxes"]).reshape(-1, 4)[rival], as_array(expected["boxes"]).reshape(-1, 4)[e])[0, 0])
+        text += (f"; torch's #{e} overlaps its better-scored #{rival} of the same label by IoU {iou:.4g}, within "
+                 f"torch's own float32 box error of NMS's {settings.nms_threshold:g} in the fp64 replay: the "
+                 f"backend's NMS may drop it, and its #{a} took the place at the count's cut")
     if match.cut_ties and match.accepted:
         text += ("; the unmatched detections tie at the count's cut (the lowest-scored of as many on each side, "
                  "their scores agreeing): either may be kept")
     return text
+
+
+def _pair_iou(actual: Mapping[str, Any], expected: Mapping[str, Any], a: int, e: int) -> float:
+    return float(box_iou(as_array(actual["boxes"]).reshape(-1, 4)[a], as_array(expected["boxes"]).reshape(-1, 4)[e])[0, 0])
 
 
 def _describe(fields: Mapping[str, Any], index: int) -> str:

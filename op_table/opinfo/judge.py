@@ -23,6 +23,10 @@ Some outputs are not compared by value (`special_outputs`):
 - an op's indices (sort, topk, argmax, ...: harness.metrics.ties), through the values they select
   in torch's input, so that a tie broken another way passes and a wrong index fails (a stable
   sort's indices are compared as they are: its order of ties is defined).
+A nearest grid sample is compared by value, after its picks on .5 ties are settled
+(`nearest_outputs`, harness.metrics.nearest_ties): where a coordinate lies on a tie and the
+backend (or torch) took either neighbour's pixel, it counts as the truth's pick; any other pixel
+is judged as it is.
 """
 
 from __future__ import annotations
@@ -216,6 +220,45 @@ def judge_selection(got: np.ndarray, want: torch.Tensor, *, node: torch.fx.Node,
     comparison = ties.compare_selection(got, want_array, source, axis=axis, keeps_dim=ties.keeps_dim(spec, args),
                                         selection=spec.selection)
     return "" if comparison.passed else f"indices differ: {comparison.note}"
+
+
+NEAREST_MODE = 1  # grid_sampler_2d's interpolation_mode for nearest
+TieSettler = Callable[[np.ndarray, torch.Tensor, Any], tuple[np.ndarray, torch.Tensor]]
+
+
+def nearest_outputs(program: torch.export.ExportedProgram, tensors: Sequence[torch.Tensor]) -> dict[int, TieSettler]:
+    """Output index -> how the picks of a nearest grid sample (an output that is a nearest
+    aten.grid_sampler_2d) on .5 ties are settled before it is judged: `settle_nearest` with the
+    pixels its input and grid (torch's values) allow."""
+    from exporter.capturing.signature import user_outputs
+    from harness.metrics.nearest_ties import PADDING_MODES, nearest_picks
+
+    found = {index: item for index, item in enumerate(user_outputs(program))
+             if isinstance(item, torch.fx.Node) and str(item.target) == "aten.grid_sampler_2d.default"
+             and int(item.args[2]) == NEAREST_MODE and all(isinstance(a, torch.fx.Node) for a in item.args[:2])}
+    if not found:
+        return {}
+    from harness.analysis.torch_values import record_values
+
+    values = record_values(program, tuple(t.clone() for t in tensors))
+    return {index: functools.partial(settle_nearest, picks=nearest_picks(
+                as_array(values[node.args[0].name]), as_array(values[node.args[1].name]),
+                padding_mode=PADDING_MODES[int(node.args[3])], align_corners=bool(node.args[4])))
+            for index, node in found.items()}
+
+
+def settle_nearest(got: np.ndarray, want: torch.Tensor, truth: Any, *, picks: Any) -> tuple[np.ndarray, torch.Tensor]:
+    """The backend's `got` and torch's `want` with their picks on .5 ties settled to the fp64
+    truth's (to torch's without a truth of the same shape): harness.metrics.nearest_ties.settle."""
+    from harness.metrics.nearest_ties import settle
+
+    got_array, want_array = as_array(got), as_array(want)
+    truth_array = as_array(truth) if truth is not None and hasattr(truth, "shape") else None
+    reference = truth_array if truth_array is not None and truth_array.shape == want_array.shape else want_array
+    if not got_array.shape == want_array.shape == reference.shape == picks.candidates.shape[1:]:
+        return got, want  # another shape: judged (and refused) as it is
+    settled_want = torch.from_numpy(settle(want_array, reference, picks)[0]).to(want.dtype)
+    return settle(got_array, reference, picks)[0], settled_want
 
 
 def judge_undefined(got: np.ndarray, want: torch.Tensor, law: Any) -> str:
