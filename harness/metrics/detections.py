@@ -16,8 +16,9 @@ within the boxes' own elementwise tolerance, the one their comparison then uses,
 
 Given torch's outputs replayed in float64 (the truth), a continuous field's absolute tolerance
 covers torch's own float32 error: `truth_factor` times the largest |torch - truth| over torch's
-detections paired with the truth's. A backend as accurate as torch differs from torch by at most
-the sum of the two errors, so such a difference is not a divergence of the export. Labels and
+detections paired with the truth's. A backend within the verdict rule's factor of torch's own
+error (2: one extra rounding) differs from torch by at most the sum of the two errors, 3 times
+torch's, so such a difference is not a divergence of the export. Labels and
 keypoint positions are discrete and never widened this way.
 
 NMS keeps a box unless a better-scored one of its label overlaps it by more than its threshold;
