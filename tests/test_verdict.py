@@ -131,6 +131,18 @@ def test_float32_caps_by_its_rows_check_against_torch_unless_torch_is_the_farthe
     assert ("against torch" in verdict.reason) is (e_backend + e_torch > FP32_ROW.atol)
 
 
+def test_float32_cap_is_never_waived_for_a_wrong_dtype():
+    """A backend output in float64 where torch gives float32: exact values, but the row's check
+    against torch fails on the dtype, however near the truth the values are."""
+    truth = np.linspace(0.5, 1.0, 16)
+    backend = compare(truth, truth, atol=FP32_ROW.atol, rtol=FP32_ROW.rtol, check_dtype=False)
+    torch_side = compare(truth.astype(np.float32), truth, atol=FP32_ROW.atol, rtol=FP32_ROW.rtol, check_dtype=False)
+    against_torch = compare(truth, truth.astype(np.float32), atol=FP32_ROW.atol, rtol=FP32_ROW.rtol)
+    assert not against_torch.dtype_match
+    verdict = by_truth(backend, torch_side, against_torch, dtype="float32", reduction_length=1, rule=RULE, row=FP32_ROW)
+    assert not verdict.passed and verdict.decided_by == "cap", verdict.reason
+
+
 def test_a_row_for_the_op_overrides_and_values_without_truth_fall_back_to_the_dtype_row():
     against_torch = _against_torch(2.0)
     row = Tolerance("aten.conv2d.default", "cpu", FP16_ROW.atol, FP16_ROW.rtol, "hand-written", "float16")

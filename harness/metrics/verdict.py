@@ -181,7 +181,10 @@ def by_truth(backend: Comparison, torch_side: Comparison, against_torch: Compari
                       f"cap: the {row.dtype} row ({row.aten})") + (", against the truth" if against_truth else
                                                                    ", against torch")}
     cap_ratio, cap_passed = None, True
-    torch_farther = not against_truth and e_backend <= min(e_torch, row.rtol)
+    # torch the farther from the truth: its distance from the backend is torch's, but a wrong
+    # shape, dtype or non-finite value never is
+    torch_farther = (not against_truth and e_backend <= min(e_torch, row.rtol) and capped is not None
+                     and capped.shape_match and capped.dtype_match and not capped.nonfinite_mismatch)
     if capped is not None and not (against_truth and e_backend <= rule.factor * floor) and not torch_farther:
         cap_ratio = capped.tolerance_ratio / cap_factor
         cap_passed = capped.passed if cap_factor == 1 else (
@@ -190,7 +193,7 @@ def by_truth(backend: Comparison, torch_side: Comparison, against_torch: Compari
               f"{e_torch:.3g}, floor {floor:.3g})")
     if not cap_passed:
         reason += f"; {'against the truth' if against_truth else 'against torch'} {cap_ratio:.3g}x the {dtype} cap"
-    elif torch_farther and capped is not None and not capped.passed:
+    elif torch_farther and not capped.passed:
         reason += (f"; {capped.tolerance_ratio:.3g}x the {dtype} cap against torch, which is the farther from the "
                    f"truth (the backend is within the row's rtol {row.rtol:g} of its scale)")
     return Verdict(TRUTH, rule_passed and cap_passed, dtype, backend.name, e_backend, e_torch,
