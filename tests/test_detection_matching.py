@@ -4,6 +4,9 @@ is named, masks and keypoints ride on their boxes' pairs."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from importlib import resources
 from types import SimpleNamespace
 
 import numpy as np
@@ -11,6 +14,7 @@ import pytest
 
 from harness.metrics.comparison import compare
 from harness.metrics.detections import (
+    SETTINGS_PATH,
     MatchSettings,
     box_iou,
     compare_detection_outputs,
@@ -19,7 +23,9 @@ from harness.metrics.detections import (
     first_size_divergence,
     mark_matched_rows,
     match_detections,
+    truth_factor_for,
 )
+from harness.metrics.verdict import load_rule
 
 ATOL, RTOL = 1e-3, 1e-3
 
@@ -188,6 +194,40 @@ def test_torch_float32_error_sets_the_mask_tolerance(backend_error: float, torch
     else:
         assert masks.atol == ATOL
     assert all(c.passed for c in comparisons[:-1])
+
+
+@pytest.mark.parametrize(("factor", "backend_error", "passes"), [
+    (2, 5.8e-3, True),  # the shipped rule: 1.45x torch's 4e-3, 9.8e-3 apart within 3 x 4e-3
+    (2, 8.5e-3, False),  # 2.1x torch's error: over the rule's factor
+    (1, 5.8e-3, False),  # a rule that allows no extra rounding: 9.8e-3 apart over 2 x 4e-3
+    (1, 3.9e-3, True),
+    (4, 1.5e-2, True),  # a rule four times as loose: 1.9e-2 apart within 5 x 4e-3
+    (4, 1.7e-2, False),
+], ids=["shipped-within", "shipped-over", "factor1-over", "factor1-within", "factor4-within", "factor4-over"])
+def test_the_truth_widening_follows_the_verdict_rules_factor(factor: float, backend_error: float, passes: bool) -> None:
+    """The detections' widening is the verdict rule's factor + 1 (triangle inequality), whatever
+    that factor is: a backend passes exactly when it is within the rule's factor of torch's error."""
+    rule = dataclasses.replace(load_rule(), factor=factor)
+    settings = MatchSettings.load(rule)
+    assert settings.truth_factor == truth_factor_for(rule) == factor + 1
+    actual, expected, truth = _with_mask_errors(backend_error, 4e-3)
+    masks = compare_detections(actual, expected, atol=ATOL, rtol=0.0, truth=truth, settings=settings)[0][-1]
+    assert masks.passed is passes and (backend_error <= factor * 4e-3) is passes, masks.note
+    assert masks.atol == pytest.approx((factor + 1) * 4e-3, rel=1e-3)
+    assert f"atol {masks.atol:.3g} = {factor + 1:g} x torch's own float32 error" in masks.note
+
+
+def test_the_shipped_truth_factor_is_derived_from_verdict_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    """detections.json writes no factor of its own; changing the rule's factor (verdict.json)
+    changes the detections' widening with it."""
+    data = json.loads(resources.files("harness.metrics").joinpath(SETTINGS_PATH).read_text())
+    assert "truth_factor" not in data
+    assert MatchSettings.load().truth_factor == load_rule().factor + 1
+    looser = dataclasses.replace(load_rule(), factor=5.0)
+    monkeypatch.setattr("harness.metrics.detections.load_rule", lambda: looser)
+    assert MatchSettings.load().truth_factor == 6.0
+    actual, expected, truth = _with_mask_errors(1.8e-2, 4e-3)  # 4.5x torch's error: only a factor-5 rule passes
+    assert compare_detections(actual, expected, atol=ATOL, rtol=0.0, truth=truth)[0][-1].passed
 
 
 def test_truth_with_other_detections_widens_nothing() -> None:

@@ -17,9 +17,10 @@ within the boxes' own elementwise tolerance, the one their comparison then uses,
 Given torch's outputs replayed in float64 (the truth), a continuous field's absolute tolerance
 covers torch's own float32 error: `truth_factor` times the largest |torch - truth| over torch's
 detections paired with the truth's. A backend within the verdict rule's factor of torch's own
-error (2: one extra rounding) differs from torch by at most the sum of the two errors, 3 times
-torch's, so such a difference is not a divergence of the export. Labels and
-keypoint positions are discrete and never widened this way.
+error (harness.metrics.verdict: one extra rounding) differs from torch by at most the sum of the
+two errors, (factor + 1) times torch's, so such a difference is not a divergence of the export;
+`truth_factor` is derived from the rule's factor on load (`truth_factor_for`), never written
+down twice. Labels and keypoint positions are discrete and never widened this way.
 
 NMS keeps a box unless a better-scored one of its label overlaps it by more than its threshold;
 when the truth's IoU of such two boxes sits closer to the threshold than torch's own float32
@@ -40,6 +41,7 @@ import numpy as np
 
 from harness.metrics.arrays import as_array
 from harness.metrics.comparison import Comparison, compare
+from harness.metrics.verdict import VerdictRule, load_rule
 
 DETECTION_KEYS = ("boxes", "labels", "scores")
 """Every detection output has these; the optional per-detection fields follow their box."""
@@ -55,14 +57,22 @@ class MatchSettings:
 
     iou_threshold: float
     max_listed: int
-    truth_factor: float
+    truth_factor: float  # truth_factor_for(the verdict rule)
     nms_threshold: float = 0.5
 
     @classmethod
-    def load(cls) -> MatchSettings:
+    def load(cls, rule: VerdictRule | None = None) -> MatchSettings:
+        """The shipped numbers, `truth_factor` derived from `rule` (default: the shipped verdict rule)."""
         data = json.loads(resources.files("harness.metrics").joinpath(SETTINGS_PATH).read_text())
         return cls(iou_threshold=float(data["iou_threshold"]), max_listed=int(data["max_listed"]),
-                   truth_factor=float(data["truth_factor"]), nms_threshold=float(data["nms_threshold"]))
+                   truth_factor=truth_factor_for(rule or load_rule()), nms_threshold=float(data["nms_threshold"]))
+
+
+def truth_factor_for(rule: VerdictRule) -> float:
+    """How many times torch's own float32 error a detection field may differ from torch: a
+    backend the verdict rule passes is within `rule.factor` times torch's error of the truth, so
+    it is within `rule.factor + 1` times torch's error of torch (the triangle inequality)."""
+    return float(rule.factor) + 1.0
 
 
 @dataclass
