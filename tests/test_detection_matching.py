@@ -11,6 +11,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
+import torchvision
 
 from harness.metrics.comparison import compare
 from harness.metrics.detections import (
@@ -20,6 +22,7 @@ from harness.metrics.detections import (
     compare_detection_outputs,
     compare_detections,
     detection_layout,
+    detector_nms_threshold,
     first_size_divergence,
     mark_matched_rows,
     match_detections,
@@ -421,3 +424,89 @@ def test_an_nms_flip_needs_the_truth() -> None:
     _, match = compare_detections(actual, expected, atol=ATOL, rtol=RTOL)
     assert not match.nms_flips and not match.accepted
 
+
+
+# -- the NMS threshold is the detector's own --------------------------------------------------------
+
+
+class _Head(torch.nn.Module):
+    def __init__(self, nms_thresh: float) -> None:
+        super().__init__()
+        self.nms_thresh = nms_thresh
+
+
+class _RCNNLike(torch.nn.Module):
+    """A stand-in with torchvision's R-CNN layout: the RPN's NMS (proposals) and the box head's."""
+
+    def __init__(self, box_nms: float, rpn_nms: float = 0.7) -> None:
+        super().__init__()
+        self.rpn, self.roi_heads = _Head(rpn_nms), _Head(box_nms)
+
+
+# IoU of torch's #3 with its rival #1 for each overlap shift (10 px boxes): 3.378 px 0.495, 4.3 px 0.399, 5.38 px 0.300
+@pytest.mark.parametrize(("detector", "overlap_shift", "flips", "source"), [
+    (_RCNNLike(0.3), 5.38, True, "roi_heads.nms_thresh"),  # IoU 0.300: at the detector's threshold
+    (_RCNNLike(0.3), 4.3, False, "roi_heads.nms_thresh"),  # IoU 0.40: 0.1 from 0.3, far beyond rounding
+    (_RCNNLike(0.3), 3.378, False, "roi_heads.nms_thresh"),  # IoU 0.495: at 0.5, which is not this detector's
+    (_RCNNLike(0.5), 3.378, True, "roi_heads.nms_thresh"),
+    (_RCNNLike(0.5), 5.38, False, "roi_heads.nms_thresh"),
+    (torch.nn.Sequential(_Head(0.3)), 5.38, True, "0.nms_thresh"),  # RetinaNet, FCOS, SSD inside a wrapper
+    (torch.nn.Linear(1, 1), 3.378, True, "fallback"),  # no NMS named: detections.json's 0.5
+    (torch.nn.Linear(1, 1), 5.38, False, "fallback"),
+], ids=["rcnn0.3-iou0.30", "rcnn0.3-iou0.40", "rcnn0.3-iou0.495", "rcnn0.5-iou0.495", "rcnn0.5-iou0.30",
+        "wrapped-dense0.3-iou0.30", "fallback-iou0.495", "fallback-iou0.30"])
+def test_an_nms_flip_is_judged_at_the_detectors_own_threshold(detector: torch.nn.Module, overlap_shift: float,
+                                                               flips: bool, source: str) -> None:
+    actual, expected, truth = _nms_flip(overlap_shift, 0.05)
+    settings = MatchSettings.load(detector=detector)
+    assert source in settings.nms_source
+    comparisons, match = compare_detections(actual, expected, atol=ATOL, rtol=RTOL, truth=truth, settings=settings)
+    assert match.accepted is flips and all(c.passed is flips for c in comparisons), [c.note for c in comparisons]
+    named = f"of NMS's {settings.nms_threshold:g} ({settings.nms_source})"
+    assert (named in comparisons[0].note) is flips, comparisons[0].note
+
+
+@pytest.mark.parametrize(("name", "options", "found"), [
+    ("fasterrcnn_mobilenet_v3_large_320_fpn", {"box_nms_thresh": 0.3}, (0.3, "roi_heads.nms_thresh")),
+    ("retinanet_resnet50_fpn", {"nms_thresh": 0.3}, (0.3, "nms_thresh")),
+    ("fcos_resnet50_fpn", {"nms_thresh": 0.35}, (0.35, "nms_thresh")),
+    ("ssdlite320_mobilenet_v3_large", {"nms_thresh": 0.4}, (0.4, "nms_thresh")),
+])
+def test_torchvisions_detectors_name_their_output_nms_threshold(name: str, options: dict, found: tuple) -> None:
+    """Read from torchvision's own modules (untrained, as the detection tier builds them), not
+    from its defaults: an R-CNN's box head, not its RPN's 0.7; the RPN alone names its own."""
+    detector = torchvision.models.get_model(name, weights=None, weights_backbone=None, num_classes=11, **options)
+    assert detector_nms_threshold(detector) == found
+    assert detector_nms_threshold(torch.nn.Sequential(detector)) == (found[0], "0." + found[1])
+    if hasattr(detector, "rpn"):
+        assert detector_nms_threshold(detector.rpn) == (detector.rpn.nms_thresh, "nms_thresh") != found
+    assert detector_nms_threshold(torch.nn.Linear(1, 1)) is None
+
+
+class _TinyDetector(torch.nn.Module):
+    """Detections straight from its input, and an NMS threshold it names as RetinaNet does."""
+
+    nms_thresh = 0.3
+
+    def forward(self, boxes: torch.Tensor) -> list[dict[str, torch.Tensor]]:
+        return [{"boxes": boxes * 2, "labels": torch.ones(boxes.shape[0], dtype=torch.int64),
+                 "scores": boxes[:, 0].sigmoid()}]
+
+
+def test_verify_judges_detections_at_the_modules_nms_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """verify() hands the module to the detections' judge, which reads its NMS threshold."""
+    import harness
+    from harness.verification import outputs
+
+    seen = []
+    original = outputs.compare_detection_outputs
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["settings"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(outputs, "compare_detection_outputs", spy)
+    boxes = torch.tensor([[0.0, 0.0, 10.0, 10.0], [5.0, 5.0, 20.0, 30.0]])
+    verification = harness.verify(_TinyDetector(), (boxes,), per_op=False)
+    assert verification.passed and seen, [c.to_dict() for c in verification.outputs]
+    assert (seen[0].nms_threshold, seen[0].nms_source) == (0.3, "nms_thresh")
