@@ -69,7 +69,8 @@ def exported() -> onnx.ModelProto:
 ], ids=["ties-only", "off-tie-wrong-pixel", "tie-not-a-pixel", "tie-not-a-neighbour"])
 def test_a_nearest_sample_row_settles_only_its_ties(exported: onnx.ModelProto, sample: int | None, delta: float,
                                                     passes: bool) -> None:
-    verification = harness.verify(NearestSample(), (SOURCE, _grid()), onnx_model=_with_planted_value(exported, sample, delta))
+    planted = _with_planted_value(exported, sample, delta)
+    verification = harness.verify(NearestSample(), (SOURCE, _grid()), onnx_model=planted)
     row = next(op for op in verification.ops if op.aten == "aten.grid_sampler_2d.default")
     assert row.passed is passes, (row.verdict.to_dict(), row.notes)
     tie_note = next((note for note in row.notes if "on a .5 tie" in note), "")

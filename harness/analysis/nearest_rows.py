@@ -50,10 +50,10 @@ def nearest_picks_of(node: torch.fx.Node, values: Mapping[str, Any]) -> NearestP
 def settle_row_ties(record: OpRecord, node: torch.fx.Node, values: Mapping[str, Any], index: int, name: str,
                     torch_value: np.ndarray, backend: np.ndarray | None, truth: np.ndarray,
                     isolated: MutableMapping[str, Comparison]) -> tuple[np.ndarray, np.ndarray | None]:
-    """(torch's value, the backend's) of output `index` (its ONNX value `name`) with their picks on .5 ties settled to the
-    truth's, the row's isolated comparison (`isolated[name]`, backend against torch) made again
-    on the settled values and a note naming the ties; the values as they are for any other op,
-    another output, or another shape."""
+    """(torch's value, the backend's) of output `index` (its ONNX value `name`) with their picks
+    on .5 ties settled to the truth's, the row's isolated comparison (`isolated[name]`, backend
+    against torch) made again on the settled values and a note naming the ties; the values as
+    they are for any other op, another output, or another shape."""
     picks = nearest_picks_of(node, values) if index == 0 else None
     if picks is None or not torch_value.shape == truth.shape == picks.candidates.shape[1:]:
         return torch_value, backend

@@ -239,7 +239,8 @@ def nearest_outputs(program: torch.export.ExportedProgram, tensors: Sequence[tor
     from harness.analysis.torch_values import record_values
 
     values = record_values(program, tuple(t.clone() for t in tensors))
-    return {index: functools.partial(settle_nearest, picks=nearest_picks_of(node, values)) for index, node in found.items()}
+    return {index: functools.partial(settle_nearest, picks=nearest_picks_of(node, values))
+            for index, node in found.items()}
 
 
 def settle_nearest(got: np.ndarray, want: torch.Tensor, truth: Any, *, picks: Any) -> tuple[np.ndarray, torch.Tensor]:
