@@ -26,6 +26,7 @@ from harness.analysis.budget import FLOOR_BYTES, values_budget
 from harness.analysis.fx_mapping import NodeGroup, output_at, value_sources
 from harness.analysis.isolated import isolate
 from harness.analysis.joint_run import JointRun
+from harness.analysis.nearest_rows import settle_row_ties
 from harness.analysis.rows import (
     BLAME_RUNTIME_PRECISION, OpAnalysis, OpArtifacts, OpRecord, judge, worst_comparison as _worst,
 )
@@ -868,6 +869,10 @@ def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: 
             continue
         expected_array = as_array(expected)
         torch_array = as_array(torch_value)
+        backend_array = as_array(isolated[name]) if name in isolated else None
+        if len(group.region) < 2:  # a nearest grid sample's picks on .5 ties: the truth's (analysis.nearest_rows)
+            torch_array, backend_array = settle_row_ties(record, node, analysis.values, index, name, torch_array,
+                                                         backend_array, expected_array, isolated_comparisons)
         noise = max(noise, analysis.noise_model.bound(
             torch_value.dtype if isinstance(torch_value, torch.Tensor) else torch_array.dtype, length, roundings))
         key = (name, tolerance.atol, tolerance.rtol)
@@ -879,7 +884,7 @@ def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: 
             if torch_sides is not None:
                 torch_sides[key] = copy.copy(torch_side[-1])
         if name in isolated:
-            backend = as_array(isolated[name])
+            backend = backend_array
             if _identical(isolated_comparisons.get(name)):
                 backend_side.append(dataclasses.replace(torch_side[-1], dtype_actual=dtype_name(backend.dtype)))
             else:

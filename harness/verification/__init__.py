@@ -452,7 +452,7 @@ def _judge_outputs(run: _Run) -> None:
     if run.layout is not None and len(actual) == len(expected):  # detections: matched
         truth = _output_truth(run, module_first=True)
         judge = lambda record, outputs, precision: judge_detections(  # noqa: E731
-            record, outputs, expected, run.layout, names, truth=truth, **judged)
+            record, outputs, expected, run.layout, names, truth=truth, detector=run.module, **judged)
         judge(verification, actual, None)
     else:
         lowered = run.production.lowest_precision() or any(  # a backend below the declared precision

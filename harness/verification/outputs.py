@@ -15,7 +15,7 @@ import torch
 from harness.analysis.quant_rows import DEQUANTIZE_OPS, qparams_of
 from harness.metrics.arrays import as_array
 from harness.metrics.comparison import Comparison, compare, dtype_name
-from harness.metrics.detections import compare_detection_outputs
+from harness.metrics.detections import MatchSettings, compare_detection_outputs
 from harness.metrics.noise import dtype_key, load_noise_model, unit_roundoff
 from harness.metrics.tolerances import OUTPUT, Tolerance, ToleranceTable, load as load_tolerances
 from harness.metrics.verdict import (
@@ -88,11 +88,13 @@ def judge_outputs(verification: Verification, actual: Sequence[Any], expected: S
 
 def judge_detections(verification: Verification, actual: Sequence[Any], expected: Sequence[Any],
                      layout: Sequence[Any], names: Sequence[str], *, table: ToleranceTable, device: str,
-                     atol: float | None, rtol: float | None, truth: Sequence[Any] | None = None) -> None:
+                     atol: float | None, rtol: float | None, truth: Sequence[Any] | None = None,
+                     detector: torch.nn.Module | None = None) -> None:
     """A detector's outputs: detections matched box to box by label and IoU (harness.metrics.
     detections), each field judged by the float32 output row (or the tolerances given): the
     number and order of detections may legitimately differ, so there is no element-wise truth;
-    `truth` (the outputs in float64) lets torch's own error set a continuous field's atol."""
+    `truth` (the outputs in float64) lets torch's own error set a continuous field's atol;
+    `detector`, the module that made them, says its NMS threshold (`MatchSettings.load`)."""
     row = table.lookup(OUTPUT, device, "float32")
     given = atol is not None or rtol is not None
     if given:
@@ -100,7 +102,8 @@ def judge_detections(verification: Verification, actual: Sequence[Any], expected
                         GIVEN, "float32")
     verification.outputs = compare_detection_outputs(
         actual, [as_array(e) for e in expected], layout, atol=row.atol, rtol=row.rtol, names=names,
-        truth=truth if truth is not None and len(truth) == len(expected) else None)
+        truth=truth if truth is not None and len(truth) == len(expected) else None,
+        settings=MatchSettings.load(detector=detector))
     reason = "detections matched box to box by label and IoU; judged by the output row"
     verification.output_verdicts = [
         by_row(c, dtype=c.dtype_expected, row=row, rule=OVERRIDE if given else TOLERANCE, reason=reason)
