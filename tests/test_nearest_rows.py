@@ -1,5 +1,6 @@
-"""A nearest grid sample inside a whole model: its per-op row settles picks on .5 ties as the
-OpInfo judge does (harness.analysis.nearest_rows), and a real wrong value still fails.
+"""A nearest grid sample inside a whole model: its per-op row, and the model output it writes,
+settle picks on .5 ties as the OpInfo judge does (harness.analysis.nearest_rows), and a real
+wrong value still fails.
 
 The module samples with reflection padding (align_corners=False), where onnxruntime and torch
 round a reflected coordinate on a tie to different neighbours: x = -1.5 reflects to 0.5 and
@@ -77,6 +78,9 @@ def test_a_nearest_sample_row_settles_only_its_ties(exported: onnx.ModelProto, s
     assert "settled to the truth's pick" in tie_note and "the backend took the other neighbour" in tie_note, row.notes
     if passes:
         assert row.isolated.max_abs == 0.0 and row.truth.max_abs == 0.0 and row.torch_truth.max_abs == 0.0
+    output = verification.outputs[0]  # the model's output is the sample: settled against the outputs' truth alike
+    assert output.passed is passes and verification.passed is passes, output.to_dict()
+    assert "on a .5 tie" in output.note, output.note
 
 
 def test_the_backends_picks_differ_on_ties_without_settling(exported: onnx.ModelProto) -> None:

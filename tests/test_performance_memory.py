@@ -209,3 +209,54 @@ def test_the_fp64_copies_are_shared_only_where_they_fit_and_values_are_held(valu
     if shared:  # filled by the outputs' truth, emptied once the per-op pass is done
         assert made[0].held == 0 and made[0].budget == values_budget // 2
         assert len(made[0].kept) == len(set(made[0].kept)) == 6  # each placeholder converted once
+
+
+class _Pointwise(torch.nn.Module):
+    """The element-wise ops a detector pastes its masks with, on full tensors, broadcast rows,
+    scalars, booleans and integers, with NaN and infinities among the values."""
+
+    def forward(self, x, y, row, mask, index):
+        a = x * y + row  # mul, add with a row broadcast along the first dimension
+        b = torch.where(mask, a, x / (y - 0.5))  # where on a sliced condition; div; sub with a scalar
+        c = torch.maximum(torch.relu(b), -x).clamp(-1.0, 2.5)  # maximum, relu, neg, clamp
+        d = torch.minimum(c, index * 0.25).abs()  # an int tensor promoted to float64
+        return d - torch.clamp_min(x, 0.1) + torch.clamp_max(y, 0.3)
+
+
+def test_element_wise_ops_replay_in_slices_bit_for_bit(monkeypatch):
+    import exporter
+
+    torch.manual_seed(0)
+    x, y = torch.randn(9, 5, 7), torch.randn(9, 5, 7)
+    x[0, 0, 0], x[3, 2, 1], y[8, 4, 6] = float("nan"), float("inf"), -float("inf")
+    args = (x, y, torch.randn(1, 5, 7), torch.rand(9, 5, 7) > 0.5, torch.randint(-9, 9, (9, 5, 7)))
+    program = exporter.capture(_Pointwise().eval(), args)
+    values = record_values(program, args)
+    ops = [n for n in program.graph.nodes if str(n.target) in truth.EXACT_POINTWISE]
+    assert len(ops) >= 11
+    monkeypatch.setattr(truth, "SLICED_BYTES", 3 * 5 * 7 * 8)  # a few rows per slice
+    rows = {n.name: truth.Replayer([n], values)._pointwise_rows(n) for n in ops}
+    assert all(0 < count < 9 for count in rows.values()), rows
+    whole = _replay_all(program, values, 1 << 40, monkeypatch)
+    sliced = _replay_all(program, values, 3 * 5 * 7 * 8, monkeypatch)
+    for name in whole:
+        torch.testing.assert_close(sliced[name], whole[name], rtol=0, atol=0, equal_nan=True)
+        assert sliced[name].dtype == whole[name].dtype
+
+
+def test_a_sliced_element_wise_replay_returns_torch_values_as_its_arguments(monkeypatch):
+    import exporter
+
+    args = (torch.randn(6, 4), torch.randn(1, 4))
+    program = exporter.capture(_Add().eval(), args)
+    values = record_values(program, args)
+    monkeypatch.setattr(truth, "SLICED_BYTES", 16)
+    node = next(n for n in program.graph.nodes if str(n.target) == "aten.add.Tensor")
+    output, replay_args = truth.Replayer([node], values)(node)
+    assert output.dtype == torch.float64 and torch.equal(output, (args[0].double() + args[1].double()))
+    assert replay_args[0] is values[node.args[0].name] and truth.reduction_length(node, replay_args, output) == 1
+
+
+class _Add(torch.nn.Module):
+    def forward(self, x, row):
+        return x + row

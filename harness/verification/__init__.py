@@ -54,7 +54,7 @@ from harness.metrics.detections import detection_layout, mark_matched_rows
 from harness.metrics.tolerances import ToleranceTable
 from harness.verification.options import VerifyOptions
 from harness.verification.outputs import (  # noqa: F401  (judge_outputs, tolerance_table: read from here too)
-    judge_detections, judge_outputs, quantized_outputs, run_eager, tolerance_table,
+    judge_detections, judge_outputs, nearest_outputs, quantized_outputs, run_eager, tolerance_table,
 )
 from harness.records import Verification
 from harness.runtime.dtypes import cast_for_dtype, run_dtype, value_dtypes
@@ -459,9 +459,10 @@ def _judge_outputs(run: _Run) -> None:
             other.production is not None and other.production.lowest_precision() for other in run.others)
         truth = None if options.given_output_tolerances and not lowered else _output_truth(run)
         steps, quantized = _rounding_steps(run.exported, run.values), quantized_outputs(run.exported.program, run.values)
+        nearest = nearest_outputs(run.exported.program, run.values) if truth is not None else []
         judge = lambda record, outputs, precision: judge_outputs(  # noqa: E731
             record, outputs, expected, truth, names, allowed_mismatch=options.allowed_mismatch,
-            rounding_steps=steps, precision=precision, quantized=quantized, **judged)
+            rounding_steps=steps, precision=precision, quantized=quantized, nearest=nearest, **judged)
         judge(verification, actual, run.production.lowest_precision())
     for other in run.others:
         other.judge(judge)
