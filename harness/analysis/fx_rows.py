@@ -33,7 +33,8 @@ from harness.analysis.spilled import SpillFolder, spill
 from harness.analysis.strictness import harness_errors
 from harness.analysis.torch_values import TorchValues, describe_value
 from harness.analysis.truth import (
-    Float64Weights, OpCallFailed, Replayer, cell_roundings, no_truth_reason, reduction_length, replay_region,
+    Float64Weights, OpCallFailed, Replayer, cell_roundings, no_truth_reason, reduction_length, replay_memory,
+    replay_region,
 )
 from harness.metrics.arrays import as_array, largest_finite
 from harness.metrics.comparison import Comparison, compare, dtype_name
@@ -106,7 +107,8 @@ def analyse_backends(analyses: Sequence[FxAnalysis]) -> list[OpAnalysis]:
     measured = [_measure(analysis) for analysis in analyses]
     started = time.perf_counter()
     release_freed_memory()
-    truths = _truth([(records, analysis, isolated) for analysis, (records, _, isolated) in zip(analyses, measured)])
+    with replay_memory(analyses[0].values):
+        truths = _truth([(records, analysis, isolated) for analysis, (records, _, isolated) in zip(analyses, measured)])
     truth_s = time.perf_counter() - started
     results = []
     for index, (analysis, (records, result, isolated)) in enumerate(zip(analyses, measured)):
@@ -744,6 +746,11 @@ class _TruthPass:
                 ) -> dict[str, dict[str, TruthPair]]:
         """Fill the truth and attribution of `records`; return each op's comparisons with the
         truth, by FX node and value name."""
+        with replay_memory(self.analysis.values):
+            return self._measure(records, isolated)
+
+    def _measure(self, records: Mapping[str, OpRecord], isolated: Mapping[str, Mapping[str, Comparison]]
+                 ) -> dict[str, dict[str, TruthPair]]:
         analysis, replay = self.analysis, self.replay
         found: dict[str, dict[str, TruthPair]] = {}
         for node in (self.by_name[fx] for fx in records if fx in self.by_name):
