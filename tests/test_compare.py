@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.metrics.comparison import Comparison, compare, error_histogram
+from harness.metrics.comparison import TINY, Comparison, compare, error_histogram
 
 NAN, INF = float("nan"), float("inf")
 
@@ -192,3 +192,44 @@ def test_max_rel_divides_by_the_expected_magnitude_or_tiny(expected, actual, wan
     result = compare(actual, expected, atol=0.0, rtol=0.0)
     assert result.max_rel == pytest.approx(want, rel=1e-6)
     assert 0.0 < result.max_rel < math.inf
+
+
+def _exact_whole(actual: np.ndarray, expected: np.ndarray) -> dict:
+    """An exact comparison's metrics computed on the whole tensors at once (the definitions)."""
+    a64, b64 = actual.astype(np.float64).reshape(-1), expected.astype(np.float64).reshape(-1)
+    diff = np.abs(a64 - b64)
+    differing = int(np.count_nonzero(actual.reshape(-1) != expected.reshape(-1)))
+    found = dict(mismatch_fraction=differing / actual.size, scale=float(np.abs(b64).max()), passed=differing == 0)
+    if differing:
+        found.update(max_abs=float(diff.max()), max_rel=float((diff / np.maximum(np.abs(b64), TINY)).max()),
+                     histogram=error_histogram(diff), tolerance_ratio=INF,
+                     note=f"{differing} element(s) differ (exact comparison)"
+                     + ("" if actual.dtype == expected.dtype else f"; dtype {actual.dtype} != expected {expected.dtype}"))
+    return found
+
+
+_RNG = np.random.default_rng(5)
+_INTS = _RNG.integers(-40, 40, 61)
+EXACT_IN_BLOCKS = [
+    ("equal int64 over 8 blocks", _INTS, _INTS.copy()),
+    ("one difference in the last, partial block", _INTS, np.where(np.arange(61) == 60, 1000, _INTS)),
+    ("differences in one block only", _INTS, np.where((np.arange(61) > 8) & (np.arange(61) < 14), 0, _INTS)),
+    ("differences of every decade across blocks", _INTS,
+     _INTS + np.array([0, 1, 10, 100, 1000, 10**6] * 10 + [3], np.int64)),
+    ("booleans", _INTS > 0, _INTS > 5),
+    ("uint8 against int32", np.arange(61, dtype=np.uint8), np.arange(61, dtype=np.uint8)[::-1].astype(np.int32)),
+    ("a 2-d tensor", _INTS[:60].reshape(6, 10), _INTS[:60].reshape(6, 10) * 2),
+    ("a largest expected of 0", np.ones(20, np.int64), np.zeros(20, np.int64)),
+]
+
+
+@pytest.mark.parametrize("actual, expected", [c[1:] for c in EXACT_IN_BLOCKS], ids=[c[0] for c in EXACT_IN_BLOCKS])
+def test_exact_comparison_in_blocks_gives_the_whole_tensors_metrics(monkeypatch, actual, expected):
+    from harness.metrics import comparison
+
+    monkeypatch.setattr(comparison, "BLOCK_ELEMENTS", 8)  # 61 elements: 7 full blocks and a partial one
+    got = compare(actual, expected, atol=1e-5, rtol=1e-5, check_dtype=False)
+    want = _exact_whole(actual, expected)
+    assert {key: getattr(got, key) for key in want} == want
+    assert list(got.histogram) == list(want.get("histogram", {}))
+    assert got.normalized == (got.max_abs / got.scale if got.scale > 0 else got.max_abs)

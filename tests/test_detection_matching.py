@@ -4,22 +4,31 @@ is named, masks and keypoints ride on their boxes' pairs."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from importlib import resources
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
+import torchvision
 
 from harness.metrics.comparison import compare
 from harness.metrics.detections import (
+    SETTINGS_PATH,
     MatchSettings,
     box_iou,
     compare_detection_outputs,
     compare_detections,
     detection_layout,
+    detector_nms_threshold,
     first_size_divergence,
     mark_matched_rows,
     match_detections,
+    truth_factor_for,
 )
+from harness.metrics.verdict import load_rule
 
 ATOL, RTOL = 1e-3, 1e-3
 
@@ -188,6 +197,40 @@ def test_torch_float32_error_sets_the_mask_tolerance(backend_error: float, torch
     else:
         assert masks.atol == ATOL
     assert all(c.passed for c in comparisons[:-1])
+
+
+@pytest.mark.parametrize(("factor", "backend_error", "passes"), [
+    (2, 5.8e-3, True),  # the shipped rule: 1.45x torch's 4e-3, 9.8e-3 apart within 3 x 4e-3
+    (2, 8.5e-3, False),  # 2.1x torch's error: over the rule's factor
+    (1, 5.8e-3, False),  # a rule that allows no extra rounding: 9.8e-3 apart over 2 x 4e-3
+    (1, 3.9e-3, True),
+    (4, 1.5e-2, True),  # a rule four times as loose: 1.9e-2 apart within 5 x 4e-3
+    (4, 1.7e-2, False),
+], ids=["shipped-within", "shipped-over", "factor1-over", "factor1-within", "factor4-within", "factor4-over"])
+def test_the_truth_widening_follows_the_verdict_rules_factor(factor: float, backend_error: float, passes: bool) -> None:
+    """The detections' widening is the verdict rule's factor + 1 (triangle inequality), whatever
+    that factor is: a backend passes exactly when it is within the rule's factor of torch's error."""
+    rule = dataclasses.replace(load_rule(), factor=factor)
+    settings = MatchSettings.load(rule)
+    assert settings.truth_factor == truth_factor_for(rule) == factor + 1
+    actual, expected, truth = _with_mask_errors(backend_error, 4e-3)
+    masks = compare_detections(actual, expected, atol=ATOL, rtol=0.0, truth=truth, settings=settings)[0][-1]
+    assert masks.passed is passes and (backend_error <= factor * 4e-3) is passes, masks.note
+    assert masks.atol == pytest.approx((factor + 1) * 4e-3, rel=1e-3)
+    assert f"atol {masks.atol:.3g} = {factor + 1:g} x torch's own float32 error" in masks.note
+
+
+def test_the_shipped_truth_factor_is_derived_from_verdict_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    """detections.json writes no factor of its own; changing the rule's factor (verdict.json)
+    changes the detections' widening with it."""
+    data = json.loads(resources.files("harness.metrics").joinpath(SETTINGS_PATH).read_text())
+    assert "truth_factor" not in data
+    assert MatchSettings.load().truth_factor == load_rule().factor + 1
+    looser = dataclasses.replace(load_rule(), factor=5.0)
+    monkeypatch.setattr("harness.metrics.detections.load_rule", lambda: looser)
+    assert MatchSettings.load().truth_factor == 6.0
+    actual, expected, truth = _with_mask_errors(1.8e-2, 4e-3)  # 4.5x torch's error: only a factor-5 rule passes
+    assert compare_detections(actual, expected, atol=ATOL, rtol=0.0, truth=truth)[0][-1].passed
 
 
 def test_truth_with_other_detections_widens_nothing() -> None:
@@ -381,3 +424,89 @@ def test_an_nms_flip_needs_the_truth() -> None:
     _, match = compare_detections(actual, expected, atol=ATOL, rtol=RTOL)
     assert not match.nms_flips and not match.accepted
 
+
+
+# -- the NMS threshold is the detector's own --------------------------------------------------------
+
+
+class _Head(torch.nn.Module):
+    def __init__(self, nms_thresh: float) -> None:
+        super().__init__()
+        self.nms_thresh = nms_thresh
+
+
+class _RCNNLike(torch.nn.Module):
+    """A stand-in with torchvision's R-CNN layout: the RPN's NMS (proposals) and the box head's."""
+
+    def __init__(self, box_nms: float, rpn_nms: float = 0.7) -> None:
+        super().__init__()
+        self.rpn, self.roi_heads = _Head(rpn_nms), _Head(box_nms)
+
+
+# IoU of torch's #3 with its rival #1 for each overlap shift (10 px boxes): 3.378 px 0.495, 4.3 px 0.399, 5.38 px 0.300
+@pytest.mark.parametrize(("detector", "overlap_shift", "flips", "source"), [
+    (_RCNNLike(0.3), 5.38, True, "roi_heads.nms_thresh"),  # IoU 0.300: at the detector's threshold
+    (_RCNNLike(0.3), 4.3, False, "roi_heads.nms_thresh"),  # IoU 0.40: 0.1 from 0.3, far beyond rounding
+    (_RCNNLike(0.3), 3.378, False, "roi_heads.nms_thresh"),  # IoU 0.495: at 0.5, which is not this detector's
+    (_RCNNLike(0.5), 3.378, True, "roi_heads.nms_thresh"),
+    (_RCNNLike(0.5), 5.38, False, "roi_heads.nms_thresh"),
+    (torch.nn.Sequential(_Head(0.3)), 5.38, True, "0.nms_thresh"),  # RetinaNet, FCOS, SSD inside a wrapper
+    (torch.nn.Linear(1, 1), 3.378, True, "fallback"),  # no NMS named: detections.json's 0.5
+    (torch.nn.Linear(1, 1), 5.38, False, "fallback"),
+], ids=["rcnn0.3-iou0.30", "rcnn0.3-iou0.40", "rcnn0.3-iou0.495", "rcnn0.5-iou0.495", "rcnn0.5-iou0.30",
+        "wrapped-dense0.3-iou0.30", "fallback-iou0.495", "fallback-iou0.30"])
+def test_an_nms_flip_is_judged_at_the_detectors_own_threshold(detector: torch.nn.Module, overlap_shift: float,
+                                                               flips: bool, source: str) -> None:
+    actual, expected, truth = _nms_flip(overlap_shift, 0.05)
+    settings = MatchSettings.load(detector=detector)
+    assert source in settings.nms_source
+    comparisons, match = compare_detections(actual, expected, atol=ATOL, rtol=RTOL, truth=truth, settings=settings)
+    assert match.accepted is flips and all(c.passed is flips for c in comparisons), [c.note for c in comparisons]
+    named = f"of NMS's {settings.nms_threshold:g} ({settings.nms_source})"
+    assert (named in comparisons[0].note) is flips, comparisons[0].note
+
+
+@pytest.mark.parametrize(("name", "options", "found"), [
+    ("fasterrcnn_mobilenet_v3_large_320_fpn", {"box_nms_thresh": 0.3}, (0.3, "roi_heads.nms_thresh")),
+    ("retinanet_resnet50_fpn", {"nms_thresh": 0.3}, (0.3, "nms_thresh")),
+    ("fcos_resnet50_fpn", {"nms_thresh": 0.35}, (0.35, "nms_thresh")),
+    ("ssdlite320_mobilenet_v3_large", {"nms_thresh": 0.4}, (0.4, "nms_thresh")),
+])
+def test_torchvisions_detectors_name_their_output_nms_threshold(name: str, options: dict, found: tuple) -> None:
+    """Read from torchvision's own modules (untrained, as the detection tier builds them), not
+    from its defaults: an R-CNN's box head, not its RPN's 0.7; the RPN alone names its own."""
+    detector = torchvision.models.get_model(name, weights=None, weights_backbone=None, num_classes=11, **options)
+    assert detector_nms_threshold(detector) == found
+    assert detector_nms_threshold(torch.nn.Sequential(detector)) == (found[0], "0." + found[1])
+    if hasattr(detector, "rpn"):
+        assert detector_nms_threshold(detector.rpn) == (detector.rpn.nms_thresh, "nms_thresh") != found
+    assert detector_nms_threshold(torch.nn.Linear(1, 1)) is None
+
+
+class _TinyDetector(torch.nn.Module):
+    """Detections straight from its input, and an NMS threshold it names as RetinaNet does."""
+
+    nms_thresh = 0.3
+
+    def forward(self, boxes: torch.Tensor) -> list[dict[str, torch.Tensor]]:
+        return [{"boxes": boxes * 2, "labels": torch.ones(boxes.shape[0], dtype=torch.int64),
+                 "scores": boxes[:, 0].sigmoid()}]
+
+
+def test_verify_judges_detections_at_the_modules_nms_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """verify() hands the module to the detections' judge, which reads its NMS threshold."""
+    import harness
+    from harness.verification import outputs
+
+    seen = []
+    original = outputs.compare_detection_outputs
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["settings"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(outputs, "compare_detection_outputs", spy)
+    boxes = torch.tensor([[0.0, 0.0, 10.0, 10.0], [5.0, 5.0, 20.0, 30.0]])
+    verification = harness.verify(_TinyDetector(), (boxes,), per_op=False)
+    assert verification.passed and seen, [c.to_dict() for c in verification.outputs]
+    assert (seen[0].nms_threshold, seen[0].nms_source) == (0.3, "nms_thresh")

@@ -98,6 +98,23 @@ def test_the_scale_table_shows_each_model_against_its_target_and_its_floor(resul
     assert expected is None or expected in text
 
 
+LINEAR_FILE = {"case": "linear23300", "inputs": [[2, 23300]], "weight_bytes": 2 * 2**30, "baseline_rss": 700 * 2**20,
+               "model_rss": 700 * 2**20, "peak_rss": 700 * 2**20 + 3 * 2**30, "passed": True, "seconds": 90.0,
+               "ratio_over_baseline": 1.5, "ratio_raw": 1.84,
+               "largest_activation_bytes": 186400, "measured": "2026-12-03T15:00:00"}
+
+
+@pytest.mark.parametrize("path, expected", [
+    ({"from_file": True}, "| verify_onnx(file) | pass | 2.00 | 0.00 | 3.00 | 1.50x | 2.60 | no |"),
+    ({"export_then_file": True}, "| export, then verify_onnx(file) | pass | 2.00 | 0.00 | 3.00 | 1.50x | 5.86 | yes |"),
+    ({}, "| verify(module) | pass | 2.00 | 0.00 | 3.00 | 1.50x | 5.86 | yes |"),
+], ids=["file-alone-at-1.3x", "export-then-file", "module"])
+def test_a_file_verified_alone_is_held_to_1_3x_its_weights(results, path, expected):
+    (results / "bench_memory.json").write_text(json.dumps({"bench": "bench_memory", "machine": MACHINE,
+                                                           "rows": [{**LINEAR_FILE, **path}]}))
+    assert expected in gen_performance_doc.render(str(results))
+
+
 def test_a_busy_machine_is_called_out(results):
     busy = copy.deepcopy(MACHINE)
     busy["load_average_end"] = [6.5, 5.0, 4.0]

@@ -20,12 +20,13 @@ import numpy as np
 import onnx
 import torch
 
-from harness.analysis import draws, quant_rows, runtime_regions, selections
+from harness.analysis import draws, overlap, quant_rows, runtime_regions, selections
 from harness.analysis.accumulated import SegmentedRun, run_instrumented
 from harness.analysis.budget import FLOOR_BYTES, values_budget
 from harness.analysis.fx_mapping import NodeGroup, output_at, value_sources
 from harness.analysis.isolated import isolate
 from harness.analysis.joint_run import JointRun
+from harness.analysis.nearest_rows import settle_row_ties
 from harness.analysis.rows import (
     BLAME_RUNTIME_PRECISION, OpAnalysis, OpArtifacts, OpRecord, judge, worst_comparison as _worst,
 )
@@ -104,7 +105,9 @@ def analyse_backends(analyses: Sequence[FxAnalysis]) -> list[OpAnalysis]:
     (`_analyse_streamed`)."""
     if len(analyses) == 1:
         return [_analyse_streamed(analyses[0])]
-    measured = [_measure(analysis) for analysis in analyses]
+    with overlap.worker(_overlappable(analyses)) as worker:  # the further backends' runs beside the first's
+        later = [worker.submit(_measure, analysis) for analysis in analyses[1:]]
+        measured = [_measure(analyses[0])] + [each.result() for each in later]
     started = time.perf_counter()
     release_freed_memory()
     with replay_memory(analyses[0].values):
@@ -129,6 +132,19 @@ def analyse_backends(analyses: Sequence[FxAnalysis]) -> list[OpAnalysis]:
         result.environment["verdict_rule"] = rule.to_dict()
         results.append(result)
     return results
+
+
+def _overlappable(analyses: Sequence[FxAnalysis]) -> bool:
+    """Whether the backends' rows may be measured at once, the further backends' on a worker
+    thread (harness.analysis.overlap): on the CPU, from torch's values held whole (a streamed
+    value is computed again on demand, by one reader at a time), when every backend's
+    instrumented values fit one chunk together (each measurement holds its own)."""
+    first = analyses[0]
+    if first.device != "cpu" or (isinstance(first.values, TorchValues) and first.values.streaming):
+        return False
+    exposed = {name for group in first.groups.values() for name in group.outputs.values()}
+    sizes = _exposed_sizes(first, {})
+    return len(analyses) * sum(sizes.get(name, 0) for name in exposed) <= first.chunk_bytes
 
 
 def _measure(analysis: FxAnalysis) -> tuple[dict[str, OpRecord], OpAnalysis, dict[str, dict[str, Comparison]]]:
@@ -860,6 +876,10 @@ def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: 
             continue
         expected_array = as_array(expected)
         torch_array = as_array(torch_value)
+        backend_array = as_array(isolated[name]) if name in isolated else None
+        if len(group.region) < 2:  # a nearest grid sample's picks on .5 ties: the truth's (analysis.nearest_rows)
+            torch_array, backend_array = settle_row_ties(record, node, analysis.values, index, name, torch_array,
+                                                         backend_array, expected_array, isolated_comparisons)
         noise = max(noise, analysis.noise_model.bound(
             torch_value.dtype if isinstance(torch_value, torch.Tensor) else torch_array.dtype, length, roundings))
         key = (name, tolerance.atol, tolerance.rtol)
@@ -871,7 +891,7 @@ def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: 
             if torch_sides is not None:
                 torch_sides[key] = copy.copy(torch_side[-1])
         if name in isolated:
-            backend = as_array(isolated[name])
+            backend = backend_array
             if _identical(isolated_comparisons.get(name)):
                 backend_side.append(dataclasses.replace(torch_side[-1], dtype_actual=dtype_name(backend.dtype)))
             else:

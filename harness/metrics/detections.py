@@ -17,14 +17,17 @@ within the boxes' own elementwise tolerance, the one their comparison then uses,
 Given torch's outputs replayed in float64 (the truth), a continuous field's absolute tolerance
 covers torch's own float32 error: `truth_factor` times the largest |torch - truth| over torch's
 detections paired with the truth's. A backend within the verdict rule's factor of torch's own
-error (2: one extra rounding) differs from torch by at most the sum of the two errors, 3 times
-torch's, so such a difference is not a divergence of the export. Labels and
-keypoint positions are discrete and never widened this way.
+error (harness.metrics.verdict: one extra rounding) differs from torch by at most the sum of the
+two errors, (factor + 1) times torch's, so such a difference is not a divergence of the export;
+`truth_factor` is derived from the rule's factor on load (`truth_factor_for`), never written
+down twice. Labels and keypoint positions are discrete and never widened this way.
 
 NMS keeps a box unless a better-scored one of its label overlaps it by more than its threshold;
 when the truth's IoU of such two boxes sits closer to the threshold than torch's own float32
 box error can move it, either side may keep the lower one (`nms_flips`), and the side that drops
-it takes the next candidate at the count's cut. Only the truth's numbers settle this.
+it takes the next candidate at the count's cut. Only the truth's numbers settle this. The
+threshold is the detector's own (`detector_nms_threshold`, read from the module that made the
+detections); detections.json's 0.5, torchvision's default, stands in only where no module says.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import numpy as np
 
 from harness.metrics.arrays import as_array
 from harness.metrics.comparison import Comparison, compare
+from harness.metrics.verdict import VerdictRule, load_rule
 
 DETECTION_KEYS = ("boxes", "labels", "scores")
 """Every detection output has these; the optional per-detection fields follow their box."""
@@ -47,6 +51,11 @@ PER_DETECTION_KEYS = ("masks", "keypoints", "keypoints_scores")
 TRUTH_KEYS = ("boxes", "scores", "masks", "keypoints_scores")
 """The continuous fields whose tolerance may cover torch's own float32 error (the fp64 truth)."""
 SETTINGS_PATH = "data/detections.json"
+NMS_ATTRIBUTES = ("roi_heads.nms_thresh", "nms_thresh")
+"""Where a torchvision-style detector keeps the IoU threshold of the NMS its detections come out
+of, in the order looked for: an R-CNN's box head (its `rpn.nms_thresh` filters proposals, which
+are not the outputs); RetinaNet, FCOS, SSD and SSDlite, or an RoIHeads or RPN module alone."""
+FALLBACK_NMS_SOURCE = "detections.json's fallback: the module names no NMS threshold"
 
 
 @dataclass(frozen=True)
@@ -55,14 +64,42 @@ class MatchSettings:
 
     iou_threshold: float
     max_listed: int
-    truth_factor: float
+    truth_factor: float  # truth_factor_for(the verdict rule)
     nms_threshold: float = 0.5
+    nms_source: str = FALLBACK_NMS_SOURCE  # where `nms_threshold` was read
 
     @classmethod
-    def load(cls) -> MatchSettings:
+    def load(cls, rule: VerdictRule | None = None, detector: Any = None) -> MatchSettings:
+        """The shipped numbers, `truth_factor` derived from `rule` (default: the shipped verdict
+        rule), the NMS threshold `detector`'s own (`detector_nms_threshold`) where it names one,
+        else the shipped fallback."""
         data = json.loads(resources.files("harness.metrics").joinpath(SETTINGS_PATH).read_text())
+        nms = detector_nms_threshold(detector) if detector is not None else None
+        threshold, source = nms or (float(data["nms_threshold_fallback"]), FALLBACK_NMS_SOURCE)
         return cls(iou_threshold=float(data["iou_threshold"]), max_listed=int(data["max_listed"]),
-                   truth_factor=float(data["truth_factor"]), nms_threshold=float(data["nms_threshold"]))
+                   truth_factor=truth_factor_for(rule or load_rule()), nms_threshold=threshold, nms_source=source)
+
+
+def detector_nms_threshold(module: Any) -> tuple[float, str] | None:
+    """(threshold, the attribute it was read from) of the NMS whose survivors are `module`'s
+    detections: the first of `NMS_ATTRIBUTES` found on the module, else on its submodules in
+    order (a wrapper around a detector); None when no finite number is found."""
+    named = module.named_modules() if hasattr(module, "named_modules") else [("", module)]
+    for prefix, owner in named:
+        for path in NMS_ATTRIBUTES:
+            value: Any = owner
+            for part in path.split("."):
+                value = getattr(value, part, None)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                return float(value), ".".join(p for p in (prefix, path) if p)
+    return None
+
+
+def truth_factor_for(rule: VerdictRule) -> float:
+    """How many times torch's own float32 error a detection field may differ from torch: a
+    backend the verdict rule passes is within `rule.factor` times torch's error of the truth, so
+    it is within `rule.factor + 1` times torch's error of torch (the triangle inequality)."""
+    return float(rule.factor) + 1.0
 
 
 @dataclass
@@ -418,7 +455,8 @@ def _summary(match: DetectionMatch, actual: Mapping[str, Any], expected: Mapping
     for a, e, rival in match.nms_flips:
         iou = float(box_iou(as_array(expected["boxes"]).reshape(-1, 4)[rival], as_array(expected["boxes"]).reshape(-1, 4)[e])[0, 0])
         text += (f"; torch's #{e} overlaps its better-scored #{rival} of the same label by IoU {iou:.4g}, within "
-                 f"torch's own float32 box error of NMS's {settings.nms_threshold:g} in the fp64 replay: the "
+                 f"torch's own float32 box error of NMS's {settings.nms_threshold:g} ({settings.nms_source}) in "
+                 f"the fp64 replay: the "
                  f"backend's NMS may drop it, and its #{a} took the place at the count's cut")
     if match.cut_ties and match.accepted:
         text += ("; the unmatched detections tie at the count's cut (the lowest-scored of as many on each side, "
@@ -457,17 +495,21 @@ def detection_layout(outputs: Any) -> list[dict[str, int]] | None:
 def compare_detection_outputs(
     actual: Sequence[Any], expected: Sequence[Any], layout: Sequence[Mapping[str, int]], *,
     atol: float, rtol: float, names: Sequence[str], truth: Sequence[Any] | None = None,
+    settings: MatchSettings | None = None,
 ) -> list[Comparison]:
     """Matched comparisons of every image's detections, one per flattened output, in the
     flattened order (what `verify` puts in `Verification.outputs` for a detector); `truth`, the
-    outputs replayed in float64 and flattened alike, lets torch's own error set a field's atol."""
+    outputs replayed in float64 and flattened alike, lets torch's own error set a field's atol;
+    `settings` (default: the shipped ones, NMS at the fallback threshold) as `MatchSettings.load`
+    makes them for the detector."""
+    settings = settings or MatchSettings.load()
     by_index: dict[int, Comparison] = {}
     for image in layout:
         fields_a = {key: actual[i] for key, i in image.items()}
         fields_e = {key: expected[i] for key, i in image.items()}
         fields_t = {key: truth[i] for key, i in image.items()} if truth is not None else None
         comparisons, _ = compare_detections(fields_a, fields_e, atol=atol, rtol=rtol, truth=fields_t,
-                                            names={key: names[i] for key, i in image.items()})
+                                            names={key: names[i] for key, i in image.items()}, settings=settings)
         for key, comparison in zip([k for k in image if k in fields_a], comparisons):
             by_index[image[key]] = comparison
     return [by_index[i] for i in sorted(by_index)]

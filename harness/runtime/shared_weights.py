@@ -30,6 +30,7 @@ import itertools
 import logging
 import os
 import tempfile
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,6 +65,9 @@ class SharedWeights:
     _ortvalues: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
     _offsets: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
     _counter: Any = field(default_factory=itertools.count, init=False, repr=False, compare=False)
+    # the scratch file and the OrtValues are made on first use; a further backend's sessions
+    # load on a worker thread beside the first backend's (harness.analysis.overlap)
+    _lock: Any = field(default_factory=threading.RLock, init=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, model: onnx.ModelProto, weights: Mapping[str, np.ndarray] | None = None, *,
@@ -159,25 +163,27 @@ class SharedWeights:
         """onnxruntime OrtValues over the arrays (no copy), kept alive as long as this object."""
         from harness.runtime.ortvalues import to_ortvalue  # bfloat16 weights included
 
-        for name in names:
-            if name not in self._ortvalues:
-                self._ortvalues[name] = to_ortvalue(self.arrays[name])
-        return {name: self._ortvalues[name] for name in names}
+        with self._lock:
+            for name in names:
+                if name not in self._ortvalues:
+                    self._ortvalues[name] = to_ortvalue(self.arrays[name])
+            return {name: self._ortvalues[name] for name in names}
 
     def session_file(self, model: onnx.ModelProto) -> str:
         """`model` written to this object's scratch folder, its stubs pointing into the data
         file there (each array written to it once, on first use); the caller loads it and may
         delete it. The folder goes when this object does."""
-        if self._folder is None:
-            self._folder = tempfile.TemporaryDirectory(prefix="roundtrip-weights-")
         used = self.used_by(model)
-        self._write_data([name for name in used if name not in self._offsets])
+        with self._lock:
+            if self._folder is None:
+                self._folder = tempfile.TemporaryDirectory(prefix="roundtrip-weights-")
+            self._write_data([name for name in used if name not in self._offsets])
+            path = os.path.join(self._folder.name, f"model-{next(self._counter)}.onnx")
         copy = onnx.ModelProto()
         copy.CopyFrom(model)  # stubs only: no weight bytes
         for tensor in copy.graph.initializer:
             if tensor.name in used and is_in_memory(tensor):
                 stub(tensor, DATA_FILE, offset=self._offsets[tensor.name], length=used[tensor.name].nbytes)
-        path = os.path.join(self._folder.name, f"model-{next(self._counter)}.onnx")
         with open(path, "wb") as handle:
             handle.write(copy.SerializeToString())
         return path

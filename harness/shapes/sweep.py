@@ -332,7 +332,7 @@ def _judge_backend(point: SizePoint, exported: Any, module: torch.nn.Module, ses
     given = settings.output_atol is not None or settings.output_rtol is not None
     if layout is not None and len(actual) == len(expected):
         judge_detections(record, actual, expected, layout, names, table=settings.tolerances, device=spec.kind,
-                         atol=settings.output_atol, rtol=settings.output_rtol, truth=None)
+                         atol=settings.output_atol, rtol=settings.output_rtol, truth=None, detector=module)
     else:
         judge_outputs(record, actual, expected, None if given else truth(), names, table=settings.tolerances,
                       device=spec.kind, atol=settings.output_atol, rtol=settings.output_rtol,

@@ -39,6 +39,7 @@ import torch.utils._pytree as pytree
 from exporter.contract.metadata import describe_check, dropped_checks
 from harness import runtime
 from harness.analysis.backend_runs import DEFAULT_BACKEND, BackendRun, annotate_node_rows, resolve_backends
+from harness.analysis import overlap
 from harness.analysis.budget import values_budget
 from harness.analysis.quant_rows import QUANT_STEPS_RULE
 from harness.analysis.strictness import harness_errors
@@ -53,7 +54,7 @@ from harness.metrics.detections import detection_layout, mark_matched_rows
 from harness.metrics.tolerances import ToleranceTable
 from harness.verification.options import VerifyOptions
 from harness.verification.outputs import (  # noqa: F401  (judge_outputs, tolerance_table: read from here too)
-    judge_detections, judge_outputs, quantized_outputs, run_eager, tolerance_table,
+    judge_detections, judge_outputs, nearest_outputs, quantized_outputs, run_eager, tolerance_table,
 )
 from harness.records import Verification
 from harness.runtime.dtypes import cast_for_dtype, run_dtype, value_dtypes
@@ -281,15 +282,18 @@ def _verify_steps(exported: ExportedForVerification, args: tuple[Any, ...], kwar
     """The steps of `verify_with_options`, each timed."""
     run = _Run(exported, args, kwargs, module, options, spec, tolerance_table(options.tolerances),
                runtime.OrtConfig.of(options.session_options), backends, verification)
-    with runtime.device_context(spec, tf32=options.tf32) as environment:
+    with runtime.device_context(spec, tf32=options.tf32) as environment, \
+            overlap.worker(spec.kind == "cpu" and len(backends) > 1) as worker:
         verification.environment = {**environment, **runtime.versions(), "torch_seed": torch.initial_seed(),
                                      "onnxruntime_session": runtime.session_record(run.ort_config),
                                      "dtype": run_dtype(module, (args, kwargs)),
                                      "value_dtypes": value_dtypes(exported.program)}
+        _model_inputs(run)
+        others = worker.submit(_start_other_backends, run)  # their production runs, beside torch's work
         _timed(run, "torch_s", _torch_values)
         run.float64_weights = _float64_weights(run)
         _timed(run, "backend_s", _production_run)
-        _start_other_backends(run)
+        run.others = others.result()
         if run.actual is not None:
             _judge_outputs(run)
         per_op = options.per_op or _outputs_need_rows(run)
@@ -413,22 +417,30 @@ def _float64_weights(run: _Run) -> Float64Weights | None:
     return Float64Weights(budget) if needed <= budget else None
 
 
-def _production_run(run: _Run) -> None:
-    """The first backend's production run on the model's inputs."""
-    exported, model, tf32 = run.exported, run.exported.model, run.options.tf32
+def _model_inputs(run: _Run) -> None:
+    """The ONNX model's inputs (views of the user's tensors) and its weights to share between
+    the sessions: what every backend's production run needs, before torch computes."""
+    exported, model = run.exported, run.exported.model
     run.shared = runtime.SharedWeights.of(model, exported.weights)
     leaves = (flat_user_inputs(exported.program, run.args, run.kwargs) if exported.program is not None
               else (run.args, run.kwargs))
     run.feeds = dict(zip(runtime.real_inputs(model), _numpy_args(leaves)))
-    run.production = run_production(run.verification, model, run.spec, run.feeds, tf32=tf32, shared=run.shared,
-                                    ort_config=run.ort_config, backend=run.backends[0])
 
 
-def _start_other_backends(run: _Run) -> None:
-    """Each further backend's production run, judged with the first one's values later."""
+def _production_run(run: _Run) -> None:
+    """The first backend's production run on the model's inputs."""
+    run.production = run_production(run.verification, run.exported.model, run.spec, run.feeds,
+                                    tf32=run.options.tf32, shared=run.shared, ort_config=run.ort_config,
+                                    backend=run.backends[0])
+
+
+def _start_other_backends(run: _Run) -> list[BackendRun]:
+    """Each further backend's production run, judged with the first one's values later (on the
+    verification's worker thread, harness.analysis.overlap: it reads only the model, its inputs
+    and the shared weights)."""
     model, tf32 = run.exported.model, run.options.tf32
-    run.others = [BackendRun.start(backend, model, run.spec, run.feeds, tf32=tf32, shared=run.shared,
-                                   ort_config=run.ort_config) for backend in run.backends[1:]]
+    return [BackendRun.start(backend, model, run.spec, run.feeds, tf32=tf32, shared=run.shared,
+                             ort_config=run.ort_config) for backend in run.backends[1:]]
 
 
 def _judge_outputs(run: _Run) -> None:
@@ -440,16 +452,17 @@ def _judge_outputs(run: _Run) -> None:
     if run.layout is not None and len(actual) == len(expected):  # detections: matched
         truth = _output_truth(run, module_first=True)
         judge = lambda record, outputs, precision: judge_detections(  # noqa: E731
-            record, outputs, expected, run.layout, names, truth=truth, **judged)
+            record, outputs, expected, run.layout, names, truth=truth, detector=run.module, **judged)
         judge(verification, actual, None)
     else:
         lowered = run.production.lowest_precision() or any(  # a backend below the declared precision
             other.production is not None and other.production.lowest_precision() for other in run.others)
         truth = None if options.given_output_tolerances and not lowered else _output_truth(run)
         steps, quantized = _rounding_steps(run.exported, run.values), quantized_outputs(run.exported.program, run.values)
+        nearest = nearest_outputs(run.exported.program, run.values) if truth is not None else []
         judge = lambda record, outputs, precision: judge_outputs(  # noqa: E731
             record, outputs, expected, truth, names, allowed_mismatch=options.allowed_mismatch,
-            rounding_steps=steps, precision=precision, quantized=quantized, **judged)
+            rounding_steps=steps, precision=precision, quantized=quantized, nearest=nearest, **judged)
         judge(verification, actual, run.production.lowest_precision())
     for other in run.others:
         other.judge(judge)

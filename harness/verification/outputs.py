@@ -12,10 +12,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from harness.analysis.nearest_rows import nearest_picks_of, settle_ties
 from harness.analysis.quant_rows import DEQUANTIZE_OPS, qparams_of
 from harness.metrics.arrays import as_array
 from harness.metrics.comparison import Comparison, compare, dtype_name
-from harness.metrics.detections import compare_detection_outputs
+from harness.metrics.detections import MatchSettings, compare_detection_outputs
 from harness.metrics.noise import dtype_key, load_noise_model, unit_roundoff
 from harness.metrics.tolerances import OUTPUT, Tolerance, ToleranceTable, load as load_tolerances
 from harness.metrics.verdict import (
@@ -38,7 +39,7 @@ def output_dtype(value: Any) -> str:
 def judge_outputs(verification: Verification, actual: Sequence[Any], expected: Sequence[Any],
                   truth: Sequence[Any] | None, names: Sequence[str], *, table: ToleranceTable, device: str,
                   atol: float | None, rtol: float | None, allowed_mismatch: float, rounding_steps: int = 1,
-                  precision: str | None = None, quantized: Sequence[Any] = ()) -> None:
+                  precision: str | None = None, quantized: Sequence[Any] = (), nearest: Sequence[Any] = ()) -> None:
     """Fill `verification.outputs` (each output against torch's, under its row) and
     `verification.output_verdicts`; the rule's floor for an output is `floor_ulps` times
     u(dtype) * sqrt(rounding_steps), the ops that rounded on the way to it. `precision`: the
@@ -46,7 +47,9 @@ def judge_outputs(verification: Verification, actual: Sequence[Any], expected: S
     by its rule and row (a backend running convolutions in bfloat16 makes bfloat16 outputs).
     `quantized[i]`, when given, holds the quantization parameters of output i, a dequantized
     value: it is judged by the rule alone (the float32 row's cap does not apply to a value on a
-    grid of steps), its distance from torch in steps named in the verdict."""
+    grid of steps), its distance from torch in steps named in the verdict. `nearest[i]`, when
+    given, holds the pixels a nearest grid sample writing output i may pick: its picks on .5
+    ties are settled to the truth's on both sides before it is judged (analysis.nearest_rows)."""
     rule = load_rule(load_noise_model())
     given = atol is not None or rtol is not None
     comparisons, verdicts = [], []
@@ -60,10 +63,16 @@ def judge_outputs(verification: Verification, actual: Sequence[Any], expected: S
             row = Tolerance(OUTPUT, device, row.atol if atol is None else atol, row.rtol if rtol is None else rtol,
                             GIVEN, dtype)
         torch_array = as_array(torch_value)
+        reference = truth[index] if truth is not None and index < len(truth) else None
+        picks = nearest[index] if index < len(nearest) else None
+        tie_note = ""
+        if picks is not None and reference is not None and hasattr(reference, "shape"):
+            torch_array, backend_value, tie_note = settle_ties(torch_array, as_array(backend_value),
+                                                               as_array(reference), picks)
         against_torch = compare(backend_value, torch_array, atol=row.atol, rtol=row.rtol, name=name,
                                 allowed_mismatch=allowed_mismatch)
+        against_torch.note = "; ".join(part for part in (tie_note, against_torch.note) if part)
         comparisons.append(against_torch)
-        reference = truth[index] if truth is not None and index < len(truth) else None
         backend_side = torch_side = None
         if reference is not None and hasattr(reference, "shape") and tuple(reference.shape) == torch_array.shape:
             reference_array = as_array(reference)
@@ -88,11 +97,13 @@ def judge_outputs(verification: Verification, actual: Sequence[Any], expected: S
 
 def judge_detections(verification: Verification, actual: Sequence[Any], expected: Sequence[Any],
                      layout: Sequence[Any], names: Sequence[str], *, table: ToleranceTable, device: str,
-                     atol: float | None, rtol: float | None, truth: Sequence[Any] | None = None) -> None:
+                     atol: float | None, rtol: float | None, truth: Sequence[Any] | None = None,
+                     detector: torch.nn.Module | None = None) -> None:
     """A detector's outputs: detections matched box to box by label and IoU (harness.metrics.
     detections), each field judged by the float32 output row (or the tolerances given): the
     number and order of detections may legitimately differ, so there is no element-wise truth;
-    `truth` (the outputs in float64) lets torch's own error set a continuous field's atol."""
+    `truth` (the outputs in float64) lets torch's own error set a continuous field's atol;
+    `detector`, the module that made them, says its NMS threshold (`MatchSettings.load`)."""
     row = table.lookup(OUTPUT, device, "float32")
     given = atol is not None or rtol is not None
     if given:
@@ -100,7 +111,8 @@ def judge_detections(verification: Verification, actual: Sequence[Any], expected
                         GIVEN, "float32")
     verification.outputs = compare_detection_outputs(
         actual, [as_array(e) for e in expected], layout, atol=row.atol, rtol=row.rtol, names=names,
-        truth=truth if truth is not None and len(truth) == len(expected) else None)
+        truth=truth if truth is not None and len(truth) == len(expected) else None,
+        settings=MatchSettings.load(detector=detector))
     reason = "detections matched box to box by label and IoU; judged by the output row"
     verification.output_verdicts = [
         by_row(c, dtype=c.dtype_expected, row=row, rule=OVERRIDE if given else TOLERANCE, reason=reason)
@@ -119,6 +131,17 @@ def _verdict(against_torch: Comparison, backend_side: Comparison | None, torch_s
         return by_row(against_torch, dtype=dtype, row=row, rule=TOLERANCE, reason=why + "; judged by the output row")
     return by_truth(backend_side, torch_side, against_torch, dtype=dtype, reduction_length=1, rule=rule, row=row,
                     cap_factor=1.0, unit=output_unit(dtype, rounding_steps))
+
+
+def nearest_outputs(program: torch.export.ExportedProgram | None, values: Mapping[str, Any]) -> list[Any]:
+    """Per user output, the pixels the nearest grid sample that writes it may pick
+    (analysis.nearest_rows.nearest_picks_of, from torch's values of its input and grid), else None."""
+    if program is None:
+        return []
+    from exporter.capturing.signature import user_outputs
+
+    return [nearest_picks_of(item, values) if isinstance(item, torch.fx.Node) else None
+            for item in user_outputs(program)]
 
 
 def quantized_outputs(program: torch.export.ExportedProgram | None, values: Mapping[str, Any]) -> list[Any]:

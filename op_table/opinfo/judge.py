@@ -222,7 +222,6 @@ def judge_selection(got: np.ndarray, want: torch.Tensor, *, node: torch.fx.Node,
     return "" if comparison.passed else f"indices differ: {comparison.note}"
 
 
-NEAREST_MODE = 1  # grid_sampler_2d's interpolation_mode for nearest
 TieSettler = Callable[[np.ndarray, torch.Tensor, Any], tuple[np.ndarray, torch.Tensor]]
 
 
@@ -231,19 +230,16 @@ def nearest_outputs(program: torch.export.ExportedProgram, tensors: Sequence[tor
     aten.grid_sampler_2d) on .5 ties are settled before it is judged: `settle_nearest` with the
     pixels its input and grid (torch's values) allow."""
     from exporter.capturing.signature import user_outputs
-    from harness.metrics.nearest_ties import PADDING_MODES, nearest_picks
+    from harness.analysis.nearest_rows import is_nearest_sample, nearest_picks_of
 
     found = {index: item for index, item in enumerate(user_outputs(program))
-             if isinstance(item, torch.fx.Node) and str(item.target) == "aten.grid_sampler_2d.default"
-             and int(item.args[2]) == NEAREST_MODE and all(isinstance(a, torch.fx.Node) for a in item.args[:2])}
+             if isinstance(item, torch.fx.Node) and is_nearest_sample(item)}
     if not found:
         return {}
     from harness.analysis.torch_values import record_values
 
     values = record_values(program, tuple(t.clone() for t in tensors))
-    return {index: functools.partial(settle_nearest, picks=nearest_picks(
-                as_array(values[node.args[0].name]), as_array(values[node.args[1].name]),
-                padding_mode=PADDING_MODES[int(node.args[3])], align_corners=bool(node.args[4])))
+    return {index: functools.partial(settle_nearest, picks=nearest_picks_of(node, values))
             for index, node in found.items()}
 
 
