@@ -260,3 +260,34 @@ def test_a_sliced_element_wise_replay_returns_torch_values_as_its_arguments(monk
 class _Add(torch.nn.Module):
     def forward(self, x, row):
         return x + row
+
+
+class _Stateful(torch.nn.Module):
+    """A layer that keeps state in a plain attribute, in the dtype it last ran in (as
+    torchvision's AnchorGenerator keeps its cell anchors)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+        self.register_buffer("offset", torch.ones(3))
+        self.cached = [torch.zeros(3)]
+
+    def forward(self, x):
+        self.cached = [c.to(x.dtype) for c in self.cached]
+        return self.linear(x) + self.offset + self.cached[0]
+
+
+def test_the_outputs_truth_runs_on_a_copy_sharing_the_weights():
+    from harness.verification import _stateless_copy
+
+    module = _Stateful().eval()
+    copied = _stateless_copy(module)
+    assert all(a is b for a, b in zip(module.parameters(), copied.parameters()))
+    assert all(a is b for a, b in zip(module.buffers(), copied.buffers()))
+    x = torch.randn(2, 4)
+    output = truth.model_truth(copied, (x,))
+    assert output.dtype == torch.float64 and torch.equal(output, truth.model_truth(module, (x,)))
+    assert copied.cached[0].dtype == torch.float64 and module.cached[0].dtype == torch.float64
+    fresh = _Stateful().eval()
+    truth.model_truth(_stateless_copy(fresh), (x,))
+    assert fresh.cached[0].dtype == torch.float32 and fresh.linear.weight.dtype == torch.float32
