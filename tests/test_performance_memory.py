@@ -271,3 +271,85 @@ def test_reusing_freed_memory_in_the_fp64_passes_leaves_every_row_as_it_was(slic
     assert reusing.passed and trimming.passed
     assert rows(reusing) == rows(trimming) and len(rows(reusing)) == 4  # two convolutions, flatten, linear
     assert [o.max_abs for o in reusing.outputs] == [o.max_abs for o in trimming.outputs]
+
+
+class _Pointwise(torch.nn.Module):
+    """The element-wise ops a detector pastes its masks with, on full tensors, broadcast rows,
+    scalars, booleans and integers, with NaN and infinities among the values."""
+
+    def forward(self, x, y, row, mask, index):
+        a = x * y + row  # mul, add with a row broadcast along the first dimension
+        b = torch.where(mask, a, x / (y - 0.5))  # where on a sliced condition; div; sub with a scalar
+        c = torch.maximum(torch.relu(b), -x).clamp(-1.0, 2.5)  # maximum, relu, neg, clamp
+        d = torch.minimum(c, index * 0.25).abs()  # an int tensor promoted to float64
+        return d - torch.clamp_min(x, 0.1) + torch.clamp_max(y, 0.3)
+
+
+def test_element_wise_ops_replay_in_slices_bit_for_bit(monkeypatch):
+    import exporter
+
+    torch.manual_seed(0)
+    x, y = torch.randn(9, 5, 7), torch.randn(9, 5, 7)
+    x[0, 0, 0], x[3, 2, 1], y[8, 4, 6] = float("nan"), float("inf"), -float("inf")
+    args = (x, y, torch.randn(1, 5, 7), torch.rand(9, 5, 7) > 0.5, torch.randint(-9, 9, (9, 5, 7)))
+    program = exporter.capture(_Pointwise().eval(), args)
+    values = record_values(program, args)
+    ops = [n for n in program.graph.nodes if str(n.target) in truth.EXACT_POINTWISE]
+    assert len(ops) >= 11
+    monkeypatch.setattr(truth, "SLICED_BYTES", 3 * 5 * 7 * 8)  # a few rows per slice
+    rows = {n.name: truth.Replayer([n], values)._pointwise_rows(n) for n in ops}
+    assert all(0 < count < 9 for count in rows.values()), rows
+    whole = _replay_all(program, values, 1 << 40, monkeypatch)
+    sliced = _replay_all(program, values, 3 * 5 * 7 * 8, monkeypatch)
+    for name in whole:
+        torch.testing.assert_close(sliced[name], whole[name], rtol=0, atol=0, equal_nan=True)
+        assert sliced[name].dtype == whole[name].dtype
+
+
+def test_a_sliced_element_wise_replay_returns_torch_values_as_its_arguments(monkeypatch):
+    import exporter
+
+    args = (torch.randn(6, 4), torch.randn(1, 4))
+    program = exporter.capture(_Add().eval(), args)
+    values = record_values(program, args)
+    monkeypatch.setattr(truth, "SLICED_BYTES", 16)
+    node = next(n for n in program.graph.nodes if str(n.target) == "aten.add.Tensor")
+    output, replay_args = truth.Replayer([node], values)(node)
+    assert output.dtype == torch.float64 and torch.equal(output, (args[0].double() + args[1].double()))
+    assert replay_args[0] is values[node.args[0].name] and truth.reduction_length(node, replay_args, output) == 1
+
+
+class _Add(torch.nn.Module):
+    def forward(self, x, row):
+        return x + row
+
+
+class _Stateful(torch.nn.Module):
+    """A layer that keeps state in a plain attribute, in the dtype it last ran in (as
+    torchvision's AnchorGenerator keeps its cell anchors)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+        self.register_buffer("offset", torch.ones(3))
+        self.cached = [torch.zeros(3)]
+
+    def forward(self, x):
+        self.cached = [c.to(x.dtype) for c in self.cached]
+        return self.linear(x) + self.offset + self.cached[0]
+
+
+def test_the_outputs_truth_runs_on_a_copy_sharing_the_weights():
+    from harness.verification import _stateless_copy
+
+    module = _Stateful().eval()
+    copied = _stateless_copy(module)
+    assert all(a is b for a, b in zip(module.parameters(), copied.parameters()))
+    assert all(a is b for a, b in zip(module.buffers(), copied.buffers()))
+    x = torch.randn(2, 4)
+    output = truth.model_truth(copied, (x,))
+    assert output.dtype == torch.float64 and torch.equal(output, truth.model_truth(module, (x,)))
+    assert copied.cached[0].dtype == torch.float64 and module.cached[0].dtype == torch.float64
+    fresh = _Stateful().eval()
+    truth.model_truth(_stateless_copy(fresh), (x,))
+    assert fresh.cached[0].dtype == torch.float32 and fresh.linear.weight.dtype == torch.float32
