@@ -26,6 +26,8 @@ runs on the file alone; the ratio is against the same weight bytes, and its targ
 `FILE_TARGET` (1.3) x the weights. `--export-then-file` keeps the module: the export is written
 to a file and verified with `harness.verify_onnx` in the same process, the peak counted from
 before the export (what a script that exports, then verifies its file, holds).
+`--from-file --session-alone` is the file's anchor: one onnxruntime session, configured as the
+verification's, loads the file and runs it once, and nothing is verified.
 
 Cases: `vgg16` (the zoo case, 528 MB of weights, on `--batch` images, 1 by default),
 `linear3g` (three Linear(16384, 16384) layers, 3.2 GB) and `linear23300` (one Linear(23300,
@@ -105,11 +107,14 @@ def _build(name: str, batch: int):
     return case.module(0), tuple(a[:batch] for a in case.inputs(0))
 
 
-def _from_file(module, args, result: dict, ort_config: str | None, keep_module: bool = False):
+def _from_file(module, args, result: dict, ort_config: str | None, keep_module: bool = False,
+               session_alone: bool = False):
     """Write the export (external data) and verify the file with `harness.verify_onnx`. By
     default the module is dropped first and the peak counts from the moment it is gone (the
     file verified on its own); `keep_module`: the module stays and the peak counts from before
-    the export (a script that exports a model, then verifies the file it wrote)."""
+    the export (a script that exports a model, then verifies the file it wrote). `session_alone`:
+    instead of verifying, one onnxruntime session loads the file as the verification's sessions
+    are configured and runs it once (the anchor: what onnxruntime itself holds for the file)."""
     import gc
 
     import torch
@@ -132,9 +137,29 @@ def _from_file(module, args, result: dict, ort_config: str | None, keep_module: 
         release_freed_memory()
         result["model_rss"] = _rss_bytes()
         _reset_peak()
+    if session_alone:
+        return _session_alone(path, [a.numpy() for a in args], ort_config), folder
     verification = harness.verify_onnx(path, [a.numpy() for a in args], expected, model_name="file",
                                        session_options=ort_config)
     return verification, folder
+
+
+def _session_alone(path: str, inputs: list, ort_config: str | None) -> Any:
+    """One onnxruntime session of the file at `path`, with the verification's session settings
+    (harness.runtime.sessions), run once on `inputs`; returns a stand-in for a verification
+    whose `passed` says it ran."""
+    import types
+
+    import onnxruntime as ort
+
+    from harness.runtime.ort_config import OrtConfig
+    from harness.runtime.sessions import harness_session_options, session_options
+
+    options = session_options(**harness_session_options(OrtConfig.of(ort_config)))
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    session.run(None, dict(zip([i.name for i in session.get_inputs()], inputs)))
+    del session
+    return types.SimpleNamespace(passed=True, timings={}, environment={})
 
 
 TARGET_ACTIVATIONS = 2 * 10**9
@@ -181,7 +206,7 @@ def largest_activation(module, args) -> int:
 
 
 def child(name: str, write: bool, batch: int, from_file: bool = False, ort_config: str | None = None,
-          export_then_file: bool = False) -> dict:
+          export_then_file: bool = False, session_alone: bool = False) -> dict:
     """One measurement, in this process (the parent runs it as a fresh child)."""
     import torch  # noqa: F401
     import torchvision  # noqa: F401
@@ -205,8 +230,10 @@ def child(name: str, write: bool, batch: int, from_file: bool = False, ort_confi
     started = time.perf_counter()
     result["from_file"] = from_file
     result["export_then_file"] = export_then_file
+    result["session_alone"] = session_alone
     if from_file or export_then_file:
-        verification, folder = _from_file(module, args, result, ort_config, keep_module=export_then_file)
+        verification, folder = _from_file(module, args, result, ort_config, keep_module=export_then_file,
+                                          session_alone=session_alone)
         result["seconds"] = round(time.perf_counter() - started, 1)
         result["passed"] = verification.passed
         if not verification.passed:
@@ -253,11 +280,12 @@ def failures(verification: Any, most: int = 10) -> dict[str, list[str]]:
 
 
 def measure(name: str, write: bool, batch: int, from_file: bool = False, ort_config: str | None = None,
-            export_then_file: bool = False) -> dict:
+            export_then_file: bool = False, session_alone: bool = False) -> dict:
     command = [sys.executable, os.path.abspath(__file__), "--child", name, "--batch", str(batch)]
     command += ["--write"] if write else []
     command += ["--from-file"] if from_file else []
     command += ["--export-then-file"] if export_then_file else []
+    command += ["--session-alone"] if session_alone else []
     command += ["--ort-config", os.path.abspath(ort_config)] if ort_config else []
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
@@ -274,7 +302,7 @@ def measure(name: str, write: bool, batch: int, from_file: bool = False, ort_con
 def _key(row: dict) -> tuple:
     """What a row measured: case, batch, written first, verified from the file, session settings."""
     return (row.get("case"), row.get("batch", 1), bool(row.get("write")), bool(row.get("from_file")),
-            row.get("ort_config"), bool(row.get("export_then_file")))
+            row.get("ort_config"), bool(row.get("export_then_file")), bool(row.get("session_alone")))
 
 
 def _earlier_rows(path: str | None, keep_except: list[tuple]) -> list[dict]:
@@ -298,6 +326,7 @@ def markdown(rows: list[dict]) -> str:
         case = f"{r['case']} (written to a file first)" if r.get("write") else r["case"]
         case = f"{r['case']} (harness.verify_onnx on its file)" if r.get("from_file") else case
         case = f"{r['case']} (exported to a file, then harness.verify_onnx on it)" if r.get("export_then_file") else case
+        case = f"{r['case']} (one onnxruntime session on its file, no verification)" if r.get("session_alone") else case
         case += f" with {r['ort_config']}" if r.get("ort_config") else ""
         lines.append(f"| {case} | {r['weight_bytes'] / gib:.2f} | {r['baseline_rss'] / gib:.2f} | "
                      f"{r['model_rss'] / gib:.2f} | {r['peak_rss'] / gib:.2f} | {r['ratio_over_baseline']:.2f}x | "
@@ -314,23 +343,27 @@ def main(argv: list[str] | None = None) -> int:
                         help="verify the exported file (external data) with harness.verify_onnx, the module dropped")
     parser.add_argument("--export-then-file", action="store_true",
                         help="export to a file and verify it with harness.verify_onnx in one process, the module kept")
+    parser.add_argument("--session-alone", action="store_true",
+                        help="with --from-file: one onnxruntime session loads and runs the file, nothing verified "
+                             "(the anchor for the file's peak)")
     parser.add_argument("--ort-config", default=None, metavar="FILE", help="onnxruntime session settings (JSON)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--json", default=None, help="where to write the results (default bench/results/bench_memory.json)")
     options = parser.parse_args(argv)
     if options.child:
         print(json.dumps(child(options.child, options.write, options.batch, options.from_file, options.ort_config,
-                               options.export_then_file)))
+                               options.export_then_file, options.session_alone)))
         return 0
     machine = machine_info()
     config_name = os.path.basename(options.ort_config) if options.ort_config else None
     measured = [(name, options.batch if name == "vgg16" else 1, options.write, options.from_file, config_name,
-                 options.export_then_file) for name in options.cases]
+                 options.export_then_file, options.session_alone) for name in options.cases]
     rows = _earlier_rows(options.json, keep_except=measured)
     for name, batch, *_ in measured:
-        row = measure(name, options.write, batch, options.from_file, options.ort_config, options.export_then_file)
+        row = measure(name, options.write, batch, options.from_file, options.ort_config, options.export_then_file,
+                      options.session_alone)
         row.update(batch=batch, write=options.write, from_file=options.from_file, ort_config=config_name,
-                   export_then_file=options.export_then_file,
+                   export_then_file=options.export_then_file, session_alone=options.session_alone,
                    measured=time.strftime("%Y-%m-%dT%H:%M:%S%z"), load_average=os.getloadavg()[0])
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
@@ -338,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
                          summary={"limit": LIMIT, "all_within": all(r.get("within_limit") for r in rows)},
                          options={"cases": options.cases, "write": options.write, "batch": options.batch,
                                   "from_file": options.from_file, "ort_config": options.ort_config,
-                                  "export_then_file": options.export_then_file})
+                                  "export_then_file": options.export_then_file,
+                                  "session_alone": options.session_alone})
     print(markdown(rows))
     print(f"\n{load_note({**machine, 'load_average_end': os.getloadavg()})}; results in {path}")
     return 0

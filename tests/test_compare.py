@@ -233,3 +233,36 @@ def test_exact_comparison_in_blocks_gives_the_whole_tensors_metrics(monkeypatch,
     assert {key: getattr(got, key) for key in want} == want
     assert list(got.histogram) == list(want.get("histogram", {}))
     assert got.normalized == (got.max_abs / got.scale if got.scale > 0 else got.max_abs)
+
+
+_EXPANDED = torch.arange(12, dtype=torch.int64).reshape(3, 1, 4).expand(3, 5, 4).numpy()  # strides (32, 0, 8)
+FLAT_BLOCKS = [
+    ("contiguous: views of the flat array", np.arange(20.0).reshape(4, 5), 8, [8, 8, 4]),
+    ("an expanded view: whole rows of the first axis", _EXPANDED, 40, [40, 20]),
+    ("an expanded view, a row over the size: one inner row at a time", _EXPANDED, 6, [4] * 15),
+    ("transposed", np.arange(24.0).reshape(4, 6).T, 10, [8, 8, 8]),
+    ("1-d with a step", np.arange(30.0)[::3], 4, [4, 4, 2]),
+]
+
+
+@pytest.mark.parametrize("array, size, lengths", [c[1:] for c in FLAT_BLOCKS], ids=[c[0] for c in FLAT_BLOCKS])
+def test_flat_blocks_cover_the_array_in_order_never_past_the_size(array, size, lengths):
+    from harness.metrics.arrays import flat_blocks
+
+    other = array * 2
+    blocks = list(flat_blocks((array, other), size))
+    assert [len(a) for a, _ in blocks] == lengths and max(lengths) <= size
+    assert np.array_equal(np.concatenate([a for a, _ in blocks]), array.reshape(-1))
+    assert np.array_equal(np.concatenate([b for _, b in blocks]), other.reshape(-1))
+
+
+@pytest.mark.parametrize("values, want", [
+    (np.array([[-3.0, np.inf], [np.nan, 2.0]]), 3.0),
+    (torch.tensor([[-7, 2]]).expand(100, 2).numpy(), 7.0),
+    (np.full((4, 4), np.nan), 0.0),
+    (np.array(-2.5), 2.5),
+], ids=["skips non-finite", "an expanded view", "no finite element", "0-d"])
+def test_largest_finite(values, want):
+    from harness.metrics import arrays
+
+    assert arrays.largest_finite(values) == want

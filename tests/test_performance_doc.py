@@ -108,7 +108,9 @@ LINEAR_FILE = {"case": "linear23300", "inputs": [[2, 23300]], "weight_bytes": 2 
     ({"from_file": True}, "| verify_onnx(file) | pass | 2.00 | 0.00 | 3.00 | 1.50x | 2.60 | no |"),
     ({"export_then_file": True}, "| export, then verify_onnx(file) | pass | 2.00 | 0.00 | 3.00 | 1.50x | 5.86 | yes |"),
     ({}, "| verify(module) | pass | 2.00 | 0.00 | 3.00 | 1.50x | 5.86 | yes |"),
-], ids=["file-alone-at-1.3x", "export-then-file", "module"])
+    ({"from_file": True, "session_alone": True},
+     "| onnxruntime session(file), no verification | pass | 2.00 | 0.00 | 3.00 | 1.50x | 2.60 | no |"),
+], ids=["file-alone-at-1.3x", "export-then-file", "module", "onnxruntime-alone-on-the-file"])
 def test_a_file_verified_alone_is_held_to_1_3x_its_weights(results, path, expected):
     (results / "bench_memory.json").write_text(json.dumps({"bench": "bench_memory", "machine": MACHINE,
                                                            "rows": [{**LINEAR_FILE, **path}]}))

@@ -209,3 +209,147 @@ def test_the_fp64_copies_are_shared_only_where_they_fit_and_values_are_held(valu
     if shared:  # filled by the outputs' truth, emptied once the per-op pass is done
         assert made[0].held == 0 and made[0].budget == values_budget // 2
         assert len(made[0].kept) == len(set(made[0].kept)) == 6  # each placeholder converted once
+
+
+class _FakeMalloc:
+    """glibc's mallopt and malloc_trim, recorded (harness.runtime.memory._libc's stand-in)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def __call__(self, symbol: str):
+        return lambda *args: self.calls.append((symbol, *args)) or 1
+
+
+@pytest.mark.parametrize("nested, trims_inside", [(False, 0), (True, 0)])
+def test_a_reusing_scope_trims_once_at_its_end_and_restores_glibcs_thresholds(nested, trims_inside, monkeypatch):
+    import contextlib
+
+    from harness.runtime import memory
+
+    fake = _FakeMalloc()
+    monkeypatch.setattr(memory, "_libc", fake)
+    with memory.reusing_freed_memory(1 << 20) as tuned:
+        with memory.reusing_freed_memory() if nested else contextlib.nullcontext():
+            assert memory.release_freed_memory()  # a trim asked for inside: deferred
+        inside = [call for call in fake.calls if call[0] == "malloc_trim"]
+    assert tuned
+    assert len(inside) == trims_inside
+    assert fake.calls == [("mallopt", memory.M_MMAP_THRESHOLD, 1 << 20), ("mallopt", memory.M_TRIM_THRESHOLD, 1 << 30),
+                          ("mallopt", memory.M_MMAP_THRESHOLD, memory.GLIBC_MMAP_THRESHOLD),
+                          ("mallopt", memory.M_TRIM_THRESHOLD, 2 * memory.GLIBC_MMAP_THRESHOLD), ("malloc_trim", 0)]
+    assert memory.release_freed_memory() and fake.calls[-1] == ("malloc_trim", 0)  # outside: trims again
+
+
+@pytest.mark.parametrize("sliced_bytes", [truth.SLICED_BYTES, 4_000])  # the zoo's slicing, and every layer sliced
+def test_reusing_freed_memory_in_the_fp64_passes_leaves_every_row_as_it_was(sliced_bytes, monkeypatch):
+    """The fp64 passes run in a reusing scope (harness.runtime.memory.reusing_freed_memory):
+    where blocks come from changes nothing a row says."""
+    import contextlib
+
+    import harness
+
+    def rows(verification) -> list[tuple]:
+        return [(op.fx_node, op.passed, op.isolated, op.accumulated, op.truth, op.torch_truth, op.attribution,
+                 op.verdict.to_dict() if op.verdict is not None else None) for op in verification.ops]
+
+    monkeypatch.setattr(truth, "SLICED_BYTES", sliced_bytes)
+    torch.manual_seed(0)
+    module, args = _Layers().eval(), (torch.randn(3, 6, 7, 7),)
+    scopes: list[bool] = []
+    original = truth.reusing_freed_memory
+
+    def recorded():
+        scopes.append(True)
+        return original()
+
+    monkeypatch.setattr(truth, "reusing_freed_memory", recorded)
+    reusing = harness.verify(module, args)
+    monkeypatch.setattr(truth, "reusing_freed_memory", lambda: contextlib.nullcontext(False))
+    trimming = harness.verify(module, args)
+    assert len(scopes) == 2  # the outputs' truth, the per-op pass
+    assert reusing.passed and trimming.passed
+    assert rows(reusing) == rows(trimming) and len(rows(reusing)) == 4  # two convolutions, flatten, linear
+    assert [o.max_abs for o in reusing.outputs] == [o.max_abs for o in trimming.outputs]
+
+
+class _Pointwise(torch.nn.Module):
+    """The element-wise ops a detector pastes its masks with, on full tensors, broadcast rows,
+    scalars, booleans and integers, with NaN and infinities among the values."""
+
+    def forward(self, x, y, row, mask, index):
+        a = x * y + row  # mul, add with a row broadcast along the first dimension
+        b = torch.where(mask, a, x / (y - 0.5))  # where on a sliced condition; div; sub with a scalar
+        c = torch.maximum(torch.relu(b), -x).clamp(-1.0, 2.5)  # maximum, relu, neg, clamp
+        d = torch.minimum(c, index * 0.25).abs()  # an int tensor promoted to float64
+        return d - torch.clamp_min(x, 0.1) + torch.clamp_max(y, 0.3)
+
+
+def test_element_wise_ops_replay_in_slices_bit_for_bit(monkeypatch):
+    import exporter
+
+    torch.manual_seed(0)
+    x, y = torch.randn(9, 5, 7), torch.randn(9, 5, 7)
+    x[0, 0, 0], x[3, 2, 1], y[8, 4, 6] = float("nan"), float("inf"), -float("inf")
+    args = (x, y, torch.randn(1, 5, 7), torch.rand(9, 5, 7) > 0.5, torch.randint(-9, 9, (9, 5, 7)))
+    program = exporter.capture(_Pointwise().eval(), args)
+    values = record_values(program, args)
+    ops = [n for n in program.graph.nodes if str(n.target) in truth.EXACT_POINTWISE]
+    assert len(ops) >= 11
+    monkeypatch.setattr(truth, "SLICED_BYTES", 3 * 5 * 7 * 8)  # a few rows per slice
+    rows = {n.name: truth.Replayer([n], values)._pointwise_rows(n) for n in ops}
+    assert all(0 < count < 9 for count in rows.values()), rows
+    whole = _replay_all(program, values, 1 << 40, monkeypatch)
+    sliced = _replay_all(program, values, 3 * 5 * 7 * 8, monkeypatch)
+    for name in whole:
+        torch.testing.assert_close(sliced[name], whole[name], rtol=0, atol=0, equal_nan=True)
+        assert sliced[name].dtype == whole[name].dtype
+
+
+def test_a_sliced_element_wise_replay_returns_torch_values_as_its_arguments(monkeypatch):
+    import exporter
+
+    args = (torch.randn(6, 4), torch.randn(1, 4))
+    program = exporter.capture(_Add().eval(), args)
+    values = record_values(program, args)
+    monkeypatch.setattr(truth, "SLICED_BYTES", 16)
+    node = next(n for n in program.graph.nodes if str(n.target) == "aten.add.Tensor")
+    output, replay_args = truth.Replayer([node], values)(node)
+    assert output.dtype == torch.float64 and torch.equal(output, (args[0].double() + args[1].double()))
+    assert replay_args[0] is values[node.args[0].name] and truth.reduction_length(node, replay_args, output) == 1
+
+
+class _Add(torch.nn.Module):
+    def forward(self, x, row):
+        return x + row
+
+
+class _Stateful(torch.nn.Module):
+    """A layer that keeps state in a plain attribute, in the dtype it last ran in (as
+    torchvision's AnchorGenerator keeps its cell anchors)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+        self.register_buffer("offset", torch.ones(3))
+        self.cached = [torch.zeros(3)]
+
+    def forward(self, x):
+        self.cached = [c.to(x.dtype) for c in self.cached]
+        return self.linear(x) + self.offset + self.cached[0]
+
+
+def test_the_outputs_truth_runs_on_a_copy_sharing_the_weights():
+    from harness.verification import _stateless_copy
+
+    module = _Stateful().eval()
+    copied = _stateless_copy(module)
+    assert all(a is b for a, b in zip(module.parameters(), copied.parameters()))
+    assert all(a is b for a, b in zip(module.buffers(), copied.buffers()))
+    x = torch.randn(2, 4)
+    output = truth.model_truth(copied, (x,))
+    assert output.dtype == torch.float64 and torch.equal(output, truth.model_truth(module, (x,)))
+    assert copied.cached[0].dtype == torch.float64 and module.cached[0].dtype == torch.float64
+    fresh = _Stateful().eval()
+    truth.model_truth(_stateless_copy(fresh), (x,))
+    assert fresh.cached[0].dtype == torch.float32 and fresh.linear.weight.dtype == torch.float32

@@ -93,6 +93,37 @@ def test_chunked_analysis_gives_the_rows_of_the_whole(monkeypatch):
     assert harness.testing.reproducer_op(chunked) is not None
 
 
+def test_a_passing_row_drops_its_isolated_values_once_judged(monkeypatch):
+    """In a chunk, each row is judged as soon as its truth is filled, and a passing row's
+    isolated values go then: when a row's truth is compared, the only other rows holding
+    isolated values are those of its chunk still waiting for their truth."""
+    made: list = []
+    filled: set[int] = set()
+    real_record, real_fill = fx_rows._record, fx_rows._fill_truth
+
+    def record(group, analysis):
+        made.append(real_record(group, analysis))
+        return made[-1]
+
+    held: list[tuple[int, int]] = []  # (bytes held by other rows, of which by rows waiting for their truth)
+
+    def fill(row, *args, **kwargs):
+        others = [other for other in made if other is not row and other.artifacts is not None]
+        held.append(tuple(sum(value.nbytes for other in chosen for value in other.artifacts.isolated_outputs.values())
+                          for chosen in (others, [other for other in others if id(other) not in filled])))
+        filled.add(id(row))
+        return real_fill(row, *args, **kwargs)
+
+    monkeypatch.setattr(fx_rows, "_record", record)
+    monkeypatch.setattr(fx_rows, "_fill_truth", fill)
+    monkeypatch.setattr(fx_rows, "CHUNK_BYTES", 3 * VALUE_BYTES)
+    monkeypatch.setattr(verification_module, "VALUES_BUDGET", 3 * VALUE_BYTES)
+    verification = harness.verify(_model(), _inputs(), optimize=False)
+    assert verification.passed and verification.environment["instrumented_segments"] >= 4
+    assert len(held) >= 24 and any(waiting for _, waiting in held)
+    assert all(total == waiting for total, waiting in held)
+
+
 def _all_values(module, args) -> list[torch.Tensor]:
     import exporter
 

@@ -295,7 +295,8 @@ def scale_section(document: dict[str, Any], floors: dict[str, Any] | None = None
              "net peak / weights | target (GiB) | within | time (s) | measured |",
              "|---|---|---|---|---:|---:|---:|---:|---:|---|---:|---|"]
     for row in rows:
-        path = ("verify_onnx(file)" if row.get("from_file") else
+        path = ("onnxruntime session(file), no verification" if row.get("session_alone") else
+                "verify_onnx(file)" if row.get("from_file") else
                 "export, then verify_onnx(file)" if row.get("export_then_file") else
                 "export, write, verify" if row.get("write") else "verify(module)")
         if "error" in row:

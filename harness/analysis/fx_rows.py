@@ -34,7 +34,8 @@ from harness.analysis.spilled import SpillFolder, spill
 from harness.analysis.strictness import harness_errors
 from harness.analysis.torch_values import TorchValues, describe_value
 from harness.analysis.truth import (
-    Float64Weights, OpCallFailed, Replayer, cell_roundings, no_truth_reason, reduction_length, replay_region,
+    Float64Weights, OpCallFailed, Replayer, cell_roundings, no_truth_reason, reduction_length, replay_memory,
+    replay_region,
 )
 from harness.metrics.arrays import as_array, largest_finite
 from harness.metrics.comparison import Comparison, compare, dtype_name
@@ -109,7 +110,8 @@ def analyse_backends(analyses: Sequence[FxAnalysis]) -> list[OpAnalysis]:
         measured = [_measure(analyses[0])] + [each.result() for each in later]
     started = time.perf_counter()
     release_freed_memory()
-    truths = _truth([(records, analysis, isolated) for analysis, (records, _, isolated) in zip(analyses, measured)])
+    with replay_memory(analyses[0].values):
+        truths = _truth([(records, analysis, isolated) for analysis, (records, _, isolated) in zip(analyses, measured)])
     truth_s = time.perf_counter() - started
     results = []
     for index, (analysis, (records, result, isolated)) in enumerate(zip(analyses, measured)):
@@ -398,12 +400,25 @@ def _measure_chunk(records: dict[str, OpRecord], analysis: FxAnalysis, truth: _T
                    isolation: tuple[dict[str, tuple[OpRecord, NodeGroup]], dict[str, dict[str, Comparison]]]) -> None:
     """Replay in float64 and judge one chunk of rows, isolated (`isolation`: `_isolate_chunk`);
     then drop the backend's isolated values of the rows that passed (a failing row keeps them
-    beside its reproducer's inputs)."""
+    beside its reproducer's inputs). Without fused layers' regions, each row is judged as soon
+    as its truth is filled, and a passing row's isolated values go then (a detector's mask
+    rows hold 183 MiB each); a quantize or dequantize row keeps them for quant_rows."""
     regions, isolated = isolation
     started = time.perf_counter()
-    truths = truth.measure(records, isolated)
+    judged: set[str] = set()
+
+    def judge_row(node: torch.fx.Node, pairs: Mapping[str, TruthPair]) -> None:
+        record = records[node.name]
+        _judge(record, isolated.get(node.name, {}), pairs, rule, analysis)
+        judged.add(node.name)
+        if (not regions and record.artifacts is not None and record.passed is not False
+                and str(node.target) not in quant_rows.QUANTIZE_OPS | quant_rows.DEQUANTIZE_OPS):
+            record.artifacts.isolated_outputs = {}
+
+    truths = truth.measure(records, isolated, after=judge_row)
     for fx, record in records.items():
-        _judge(record, isolated.get(fx, {}), truths.get(fx, {}), rule, analysis)
+        if fx not in judged:
+            _judge(record, isolated.get(fx, {}), truths.get(fx, {}), rule, analysis)
     _judge_fused_layers(records, analysis, rule, regions, isolated, timings)
     quant_rows.annotate_rows(records, analysis)  # reads the isolated outputs, dropped next
     for record in records.values():
@@ -756,10 +771,18 @@ class _TruthPass:
                                weights=analysis.float64_weights)
         self.wanted = runtime_regions.first_members(analysis.runtime_fusions, analysis.groups)
 
-    def measure(self, records: Mapping[str, OpRecord], isolated: Mapping[str, Mapping[str, Comparison]]
+    def measure(self, records: Mapping[str, OpRecord], isolated: Mapping[str, Mapping[str, Comparison]],
+                after: Callable[[torch.fx.Node, Mapping[str, TruthPair]], None] | None = None
                 ) -> dict[str, dict[str, TruthPair]]:
         """Fill the truth and attribution of `records`; return each op's comparisons with the
-        truth, by FX node and value name."""
+        truth, by FX node and value name. `after(node, its comparisons)` runs once each replayed
+        row is filled, before the next is replayed."""
+        with replay_memory(self.analysis.values):
+            return self._measure(records, isolated, after)
+
+    def _measure(self, records: Mapping[str, OpRecord], isolated: Mapping[str, Mapping[str, Comparison]],
+                 after: Callable[[torch.fx.Node, Mapping[str, TruthPair]], None] | None
+                 ) -> dict[str, dict[str, TruthPair]]:
         analysis, replay = self.analysis, self.replay
         found: dict[str, dict[str, TruthPair]] = {}
         for node in (self.by_name[fx] for fx in records if fx in self.by_name):
@@ -773,6 +796,8 @@ class _TruthPass:
                                                isolated.get(node.name, {}), length=length)
 
             _replay_truth(node, analysis, replay, [record], fill)
+            if after is not None:
+                after(node, found.get(node.name, {}))
         return found
 
 

@@ -12,6 +12,7 @@ torch CUDA on the same inputs, what two correct fp32 implementations disagree by
 
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
 from collections import Counter
@@ -21,7 +22,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from harness.runtime.memory import release_freed_memory
+from harness.runtime.memory import release_freed_memory, reusing_freed_memory
 
 # --- reduction length ----------------------------------------------------------------------
 
@@ -240,6 +241,19 @@ _SLICEABLE: dict[str, tuple[str, int | None]] = {
 }
 
 
+EXACT_POINTWISE = frozenset({
+    "aten.add.Tensor", "aten.sub.Tensor", "aten.mul.Tensor", "aten.div.Tensor", "aten.where.self",
+    "aten.relu.default", "aten.neg.default", "aten.abs.default", "aten.maximum.default", "aten.minimum.default",
+    "aten.clamp.default", "aten.clamp_min.default", "aten.clamp_max.default",
+})
+"""Element-wise ops the Replayer may replay in slices of their first dimension (without keyword
+arguments: `add`'s alpha may fuse into a multiply-add): each output element is its inputs'
+elements rounded once by IEEE arithmetic, or selected, so it is the same bits wherever the
+tensor is cut (a transcendental function's vectorised and scalar paths may differ in the last
+bit, so none is listed). Detectors paste their masks with such ops on 100 x 600 x 800 values:
+whole, each one's float64 inputs and output take GBs at once."""
+
+
 class Float64Weights:
     """The float64 copies of a program's parameters and buffers, made once for every fp64 pass
     of one verification (the outputs' truth, then each op's), within `budget` bytes: a
@@ -308,11 +322,16 @@ class Replayer:
         features; convolution: of its input channels, image by image, the partial results
         summed), each slice converted alone; its args then hold the weight unconverted (same shape). So replaying
         a large layer in fp64 never holds a whole fp64 copy of its weight or of its unfolded
-        input."""
+        input. Likewise an `EXACT_POINTWISE` op whose float64 inputs would exceed `SLICED_BYTES`
+        is computed in slices of its first dimension into its whole output (its args then hold
+        torch's values unconverted)."""
         try:
             layout = self._sliced_layout(node)
             if layout is not None:
                 return self._call_in_slices(node, *layout)
+            rows = self._pointwise_rows(node)
+            if rows:
+                return self._call_pointwise_in_slices(node, rows)
             args, kwargs = self.inputs(node)
             try:
                 with torch.no_grad():
@@ -390,6 +409,62 @@ class Replayer:
             args[2] = bias
         release_freed_memory()
         return total, args
+
+    def _pointwise_rows(self, node: torch.fx.Node) -> int:
+        """Rows of the first dimension per slice when `node` is an EXACT_POINTWISE op whose
+        float64 inputs, not converted yet, would exceed `SLICED_BYTES` (0: replay it whole).
+        Only the inputs of the output's rank and first dimension are sliced; the others (broadcast
+        along it, scalars) are converted whole."""
+        if self.dtype is None or node.kwargs or str(node.target) not in EXACT_POINTWISE:
+            return 0
+        output = self.values.get(node.name)
+        if not isinstance(output, torch.Tensor) or output.dim() == 0 or output.shape[0] < 2:
+            return 0
+        itemsize = torch.empty((), dtype=self.dtype).element_size()
+        sliced = self._sliced_inputs(node, output)
+        needed = sum(self.values.get(name).numel() * itemsize for name in sliced if name not in self._cache)
+        if needed <= SLICED_BYTES:
+            return 0
+        per_row = (needed + output.numel() * itemsize) // output.shape[0]
+        return max(1, SLICED_BYTES // max(per_row, 1))
+
+    def _sliced_inputs(self, node: torch.fx.Node, output: torch.Tensor) -> set[str]:
+        """The inputs of `node` that are tensors of `output`'s rank and first dimension."""
+        found = set()
+        for input_node in node.all_input_nodes:
+            value = self.values.get(input_node.name)
+            if (isinstance(value, torch.Tensor) and value.layout == torch.strided and value.dim() == output.dim()
+                    and value.shape[0] == output.shape[0]):
+                found.add(input_node.name)
+        return found
+
+    def _call_pointwise_in_slices(self, node: torch.fx.Node, rows: int) -> tuple[Any, list[Any]]:
+        output = self.values.get(node.name)
+        sliced = self._sliced_inputs(node, output)
+        whole = {n.name: self._convert(n) for n in node.all_input_nodes if n.name not in sliced}
+        target, total = replay_target(node), None
+        for start in range(0, output.shape[0], rows):
+            stop = min(start + rows, output.shape[0])
+
+            def piece(input_node: torch.fx.Node, start: int = start, stop: int = stop) -> Any:
+                if input_node.name not in sliced:
+                    return whole[input_node.name]
+                if input_node.name in self._cache:  # converted whole for another reader already
+                    return self._cache[input_node.name][start:stop]
+                return _convert(self.values.get(input_node.name)[start:stop], self.device, self.dtype)
+
+            args = torch.fx.node.map_arg(node.args, piece)
+            try:
+                with torch.no_grad():
+                    part = target(*args)
+            except Exception as error:  # torch's kernel refused these inputs
+                raise OpCallFailed(node, error) from error
+            if total is None:
+                total = part.new_empty(tuple(output.shape))
+            total[start:stop].copy_(part)  # the same shape: the sliced inputs carry the output's first dimension
+            del part, args
+        release_freed_memory()
+        return total, list(torch.fx.node.map_arg(node.args, lambda n: self.values.get(n.name)))
 
     def skip(self, node: torch.fx.Node) -> None:
         """Account for a node that will not be replayed (its inputs may be released)."""
@@ -480,6 +555,15 @@ def replay_region(members: list[torch.fx.Node], values: dict[str, Any], *,
         replayed[member.name] = output
         length = max(length, reduction_length(member, args, output))
     return output, length
+
+
+def replay_memory(values: Any) -> contextlib.AbstractContextManager[bool]:
+    """The memory scope of an fp64 pass over torch's `values`: where they are held whole, freed
+    blocks are reused within the pass and the heaps trimmed once after it
+    (harness.runtime.memory.reusing_freed_memory: vgg16's page faults a quarter fewer); a
+    streamed model's pass (values past the budget, a detector at 800 px) trims as it goes, as
+    before, since streaming is there to bound its peak."""
+    return contextlib.nullcontext(False) if getattr(values, "streaming", False) else reusing_freed_memory()
 
 
 # --- model-level truth ---------------------------------------------------------------------

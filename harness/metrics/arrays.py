@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -52,11 +52,42 @@ def flatten_outputs(outputs: Any) -> list[Any]:
     return [outputs]
 
 
+LARGEST_BLOCK = 1 << 20
+"""Elements `largest_finite` reads at a time."""
+
+
+def flat_blocks(arrays: tuple[np.ndarray, ...], size: int) -> Iterator[tuple[np.ndarray, ...]]:
+    """The arrays (all of one shape, at least 1-d) in flat blocks of at most `size` elements each
+    (an innermost row at a time where a row is longer), in C order, the same elements of each: views
+    where every array is C-contiguous, else a copy of one block at a time, so that an array
+    that is not contiguous (an expanded view, a transposed one) is never copied whole."""
+    if all(array.flags.c_contiguous for array in arrays):
+        flat = [array.reshape(-1) for array in arrays]
+        for start in range(0, flat[0].size, size):
+            yield tuple(array[start:start + size] for array in flat)
+        return
+    first = arrays[0]
+    per_index = first[0].size if first.shape[0] else 0
+    if first.ndim == 1 or 0 < per_index <= size:
+        step = max(size // max(per_index, 1), 1) if first.ndim > 1 else size
+        for start in range(0, first.shape[0], step):
+            yield tuple(array[start:start + step].reshape(-1) for array in arrays)
+        return
+    for index in range(first.shape[0] if per_index else 0):
+        yield from flat_blocks(tuple(array[index] for array in arrays), size)
+
+
 def largest_finite(array: np.ndarray) -> float:
-    """The largest finite magnitude in a numeric array (0 when it has none)."""
+    """The largest finite magnitude in a numeric array (0 when it has none), read in blocks
+    (`flat_blocks`), so that no array-sized temporary is made."""
     if array.size == 0 or array.dtype.kind not in "biufc":
         return 0.0
-    magnitude = np.abs(array)
-    if array.dtype.kind in "fc":
-        magnitude = magnitude[np.isfinite(magnitude)]
-    return float(magnitude.max()) if magnitude.size else 0.0
+    largest = None
+    for (block,) in flat_blocks((array.reshape(1) if array.ndim == 0 else array,), LARGEST_BLOCK):
+        magnitude = np.abs(block)
+        if array.dtype.kind in "fc":
+            magnitude = magnitude[np.isfinite(magnitude)]
+        if magnitude.size:
+            top = magnitude.max()
+            largest = top if largest is None else max(largest, top)
+    return float(largest) if largest is not None else 0.0

