@@ -211,6 +211,68 @@ def test_the_fp64_copies_are_shared_only_where_they_fit_and_values_are_held(valu
         assert len(made[0].kept) == len(set(made[0].kept)) == 6  # each placeholder converted once
 
 
+class _FakeMalloc:
+    """glibc's mallopt and malloc_trim, recorded (harness.runtime.memory._libc's stand-in)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def __call__(self, symbol: str):
+        return lambda *args: self.calls.append((symbol, *args)) or 1
+
+
+@pytest.mark.parametrize("nested, trims_inside", [(False, 0), (True, 0)])
+def test_a_reusing_scope_trims_once_at_its_end_and_restores_glibcs_thresholds(nested, trims_inside, monkeypatch):
+    import contextlib
+
+    from harness.runtime import memory
+
+    fake = _FakeMalloc()
+    monkeypatch.setattr(memory, "_libc", fake)
+    with memory.reusing_freed_memory(1 << 20) as tuned:
+        with memory.reusing_freed_memory() if nested else contextlib.nullcontext():
+            assert memory.release_freed_memory()  # a trim asked for inside: deferred
+        inside = [call for call in fake.calls if call[0] == "malloc_trim"]
+    assert tuned
+    assert len(inside) == trims_inside
+    assert fake.calls == [("mallopt", memory.M_MMAP_THRESHOLD, 1 << 20), ("mallopt", memory.M_TRIM_THRESHOLD, 1 << 30),
+                          ("mallopt", memory.M_MMAP_THRESHOLD, memory.GLIBC_MMAP_THRESHOLD),
+                          ("mallopt", memory.M_TRIM_THRESHOLD, 2 * memory.GLIBC_MMAP_THRESHOLD), ("malloc_trim", 0)]
+    assert memory.release_freed_memory() and fake.calls[-1] == ("malloc_trim", 0)  # outside: trims again
+
+
+@pytest.mark.parametrize("sliced_bytes", [truth.SLICED_BYTES, 4_000])  # the zoo's slicing, and every layer sliced
+def test_reusing_freed_memory_in_the_fp64_passes_leaves_every_row_as_it_was(sliced_bytes, monkeypatch):
+    """The fp64 passes run in a reusing scope (harness.runtime.memory.reusing_freed_memory):
+    where blocks come from changes nothing a row says."""
+    import contextlib
+
+    import harness
+
+    def rows(verification) -> list[tuple]:
+        return [(op.fx_node, op.passed, op.isolated, op.accumulated, op.truth, op.torch_truth, op.attribution,
+                 op.verdict.to_dict() if op.verdict is not None else None) for op in verification.ops]
+
+    monkeypatch.setattr(truth, "SLICED_BYTES", sliced_bytes)
+    torch.manual_seed(0)
+    module, args = _Layers().eval(), (torch.randn(3, 6, 7, 7),)
+    scopes: list[bool] = []
+    original = truth.reusing_freed_memory
+
+    def recorded():
+        scopes.append(True)
+        return original()
+
+    monkeypatch.setattr(truth, "reusing_freed_memory", recorded)
+    reusing = harness.verify(module, args)
+    monkeypatch.setattr(truth, "reusing_freed_memory", lambda: contextlib.nullcontext(False))
+    trimming = harness.verify(module, args)
+    assert len(scopes) == 2  # the outputs' truth, the per-op pass
+    assert reusing.passed and trimming.passed
+    assert rows(reusing) == rows(trimming) and len(rows(reusing)) == 4  # two convolutions, flatten, linear
+    assert [o.max_abs for o in reusing.outputs] == [o.max_abs for o in trimming.outputs]
+
+
 class _Pointwise(torch.nn.Module):
     """The element-wise ops a detector pastes its masks with, on full tensors, broadcast rows,
     scalars, booleans and integers, with NaN and infinities among the values."""

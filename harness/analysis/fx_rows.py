@@ -34,7 +34,8 @@ from harness.analysis.spilled import SpillFolder, spill
 from harness.analysis.strictness import harness_errors
 from harness.analysis.torch_values import TorchValues, describe_value
 from harness.analysis.truth import (
-    Float64Weights, OpCallFailed, Replayer, cell_roundings, no_truth_reason, reduction_length, replay_region,
+    Float64Weights, OpCallFailed, Replayer, cell_roundings, no_truth_reason, reduction_length, replay_memory,
+    replay_region,
 )
 from harness.metrics.arrays import as_array, largest_finite
 from harness.metrics.comparison import Comparison, compare, dtype_name
@@ -109,7 +110,8 @@ def analyse_backends(analyses: Sequence[FxAnalysis]) -> list[OpAnalysis]:
         measured = [_measure(analyses[0])] + [each.result() for each in later]
     started = time.perf_counter()
     release_freed_memory()
-    truths = _truth([(records, analysis, isolated) for analysis, (records, _, isolated) in zip(analyses, measured)])
+    with replay_memory(analyses[0].values):
+        truths = _truth([(records, analysis, isolated) for analysis, (records, _, isolated) in zip(analyses, measured)])
     truth_s = time.perf_counter() - started
     results = []
     for index, (analysis, (records, result, isolated)) in enumerate(zip(analyses, measured)):
@@ -775,6 +777,12 @@ class _TruthPass:
         """Fill the truth and attribution of `records`; return each op's comparisons with the
         truth, by FX node and value name. `after(node, its comparisons)` runs once each replayed
         row is filled, before the next is replayed."""
+        with replay_memory(self.analysis.values):
+            return self._measure(records, isolated, after)
+
+    def _measure(self, records: Mapping[str, OpRecord], isolated: Mapping[str, Mapping[str, Comparison]],
+                 after: Callable[[torch.fx.Node, Mapping[str, TruthPair]], None] | None
+                 ) -> dict[str, dict[str, TruthPair]]:
         analysis, replay = self.analysis, self.replay
         found: dict[str, dict[str, TruthPair]] = {}
         for node in (self.by_name[fx] for fx in records if fx in self.by_name):

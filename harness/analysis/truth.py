@@ -12,6 +12,7 @@ torch CUDA on the same inputs, what two correct fp32 implementations disagree by
 
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
 from collections import Counter
@@ -21,7 +22,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from harness.runtime.memory import release_freed_memory
+from harness.runtime.memory import release_freed_memory, reusing_freed_memory
 
 # --- reduction length ----------------------------------------------------------------------
 
@@ -554,6 +555,15 @@ def replay_region(members: list[torch.fx.Node], values: dict[str, Any], *,
         replayed[member.name] = output
         length = max(length, reduction_length(member, args, output))
     return output, length
+
+
+def replay_memory(values: Any) -> contextlib.AbstractContextManager[bool]:
+    """The memory scope of an fp64 pass over torch's `values`: where they are held whole, freed
+    blocks are reused within the pass and the heaps trimmed once after it
+    (harness.runtime.memory.reusing_freed_memory: vgg16's page faults a quarter fewer); a
+    streamed model's pass (values past the budget, a detector at 800 px) trims as it goes, as
+    before, since streaming is there to bound its peak."""
+    return contextlib.nullcontext(False) if getattr(values, "streaming", False) else reusing_freed_memory()
 
 
 # --- model-level truth ---------------------------------------------------------------------

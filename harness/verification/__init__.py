@@ -513,7 +513,7 @@ def _output_truth(run: _Run, module_first: bool = False) -> list[Any] | None:
     None, with a note, when it cannot run in float64. An error of the replay's own code is the
     harness's: raised in strict mode, else a note (harness.analysis.strictness), never an fp64
     failure of the model."""
-    from harness.analysis.truth import OpCallFailed, model_truth, program_truth
+    from harness.analysis.truth import OpCallFailed, model_truth, program_truth, replay_memory
 
     verification, exported, module = run.verification, run.exported, run.module
     if exported.program is None and module is None:
@@ -523,7 +523,8 @@ def _output_truth(run: _Run, module_first: bool = False) -> list[Any] | None:
         with harness_errors("computing the fp64 truth of the outputs", run.options.strict, verification.notes,
                             findings=(OpCallFailed,)):
             if exported.program is not None and not (module_first and module is not None):
-                return flatten_outputs(program_truth(exported.program, run.values, run.float64_weights))
+                with replay_memory(run.values):
+                    return flatten_outputs(program_truth(exported.program, run.values, run.float64_weights))
             # a copy: a detector's forward keeps dtype-dependent state (torchvision's AnchorGenerator
             # stores its cell anchors in the dtype it last ran in), which a later export would capture
             return flatten_outputs(model_truth(_stateless_copy(module) if module_first else module, run.torch_args,
