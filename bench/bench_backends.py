@@ -5,11 +5,11 @@ For each model, ONE roundtrip export is verified (export excluded) by
 * single: harness.verification.verify_exported(..., backends=("onnxruntime",)), the anchor;
 * double: the same with a second backend (default openvino:precision=f32): its own production
   run, instrumented run and isolation run, judged against the SAME torch values and fp64
-  truth (computed once per op for both backends); the second backend's production run and
-  rows are measured on a worker thread beside torch's and the first backend's work
-  (harness.analysis.overlap);
-* double_sequential: the double verification with that worker off (overlap.OVERLAP = False),
-  every step one after the other as before: what the worker thread saves, measured alike.
+  truth (computed once per op for both backends), every step one after the other (the
+  verification's default);
+* double_worker: the double verification with the second backend's production run and rows
+  on a worker thread beside torch's and the first backend's work (harness.analysis.overlap,
+  OVERLAP = True): what that thread saves, measured alike.
 
 Each of `--repeat` rounds (at least 3; a case under 10 s for a warm-up of both sides gets three
 times as many, since its runs are cheap and the machine's load moves them most) runs every side,
@@ -63,7 +63,7 @@ ZOO_CASES = ("word_language_model_lstm", "resnet18", "mobilenet_v3_small", "resn
 MODELS = ("small_conv_net", *ZOO_CASES)
 TARGET = 1.5  # double-backend time over single-backend time, at most (wall and CPU seconds)
 CHEAP_S = 10.0  # a warm-up of both sides under this: the case gets three times the rounds
-SIDES = ("single", "double", "double_sequential")
+SIDES = ("single", "double", "double_worker")
 
 
 def _model(name: str, seed: int) -> tuple[torch.nn.Module, tuple[Any, ...]]:
@@ -75,14 +75,14 @@ def _model(name: str, seed: int) -> tuple[torch.nn.Module, tuple[Any, ...]]:
     return case.module(seed), case.inputs(seed)
 
 
-def _sequential(verify: Callable[[], Any]) -> Callable[[], Any]:
-    """`verify` with the further backends' steps run one after the other (no worker thread)."""
+def _overlapped(verify: Callable[[], Any], overlapping: bool) -> Callable[[], Any]:
+    """`verify` with the further backends' steps on a worker thread, or one after the other."""
     def run() -> Any:
-        overlap.OVERLAP = False
+        kept, overlap.OVERLAP = overlap.OVERLAP, overlapping
         try:
             return verify()
         finally:
-            overlap.OVERLAP = True
+            overlap.OVERLAP = kept
     return run
 
 
@@ -109,7 +109,7 @@ def measure(name: str, second: str, *, seed: int, repeat: int) -> dict:
     single()  # warm-up: first-call imports, OpenVINO's plugin load
     double()
     rounds = repeat * 3 if time.perf_counter() - started < CHEAP_S else repeat
-    sides = {"single": single, "double": double, "double_sequential": _sequential(double)}
+    sides = {"single": single, "double": _overlapped(double, False), "double_worker": _overlapped(double, True)}
     seconds, results = side_by_side({side: loaded(side, run) for side, run in sides.items()}, rounds)
     other = results["double"].backend_results[0]
     row = {
@@ -127,7 +127,7 @@ def measure(name: str, second: str, *, seed: int, repeat: int) -> dict:
         # the process's CPU seconds (every thread's): what each side costs, less moved by the load
         row[f"{side}_cpu_runs_s"] = [round(s, 3) for s in cpu_seconds[side]]
     for side in SIDES[1:]:
-        prefix = "" if side == "double" else "sequential_"
+        prefix = "" if side == "double" else "worker_"
         row[f"{prefix}ratio"] = median(seconds[side]) / median(seconds["single"])
         row[f"{prefix}ratio_of_minima"] = min(seconds[side]) / min(seconds["single"])
         row[f"{prefix}cpu_ratio"] = median(cpu_seconds[side]) / median(cpu_seconds["single"])
@@ -137,7 +137,7 @@ def measure(name: str, second: str, *, seed: int, repeat: int) -> dict:
 
 def markdown(rows: list[dict]) -> str:
     lines = ["| model | second backend | ops | rounds | one backend (s) | two backends (s) | ratio (medians, minima) | "
-             "CPU seconds ratio (medians, minima) | two backends, no worker thread: ratio, CPU ratio (medians) | "
+             "CPU seconds ratio (medians, minima) | two backends, worker thread: ratio, CPU ratio (medians) | "
              "load at the runs | target |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
     for row in rows:
@@ -145,7 +145,7 @@ def markdown(rows: list[dict]) -> str:
         lines.append(f"| {row['model']} | {row['second']} | {row['ops']} | {row['rounds']} | {row['single_s']:.2f} | "
                      f"{row['double_s']:.2f} | {row['ratio']:.2f}x, {row['ratio_of_minima']:.2f}x | "
                      f"{row['cpu_ratio']:.2f}x, {row['cpu_ratio_of_minima']:.2f}x | "
-                     f"{row['sequential_ratio']:.2f}x, {row['sequential_cpu_ratio']:.2f}x | "
+                     f"{row['worker_ratio']:.2f}x, {row['worker_cpu_ratio']:.2f}x | "
                      f"{min(loads):.1f}-{max(loads):.1f} | <= {row['target']:.1f}x |")
     return "\n".join(lines)
 

@@ -14,8 +14,12 @@ steps, so no session outlives the verification.
         ...                                     # the main thread's own steps
         value = later.result()                  # the step's value, or its exception
 
-`OVERLAP = False` (or `enabled=False`) runs each step where its result is first taken, which is
-where the verification ran it before: `bench/bench_backends.py` times both ways.
+With `OVERLAP = False` (the default) or `enabled=False` each step runs where its result is first
+taken, which is where the verification runs it sequentially. It is off by default because, on
+this project's 2-core machine under load, it was not measured to pay: resnet18's two-backend
+verification took 8.20 s with it and 9.17 s without at load 5.4-5.8 (medians of 5), but 9.72 s
+and 7.97 s at load 4.1-4.7 (medians of 3), and its CPU seconds are never fewer (torch's and the
+backends' threads then share the cores). `bench/bench_backends.py` times both ways on every run.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
-OVERLAP = True
+OVERLAP = False
 """Whether a verification on several backends runs the further backends' steps on a worker
 thread (a CPU verification only: a CUDA one keeps each session alone on the device)."""
 

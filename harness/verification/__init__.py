@@ -436,7 +436,7 @@ def _production_run(run: _Run) -> None:
 
 def _start_other_backends(run: _Run) -> list[BackendRun]:
     """Each further backend's production run, judged with the first one's values later (on the
-    verification's worker thread, harness.analysis.overlap: it reads only the model, its inputs
+    verification's worker thread where harness.analysis.overlap is on: it reads only the model, its inputs
     and the shared weights)."""
     model, tf32 = run.exported.model, run.options.tf32
     return [BackendRun.start(backend, model, run.spec, run.feeds, tf32=tf32, shared=run.shared,

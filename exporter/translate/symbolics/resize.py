@@ -3,11 +3,12 @@
 `F.interpolate` reaches the registry as `upsample_<mode>.vec` with either an output size or
 scale factors. torch computes source coordinates with 1/scale_factor when factors are given
 and with in/out otherwise; ONNX Resize does the same when it is given `scales` or `sizes`
-respectively, so the symbolic passes on whichever torch had. Coordinate conventions:
+respectively, so the symbolic passes on whichever torch had. Nearest is the exception: torch's
+pick has special cases Resize lacks, so it is a Gather of torch's indices (resize_nearest.py).
+Coordinate conventions:
 
 | torch | ONNX Resize |
 |---|---|
-| nearest | mode=nearest, coordinate_transformation_mode=asymmetric, nearest_mode=floor |
 | linear modes, align_corners=False | mode=linear, half_pixel (source clamped at 0 in both) |
 | linear modes, align_corners=True | mode=linear, align_corners |
 | bicubic | mode=cubic, cubic_coeff_a=-0.75, same coordinate modes |
@@ -28,12 +29,11 @@ import torch
 
 from exporter.translate.graph import Graph, Value
 from exporter.translate.registry import symbolic
+from exporter.translate.symbolics import resize_nearest as nearest
 from exporter.translate.symbolics._helpers import int64_vector, rank_of, register_from_schema
 
 
 def _resize_attributes(mode: str, align_corners: bool | None) -> dict[str, Any]:
-    if mode == "nearest":
-        return {"mode_s": "nearest", "coordinate_transformation_mode_s": "asymmetric", "nearest_mode_s": "floor"}
     attributes = {
         "mode_s": mode,
         "coordinate_transformation_mode_s": "align_corners" if align_corners else "half_pixel",
@@ -67,9 +67,9 @@ def _resize(g: Graph, input: Value, output_size, scale_factors, mode: str, align
 def upsample_nearest(g: Graph, input: Value, output_size, scale_factors) -> Value:
     """upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
 
-    The 1-d and 3-d forms alike: Resize in nearest mode over the axes after batch and channels.
+    The 1-d and 3-d forms alike: torch's index pick, one Gather per resized axis (resize_nearest.py).
     """
-    return _resize(g, input, output_size, scale_factors, "nearest", None)
+    return nearest.upsample_nearest(g, input, output_size, scale_factors)
 
 
 @symbolic("aten::upsample_linear1d.vec", "aten::upsample_bilinear2d.vec", "aten::upsample_trilinear3d.vec")

@@ -3,7 +3,8 @@ per-axis scales) and the antialiased `_upsample_<mode>_aa`.
 
 `F.interpolate` reaches the registry as `.vec` (resize.py); these forms come from code calling
 the kernels (or from other decompositions). torch maps coordinates with 1/scale when every
-scale is given and with in/out otherwise, so Resize gets `scales` or `sizes` to match.
+scale is given and with in/out otherwise, so Resize gets `scales` or `sizes` to match; nearest
+takes torch's index pick per axis (resize_nearest.py), with each axis's scale or in/out.
 Antialiasing (downsampling with a filter widened by the scale, as PIL does) is ONNX Resize's
 `antialias` from opset 18, with `exclude_outside` (torch renormalises the filter's weights over
 the taps inside the image); torch's antialiased bicubic uses the coefficient a = -0.5.
@@ -20,6 +21,7 @@ from exporter.translate.graph import Graph, Value
 from exporter.translate.registry import symbolic
 from exporter.translate.symbolics._helpers import int64_vector, register_from_schema
 from exporter.translate.symbolics.resize import _resize, _resize_attributes
+from exporter.translate.symbolics.resize_nearest import upsample_nearest
 
 ANTIALIAS_SINCE = 18
 
@@ -33,19 +35,19 @@ def _resize_kernel(g: Graph, input: Value, output_size, scales: Sequence, mode: 
 @symbolic("aten::upsample_nearest1d")
 def upsample_nearest1d(g: Graph, self: Value, output_size, scales=None) -> Value:
     """upsample_nearest1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
-    return _resize_kernel(g, self, output_size, [scales], "nearest", None)
+    return upsample_nearest(g, self, output_size, [scales])
 
 
 @symbolic("aten::upsample_nearest2d")
 def upsample_nearest2d(g: Graph, self: Value, output_size, scales_h=None, scales_w=None) -> Value:
     """upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    return _resize_kernel(g, self, output_size, [scales_h, scales_w], "nearest", None)
+    return upsample_nearest(g, self, output_size, [scales_h, scales_w])
 
 
 @symbolic("aten::upsample_nearest3d")
 def upsample_nearest3d(g: Graph, self: Value, output_size, scales_d=None, scales_h=None, scales_w=None) -> Value:
     """upsample_nearest3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    return _resize_kernel(g, self, output_size, [scales_d, scales_h, scales_w], "nearest", None)
+    return upsample_nearest(g, self, output_size, [scales_d, scales_h, scales_w])
 
 
 @symbolic("aten::upsample_linear1d")
