@@ -285,7 +285,7 @@ class _WideHead(torch.nn.Module):
 
 
 def test_a_model_whose_largest_weight_outweighs_its_values_loads_the_two_apart(monkeypatch):
-    """One chunk, but its largest weight is larger than its values: the instrumented model and
+    """One chunk, but its weights outweigh its values: the instrumented model and
     the isolation batch load apart (a joint load packs that weight twice), with the rows a joint
     run gives."""
     torch.manual_seed(0)
@@ -304,12 +304,12 @@ def test_a_model_whose_largest_weight_outweighs_its_values_loads_the_two_apart(m
 
 
 @pytest.mark.parametrize("dims, data_type, stub, expected", [
-    ((1024, 256), 1, True, 1024 * 256 * 4),  # float32, held in memory by the export (a stub)
-    ((3, 5), 11, False, 3 * 5 * 8),  # float64, inline
-    ((7,), 16, False, 7 * 2),  # bfloat16
-    ((), 7, False, 8),  # an int64 scalar
+    ((1024, 256), 1, True, 1024 * 256 * 4 + 8),  # float32, held in memory by the export (a stub)
+    ((3, 5), 11, False, 3 * 5 * 8 + 8),  # float64, inline
+    ((7,), 16, False, 7 * 2 + 8),  # bfloat16
+    ((), 7, False, 8 + 8),  # an int64 scalar
 ])
-def test_largest_initializer_bytes_reads_type_and_shape(dims, data_type, stub, expected):
+def test_initializer_bytes_reads_types_and_shapes(dims, data_type, stub, expected):
     import numpy as np
     import onnx
 
@@ -323,7 +323,7 @@ def test_largest_initializer_bytes_reads_type_and_shape(dims, data_type, stub, e
         tensor.raw_data = np.zeros(dims, dtype).tobytes()
     small = onnx.TensorProto(name="b", data_type=1, dims=(2,), raw_data=bytes(8))
     model = onnx.helper.make_model(onnx.helper.make_graph([], "g", [], [], initializer=[small, tensor]))
-    assert fx_rows.largest_initializer_bytes(model) == expected
+    assert fx_rows.initializer_bytes(model) == expected  # with the small float32 pair's 8 bytes
 
 
 def test_a_model_past_the_budget_streams_in_chunks_of_the_smallest_budget(monkeypatch):

@@ -8,7 +8,7 @@ budget from the memory available lets a model whose values fit be verified in on
 while a large one (a detector at 800 px, an LLM) is still streamed and its peak bounded: its
 chunks are `FLOOR_BYTES` whatever the budget, as a larger chunk saves sessions only. Within
 one chunk, the instrumented model and the isolation batch load as one model only where the
-model's largest weight is no larger than its values (harness.analysis.fx_rows._joinable): the
+model's weights together are no larger than its values (harness.analysis.fx_rows._joinable): the
 joint load packs a weight both read twice.
 
 The budget is an eighth of the memory available when the verification starts (the process
