@@ -79,6 +79,8 @@ ROWS = [
     ((1, 2, 3), {"scale_factor": 1.3}),  # 1-d: 3 -> 3 is not a copy
     ((1, 1, 2, 3, 4), {"scale_factor": (1.3, 2.2, 2.2)}),  # 3-d: 2 -> 2, 3 -> 6, 4 -> 8
     ((1, 1, 3, 5, 2), {"size": (4, 7, 5)}),
+    ((1, 2, 3, 5), {"scale_factor": (2.0, 3.0)}),
+    ((1, 1, 4, 3), {"scale_factor": (25.0, 2.2)}),
 ]
 MODES = ("nearest", "nearest-exact")
 
@@ -100,6 +102,8 @@ DYNAMIC_ROWS = [
                                                                      (1, 1, 2, 11)]),
     ((1, 2, 6), {2: "w"}, {"scale_factor": 2.2}, [(1, 2, 6), (1, 2, 4), (1, 2, 9), (1, 2, 13)]),
     ((1, 1, 5, 6), {3: "w"}, {"scale_factor": (2.0, 0.7)}, [(1, 1, 5, 6), (1, 1, 5, 3), (1, 1, 5, 17)]),
+    ((1, 1, 4, 5), {2: "h", 3: "w"}, {"scale_factor": (3.0, 25.0)}, [(1, 1, 4, 5), (1, 1, 7, 2), (1, 1, 1, 9)]),
+    ((2, 3, 5, 6), {0: "n", 2: "h", 3: "w"}, {"scale_factor": 2.0}, [(2, 3, 5, 6), (1, 3, 7, 3)]),
 ]
 
 
@@ -117,3 +121,22 @@ def test_dynamic_nearest_equals_torch_at_other_sizes(traced, axes, options, runs
         if actual.shape != expected.shape or not np.array_equal(actual, expected):
             wrong[shape] = (actual.tolist(), expected.tolist())
     assert not wrong, f"onnx differs from torch at {wrong}"
+
+
+FORMS = [
+    # input shape, dynamic axes, options, the ONNX ops the pick takes: one Resize where torch's
+    # pick is i // k for an integer k, a Gather per other axis
+    ((1, 1, 4, 4), None, {"scale_factor": (1.0, 2.2)}, ["Resize"]),  # 4 -> 8 is the 2-d shift
+    ((1, 1, 4, 5), {"x": {2: "h", 3: "w"}}, {"scale_factor": 2.0}, ["Resize"]),
+    ((1, 1, 4, 5), {"x": {3: "w"}}, {"scale_factor": (2.0, 25.0)}, ["Resize", "Gather"]),  # f32(1/25) < 1/25
+    ((1, 1, 5, 5), None, {"scale_factor": (1.3, 1.7)}, ["Gather", "Gather"]),
+    ((1, 1, 3), None, {"scale_factor": 1.3}, ["Gather"]),  # 1-d: 3 -> 3 is not a copy in torch
+]
+
+
+@pytest.mark.parametrize(("shape", "axes", "options", "ops"), FORMS, ids=[str(row[2]) for row in FORMS])
+def test_integer_factors_take_resize_and_others_gather(shape, axes, options, ops) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = exporter.export(_Interpolate(mode="nearest", **options), (_distinct(*shape),), dynamic_axes=axes)
+    assert [n.op_type for n in model.graph.node if n.op_type in ("Resize", "Gather")] == ops

@@ -11,14 +11,18 @@ export follows the contiguous kernel.
 
 ONNX Resize (nearest, asymmetric) divides by the scale instead and has no shortcut, so a 2-d
 scale factor whose output size lands on in or 2 * in (width 4 at 2.2 gives 8, width 3 at 2.2
-gives 6) picks other pixels than torch. The pick is therefore computed here with the same float32
-operations and applied with Gather: equal to torch's for every size, on any backend. The sizes
-are constants where the traced shape is static and computed in the graph where it is dynamic.
+gives 6) picks other pixels than torch. Where torch's pick is `i // k` for an integer factor k
+(checked on the indices at static sizes; at dynamic ones, an integer scale factor whose float32
+reciprocal is not below 1/k, which makes the float32 product floor to i // k below 2**24), the
+axis is left to one Resize with scale k, whose `i / k` floors the same on any backend (onnxruntime
+runs it about 30x faster than a Gather). Every other axis gathers torch's indices, computed with
+the same float32 operations: constants at static sizes, in the graph at dynamic ones.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -40,10 +44,23 @@ def source_indices(in_size: int, out_size: int, scale: float | None, shortcuts: 
     return np.minimum(picked, in_size - 1)
 
 
+def _integer_factor(in_size: Any, out_size: Any, scale: float | None, shortcuts: bool) -> int | None:
+    """k when torch's pick on this axis is i // k for an integer k >= 1, else None."""
+    if isinstance(in_size, int) and isinstance(out_size, int):
+        if in_size < 1 or out_size % in_size:
+            return None
+        k = out_size // in_size
+        picks = source_indices(in_size, out_size, scale, shortcuts)
+        return k if np.array_equal(picks, np.arange(out_size) // k) else None
+    if scale is None or scale < 1 or not float(scale).is_integer():
+        return None
+    k = int(scale)
+    exact = (shortcuts and k == 2) or Fraction(float(np.float32(1.0 / k))) >= Fraction(1, k)
+    return k if exact else None
+
+
 def _output_size(g: Graph, in_size: Any, scale: float) -> Any:
-    """torch's `int(in * scale)` in double, in the graph when `in` is only known at run time."""
-    if isinstance(in_size, int):
-        return int(in_size * scale)
+    """torch's `int(in * scale)` in double, computed in the graph for a run-time `in`."""
     scaled = g.op("Mul", cast_to(g, in_size, torch.float64), g.constant([scale], torch.float64))
     return cast_to(g, g.op("Floor", scaled), torch.int64)
 
@@ -81,16 +98,30 @@ def upsample_nearest(g: Graph, input: Value, output_size: Sequence[Any] | None,
     if output_size is None and any(s is None for s in scales):
         raise ValueError("nearest upsampling needs an output size or scale factors")
     shortcuts = spatial == 2
-    result = input
+    factors, gathered = [1] * spatial, []
     for d, scale in enumerate(scales):
         axis = 2 + d
-        dim = input.shape[axis]
-        in_size: Any = dim if isinstance(dim, int) else g.op("Shape", input, start_i=axis, end_i=axis + 1)
-        out_size = _output_size(g, in_size, scale) if output_size is None else output_size[d]
+        in_size: Any = input.shape[axis]
+        out_size = output_size[d] if output_size is not None else None
+        if out_size is None and isinstance(in_size, int):
+            out_size = int(in_size * scale)  # torch's size, in double
+        k = _integer_factor(in_size, out_size, scale, shortcuts)
+        if k is not None:
+            factors[d] = k
+            continue
+        if not isinstance(in_size, int):
+            in_size = g.op("Shape", input, start_i=axis, end_i=axis + 1)
+        if out_size is None:
+            out_size = _output_size(g, in_size, scale)
+        gathered.append((axis, in_size, out_size, scale))
+    result = input
+    if any(k != 1 for k in factors):
+        scaling = g.constant([1.0, 1.0, *map(float, factors)], torch.float32)
+        result = g.op("Resize", input, None, scaling, mode_s="nearest", coordinate_transformation_mode_s="asymmetric",
+                      nearest_mode_s="floor")
+    for axis, in_size, out_size, scale in gathered:
         if isinstance(in_size, int) and isinstance(out_size, int):
             picks = source_indices(in_size, out_size, scale, shortcuts)
-            if out_size == in_size and np.array_equal(picks, np.arange(in_size)):
-                continue
             indices = g.constant(picks, torch.int64)
         else:
             sizes = [int64_vector(g, [s]) for s in (in_size, out_size)]
