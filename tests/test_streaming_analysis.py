@@ -6,6 +6,8 @@ torch's streamed values never all live at once."""
 
 from __future__ import annotations
 
+import types
+
 import pytest
 import torch
 
@@ -290,6 +292,7 @@ def test_a_model_whose_largest_weight_outweighs_its_values_loads_the_two_apart(m
     run gives."""
     torch.manual_seed(0)
     module, args = _WideHead().eval(), (torch.randn(1, 3, 8, 8, generator=torch.Generator().manual_seed(2)),)
+    monkeypatch.setattr(fx_rows, "JOIN_WEIGHTS_BYTES", 0)  # the 1 MiB weight stands for vgg16's 528 MB
     returned = _counting_runner(monkeypatch)
     apart = harness.verify(module, args, optimize=False)
     apart_runs = list(returned)
@@ -337,3 +340,19 @@ def test_a_model_past_the_budget_streams_in_chunks_of_the_smallest_budget(monkey
 
     assert streamed.environment["instrumented_segments"] >= 6
     assert max(returned) <= 2 * VALUE_BYTES + 2 * VALUE_BYTES < 8 * VALUE_BYTES
+
+
+_MIB = 1 << 20
+
+
+@pytest.mark.parametrize("weights, values, chunk, joined", [
+    (47 * _MIB, 31 * _MIB, 1024 * _MIB, True),  # resnet18: weights under the allowance
+    (100 * _MIB, 150 * _MIB, 1024 * _MIB, True),  # values outweigh the weights
+    (528 * _MIB, 115 * _MIB, 1024 * _MIB, False),  # vgg16: a second packed copy of 528 MB
+    (1526 * _MIB, 300 * _MIB, 1024 * _MIB, False),  # llama
+    (10 * _MIB, 2048 * _MIB, 1024 * _MIB, False),  # values past one chunk stream apart
+])
+def test_the_joint_load_is_chosen_by_the_weights_and_the_values(monkeypatch, weights, values, chunk, joined):
+    monkeypatch.setattr(fx_rows, "initializer_bytes", lambda model: weights)
+    analysis = types.SimpleNamespace(onnx_model=None, chunk_bytes=chunk)
+    assert fx_rows._joinable(analysis, values) is joined
