@@ -150,11 +150,14 @@ def test_verify_onnx_memory_maps_external_data_and_checks_the_path(wide, tmp_pat
 
 def test_verify_never_serialises_the_weights(wide, monkeypatch):
     """Every session harness.verify creates (production, the instrumented model, the isolation
-    batch: loaded apart, since the model's weights outweigh its values) loads a model of a few
-    KiB: the weights reach onnxruntime as arrays, on the module's own memory."""
+    batch: loaded apart, as a model whose weights outweigh its values and the joint allowance)
+    loads a model of a few KiB: the weights reach onnxruntime as arrays, on the module's own memory."""
     import onnxruntime as ort
 
+    from harness.analysis import fx_rows
+
     module, args = wide
+    monkeypatch.setattr(fx_rows, "JOIN_WEIGHTS_BYTES", 0)  # its few MiB of weights stand for a large model's
     loaded: list[int] = []
     real_session = ort.InferenceSession
 
