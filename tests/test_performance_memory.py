@@ -97,6 +97,41 @@ def test_sliced_replay_returns_the_arguments_with_the_weight_as_recorded(monkeyp
     assert truth.reduction_length(node, replay_args, output) == 8
 
 
+class _SlicingBug(Exception):
+    """An error of the replay's own slicing code (not torch's kernel)."""
+
+
+@pytest.mark.parametrize("fault, raised", [
+    ("kernel", truth.OpCallFailed),  # torch's kernel refused: a finding about torch
+    ("slicing", _SlicingBug),  # the harness's slicing broke: propagates as it is, never a finding
+])
+def test_a_sliced_replay_blames_torch_only_for_its_kernels_errors(fault, raised, monkeypatch):
+    import exporter
+
+    module = torch.nn.Linear(8, 16).eval()
+    args = (torch.randn(2, 8),)
+    program = exporter.capture(module, args)
+    values = record_values(program, args)
+    monkeypatch.setattr(truth, "SLICED_BYTES", 64)
+    node = next(n for n in program.graph.nodes if n.op == "call_function")
+    replay = truth.Replayer([node], values, device="cpu", dtype=torch.float64)
+    if fault == "kernel":
+        def refusing(*_args, **_kwargs):
+            raise RuntimeError("no float64 kernel")
+        node.target = refusing
+    else:
+        real = truth._convert
+
+        def broken(value, *rest):  # fails on a weight slice (one output feature), inside the slicing loop
+            if isinstance(value, torch.Tensor) and tuple(value.shape) == (1, 8):
+                raise _SlicingBug("slice bounds")
+            return real(value, *rest)
+        monkeypatch.setattr(truth, "_convert", broken)
+    with pytest.raises(raised) as caught:
+        replay(node)
+    assert type(caught.value) is raised
+
+
 @pytest.mark.parametrize("expected_dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("with_nonfinite", [False, True])
 def test_blockwise_comparison_equals_the_whole(expected_dtype, with_nonfinite, monkeypatch):

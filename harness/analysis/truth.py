@@ -378,32 +378,36 @@ class Replayer:
         x = args[0]
         per_slice = -(-features // slices)
         pieces, total = [], None
-        try:
-            with torch.no_grad():
-                for start in range(0, features, per_slice):
-                    stop = min(start + per_slice, features)
-                    args[1] = _convert(weight.narrow(dim, start, stop - start), self.device, self.dtype)
-                    if dim == 0:  # linear: a slice of output features, with its bias
-                        if len(args) > 2:
-                            args[2] = None if bias is None else _convert(bias[start:stop], self.device, self.dtype)
-                        pieces.append(node.target(*args))
-                    else:  # convolution: a slice of input channels, summed, one image at a time
-                        if len(args) > 2:
-                            args[2] = None
-                        for image in range(x.shape[0]):
-                            args[0] = x[image:image + 1].narrow(1, start, stop - start)
-                            part = node.target(*args)
-                            if total is None:
-                                total = part.new_zeros((x.shape[0], *part.shape[1:]))
-                            total[image:image + 1].add_(part)
-                            del part
-                if dim == 0:
-                    total = torch.cat(pieces, dim=-1)
-                elif bias is not None:
-                    shape = [1, -1] + [1] * (total.dim() - 2)
-                    total.add_(_convert(bias, self.device, self.dtype).reshape(shape))
-        except Exception as error:  # torch's kernel refused these inputs
-            raise OpCallFailed(node, error) from error
+
+        def kernel() -> Any:  # only torch's own call is a finding about torch; the slicing's errors propagate
+            try:
+                return node.target(*args)
+            except Exception as error:  # torch's kernel refused these inputs
+                raise OpCallFailed(node, error) from error
+
+        with torch.no_grad():
+            for start in range(0, features, per_slice):
+                stop = min(start + per_slice, features)
+                args[1] = _convert(weight.narrow(dim, start, stop - start), self.device, self.dtype)
+                if dim == 0:  # linear: a slice of output features, with its bias
+                    if len(args) > 2:
+                        args[2] = None if bias is None else _convert(bias[start:stop], self.device, self.dtype)
+                    pieces.append(kernel())
+                else:  # convolution: a slice of input channels, summed, one image at a time
+                    if len(args) > 2:
+                        args[2] = None
+                    for image in range(x.shape[0]):
+                        args[0] = x[image:image + 1].narrow(1, start, stop - start)
+                        part = kernel()
+                        if total is None:
+                            total = part.new_zeros((x.shape[0], *part.shape[1:]))
+                        total[image:image + 1].add_(part)
+                        del part
+            if dim == 0:
+                total = torch.cat(pieces, dim=-1)
+            elif bias is not None:
+                shape = [1, -1] + [1] * (total.dim() - 2)
+                total.add_(_convert(bias, self.device, self.dtype).reshape(shape))
         args[0], args[1] = x, weight
         if len(args) > 2:
             args[2] = bias
