@@ -83,15 +83,19 @@ def test_the_module_run_in_float64_convolves_in_slices_to_the_same_result(conv, 
     assert sliced.dtype == torch.float64
 
 
-def test_sliced_replay_returns_the_arguments_with_the_weight_as_recorded(monkeypatch):
+def _sliced_linear(monkeypatch) -> tuple[torch.fx.Node, dict]:
+    """A Linear(8, 16)'s node and torch's values, with SLICED_BYTES so low that it is replayed in slices."""
     import exporter
 
     module = torch.nn.Linear(8, 16).eval()
     args = (torch.randn(2, 8),)
     program = exporter.capture(module, args)
-    values = record_values(program, args)
     monkeypatch.setattr(truth, "SLICED_BYTES", 64)
-    node = next(n for n in program.graph.nodes if n.op == "call_function")
+    return next(n for n in program.graph.nodes if n.op == "call_function"), record_values(program, args)
+
+
+def test_sliced_replay_returns_the_arguments_with_the_weight_as_recorded(monkeypatch):
+    node, values = _sliced_linear(monkeypatch)
     output, replay_args = truth.Replayer([node], values)(node)
     assert output.shape == (2, 16) and replay_args[1].shape == (16, 8)
     assert truth.reduction_length(node, replay_args, output) == 8
@@ -106,14 +110,7 @@ class _SlicingBug(Exception):
     ("slicing", _SlicingBug),  # the harness's slicing broke: propagates as it is, never a finding
 ])
 def test_a_sliced_replay_blames_torch_only_for_its_kernels_errors(fault, raised, monkeypatch):
-    import exporter
-
-    module = torch.nn.Linear(8, 16).eval()
-    args = (torch.randn(2, 8),)
-    program = exporter.capture(module, args)
-    values = record_values(program, args)
-    monkeypatch.setattr(truth, "SLICED_BYTES", 64)
-    node = next(n for n in program.graph.nodes if n.op == "call_function")
+    node, values = _sliced_linear(monkeypatch)
     replay = truth.Replayer([node], values, device="cpu", dtype=torch.float64)
     if fault == "kernel":
         def refusing(*_args, **_kwargs):
