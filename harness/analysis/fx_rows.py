@@ -185,7 +185,7 @@ def _measure(analysis: FxAnalysis) -> tuple[dict[str, OpRecord], OpAnalysis, dic
 
 def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
     """`analyse` of one backend, streamed: the rows are measured in chunks, in graph order, so that the backend's values are held
-    one chunk at a time: when the exposed values exceed `analysis.chunk_bytes`, the
+    one chunk at a time: when the exposed values and the weights exceed `analysis.chunk_bytes`, the
     instrumented model runs in segments (accumulated.SegmentedRun) and, after each, the rows
     whose values it produced are compared, isolated (one batched isolation model per chunk),
     replayed in float64 and judged; then the chunk's backend values are dropped. A model that
