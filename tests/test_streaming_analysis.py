@@ -458,3 +458,13 @@ def test_a_spilled_view_reads_back_as_its_values_in_c_order(view):
     spilled = SpillFolder().write(array)
     assert isinstance(spilled, np.memmap) and spilled.flags.c_contiguous
     np.testing.assert_array_equal(spilled, array)
+
+
+@pytest.mark.parametrize("size, budget, counted", [
+    (10, 100, 10),  # a small value counts its bytes
+    (49, 100, 49),
+    (50, 100, 100),  # half a segment or more ends its segment
+    (300, 100, 100),
+])
+def test_a_value_of_half_a_segment_ends_its_segment(size, budget, counted):
+    assert fx_rows._segment_share(size, budget) == counted

@@ -236,7 +236,8 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
         segment_bytes = batch_bytes = min(analysis.chunk_bytes, FLOOR_BYTES)
         weights = weights_by_value(analysis.onnx_model, analysis.groups)
         segmented = SegmentedRun(analysis.onnx_model, exposed, analysis.feeds, analysis.run,
-                                 lambda name: sizes.get(name, 0) + weights.get(name, 0), segment_bytes,
+                                 lambda name: _segment_share(sizes.get(name, 0), segment_bytes) + weights.get(name, 0),
+                                 segment_bytes,
                                  analysis.production, analysis.strict)
         instrumented = segmented.result
         chunks = _segment_chunks(segmented, analysis.groups, sizes, segment_bytes)
@@ -315,6 +316,14 @@ def _joinable(analysis: FxAnalysis, exposed_bytes: int) -> bool:
     on 128 tokens, whose joint load took its net peak from 4.5 to 6.1 GiB."""
     weights = initializer_bytes(analysis.onnx_model)
     return exposed_bytes + weights <= analysis.chunk_bytes and weights <= max(exposed_bytes, JOIN_WEIGHTS_BYTES)
+
+
+def _segment_share(size: int, budget: int) -> int:
+    """What a value counts for when segments are cut: its bytes, or the whole `budget` for a
+    value of half of it or more, which so ends its segment: torch's values of a chunk's rows are
+    held while the chunk is measured, and two such values of a segment would be held at once
+    with the next one's inputs (a detector's mask paste: 183 MiB each)."""
+    return budget if 2 * size >= budget else size
 
 
 def initializer_bytes(model: onnx.ModelProto) -> int:
