@@ -156,7 +156,8 @@ def _measure(analysis: FxAnalysis) -> tuple[dict[str, OpRecord], OpAnalysis, dic
 
     exposed = [name for group in analysis.groups.values() for name in group.outputs.values()]
     joint = None
-    if _joinable(analysis, sum(_exposed_sizes(analysis, {}).get(name, 0) for name in set(exposed))):
+    sizes = _exposed_sizes(analysis, {})  # once: each call reads every group's torch value
+    if _joinable(analysis, sum(sizes.get(name, 0) for name in set(exposed))):
         # one load and one run of the backend for the instrumented model and the isolation batch
         joint = JointRun(analysis.run, expose_values(analysis.onnx_model, exposed), analysis.feeds)
     started = time.perf_counter()
