@@ -42,6 +42,7 @@ from _common import add_round_options, measure_rows, median, side_by_side, start
 import model_zoo_cases
 from harness.analysis import overlap
 from harness.exporters import export_for_verification
+from harness.report.summary import BackendEntry
 from harness.verification import verify_exported
 
 
@@ -120,6 +121,7 @@ def measure(name: str, second: str, *, seed: int, repeat: int) -> dict:
         "load_at_runs": loads,
         "second_passed": other.passed, "second_skipped": other.skipped,
         "second_failing_ops": [op.fx_node for op in other.ops if op.passed is False],
+        "second_failures": BackendEntry.of(other.to_dict()).failures,  # each output, row or run that fails
     }
     for side in SIDES:
         row[f"{side}_s"] = median(seconds[side])

@@ -153,13 +153,14 @@ def _session_alone(path: str, inputs: list, ort_config: str | None) -> Any:
     import onnxruntime as ort
 
     from harness.runtime.ort_config import OrtConfig
-    from harness.runtime.sessions import harness_session_options, session_options
+    from harness.runtime.sessions import harness_session_options, session_options, session_record
 
-    options = session_options(**harness_session_options(OrtConfig.of(ort_config)))
+    config = OrtConfig.of(ort_config)
+    options = session_options(**harness_session_options(config))
     session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     session.run(None, dict(zip([i.name for i in session.get_inputs()], inputs)))
     del session
-    return types.SimpleNamespace(passed=True, timings={}, environment={})
+    return types.SimpleNamespace(passed=True, timings={}, environment={"onnxruntime_session": session_record(config)})
 
 
 TARGET_ACTIVATIONS = 2 * 10**9

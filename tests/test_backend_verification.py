@@ -121,6 +121,56 @@ def test_a_planted_fault_is_found_at_its_op_and_blamed_on_its_backend(inner, tar
     assert worst.fx_node == target
 
 
+class ProductionFault(PlantedFault):
+    """A test-only backend whose production run alone (the model as given, its outputs exactly
+    `target`) gets `target` wrong: its rows, from the instrumented and isolation runs, stay clean,
+    so only its output verdict fails (as OpenVINO's inception_v3 output failed the output row's
+    cap with every row passing)."""
+
+    name = "production-fault"
+
+    def prepare(self, model: onnx.ModelProto, device: str = "CPU", **options: Any) -> PreparedModel:
+        rep = self.inner.prepare(model, device, **options)
+        return PlantedRep(rep, self.target) if [o.name for o in model.graph.output] == [self.target] else rep
+
+
+def test_a_backend_failing_only_at_an_output_names_the_output_in_its_results_and_reports():
+    from harness.report import markdown
+    from harness.report.document import case_from_verification
+    from harness.report.summary import BackendEntry
+    from tests.test_report_document import document
+
+    model, x = net_and_input()
+    verification = harness.verify(model, (x,), backends=("onnxruntime", ProductionFault("onnxruntime", "linear")))
+    result = verification.backend_results[0]
+    assert result.passed is False and verification.passed
+    assert not [op.fx_node for op in result.ops if op.passed is False]  # no row fails: the output does
+    (failure,) = BackendEntry.of(result.to_dict()).failures
+    assert failure.startswith("output `linear` (rule: e_backend ")
+    case = case_from_verification(verification.to_dict(), name="net", seconds=1.0)
+    row = next(line for line in markdown.render(document([case])).splitlines() if line.startswith("| net | FAIL"))
+    assert "output `linear` (rule: e_backend" in row
+
+
+@pytest.mark.parametrize("checker, outputs, named", [
+    (False, [np.zeros(5, np.float32)], "the run: the ONNX checker refused the model"),
+    (True, [], "the run: the backend made 0 outputs, torch 1"),
+    (True, None, "the run: the backend made no outputs, torch 1"),
+])
+def test_a_backend_failing_with_no_output_verdict_names_the_run(checker, outputs, named):
+    from harness.analysis.backend_runs import BackendRun
+    from harness.analysis.rows import BackendResult
+    from harness.metrics.comparison import compare
+    from harness.report.summary import BackendEntry
+
+    production = harness.runtime.ProductionRun(outputs)
+    result = BackendResult("planted")
+    result.outputs = [compare(np.zeros(5, np.float32), np.zeros(5, np.float32), atol=1e-5, rtol=1e-4, name="y")]
+    finished = BackendRun(get_backend("onnxruntime"), production, result).finish(checker, expected_outputs=1)
+    assert finished.passed is False
+    assert named in BackendEntry.of(finished.to_dict()).failures
+
+
 def test_every_backend_failing_an_op_blames_the_export():
     model, x = net_and_input()
     backends = (PlantedFault("onnxruntime", "linear"), PlantedFault(available("onnx.reference"), "linear"))

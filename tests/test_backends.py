@@ -157,6 +157,27 @@ def test_openvino_names_the_precision_each_node_ran_at(precision, expected):
     assert fused[frozenset({"conv1", "relu1"})].precision == expected
 
 
+def test_openvino_outputs_outlive_the_request_and_the_compiled_model():
+    """The outputs are arrays over OpenVINO's output tensors (not copies): each keeps its tensor's
+    memory alive once the model that made it is gone and the memory is handed out again."""
+    import gc
+
+    backend = available("openvino:precision=f32")
+    exposed = helper.make_model(MODEL.graph, opset_imports=list(MODEL.opset_import), ir_version=MODEL.ir_version)
+    exposed.graph.output.extend([onnx.ValueInfoProto(name=name) for name in ("relu1", "conv2")])
+    expected = backend.prepare(exposed).run(INPUT)
+    copies = [np.array(value, copy=True) for value in expected]
+    rep = backend.prepare(exposed)
+    outputs = rep.run(INPUT)
+    del rep
+    gc.collect()
+    for _ in range(3):  # the freed memory in use again
+        backend.prepare(exposed).run(INPUT + 1.0)
+    assert [value.shape for value in outputs] == [(2, 5), (2, 8, 8, 8), (2, 8, 8, 8)]
+    for value, copy in zip(outputs, copies):
+        np.testing.assert_array_equal(value, copy)
+
+
 def test_openvino_records_its_settings():
     settings = available("openvino:precision=f32,mode=accuracy").settings()
     assert settings["backend"] == "openvino:mode=accuracy,precision=f32"

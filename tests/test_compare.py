@@ -235,6 +235,37 @@ def test_exact_comparison_in_blocks_gives_the_whole_tensors_metrics(monkeypatch,
     assert got.normalized == (got.max_abs / got.scale if got.scale > 0 else got.max_abs)
 
 
+_MIXED_BASE = np.random.default_rng(7).standard_normal(300) * 10.0 ** np.random.default_rng(8).integers(-9, 3, 300)
+MIXED_PRECISIONS = [
+    # (id, actual, expected, the working precision both are cast to first)
+    ("fp32 against an fp64 truth", (_MIXED_BASE * (1 + 3e-7)).astype(np.float32), _MIXED_BASE, np.float64),
+    ("fp64 against fp32", _MIXED_BASE * (1 + 1e-5), _MIXED_BASE.astype(np.float32), np.float64),
+    ("fp16 against fp16", (_MIXED_BASE * 1.001).astype(np.float16), _MIXED_BASE.astype(np.float16), np.float32),
+    ("fp16 against fp32", (_MIXED_BASE * 1.001).astype(np.float16), _MIXED_BASE.astype(np.float32), np.float32),
+    ("errors exactly at powers of ten", np.array([1.0, 2.0, 0.5, 7.0]) + np.array([1e-3, 1e-6, 0.0, 1e-12]),
+     np.array([1.0, 2.0, 0.5, 7.0], np.float32), np.float64),
+    ("an error of exactly 10", np.array([11.0, 3.0, 1.0]), np.array([1.0, 3.0, 1.0]), np.float64),
+    ("NaN and infinities, cast", np.array([NAN, INF, 1.5, -INF, 2.0, NAN] * 3, np.float32),
+     np.array([NAN, INF, 1.0, INF, NAN, 2.0] * 3), np.float64),
+]
+
+
+@pytest.mark.parametrize("actual, expected, work", [c[1:] for c in MIXED_PRECISIONS], ids=[c[0] for c in MIXED_PRECISIONS])
+@pytest.mark.parametrize("block", [7, 1 << 16])
+def test_mixed_precisions_compare_as_both_cast_to_the_working_precision(monkeypatch, actual, expected, work, block):
+    from harness.metrics import comparison
+
+    monkeypatch.setattr(comparison, "BLOCK_ELEMENTS", block)
+    got = compare(actual, expected, atol=1e-5, rtol=1e-4, check_dtype=False).to_dict()
+    want = compare(actual.astype(work), expected.astype(work), atol=1e-5, rtol=1e-4).to_dict()
+    for key in ("dtype_actual", "dtype_expected", "dtype_match", "note"):
+        got.pop(key), want.pop(key)
+    assert got == want
+    finite = np.isfinite(actual) & np.isfinite(expected)  # the histogram counts finite elements only
+    errors = np.abs(actual[finite].astype(work) - expected[finite].astype(work))
+    assert got["histogram"] == error_histogram(errors)
+
+
 _EXPANDED = torch.arange(12, dtype=torch.int64).reshape(3, 1, 4).expand(3, 5, 4).numpy()  # strides (32, 0, 8)
 FLAT_BLOCKS = [
     ("contiguous: views of the flat array", np.arange(20.0).reshape(4, 5), 8, [8, 8, 4]),

@@ -253,10 +253,13 @@ def memory_section(document: dict[str, Any]) -> list[str]:
         "harness (the baseline), after building the model, and at its peak while `harness.verify` (our export "
         "included) runs. The ratio that counts is (peak - baseline) / weight bytes: the model's own "
         "parameters plus all that export and verify add; the interpreter and its libraries do not grow "
-        f"with the model. Limit: {document.get('summary', {}).get('limit', 2.5)}x.",
+        f"with the model. Limit: {document.get('summary', {}).get('limit', 2.5)}x. The large cases, and the "
+        "file paths, are in the scale table below.",
         document, ["case", "inputs", "weights (GiB)", "baseline (GiB)", "with the model (GiB)", "peak (GiB)",
                    "(peak - baseline) / weights", "peak / weights", "wrote a file first"], 0)
     for row in document["rows"]:
+        if row.get("case") in SCALE_CASES:
+            continue
         if "error" in row:
             lines.append(f"| {row['case']} | failed: {row['error']} ||||||||")
             continue
@@ -275,6 +278,14 @@ SCALE_CASES = ("fasterrcnn_resnet50_fpn", "maskrcnn_resnet50_fpn", "llama", "une
 """bench_memory's cases at scale, where activations or one huge initializer set the peak."""
 
 
+def _session_note(row: dict[str, Any]) -> str:
+    """What the row's onnxruntime settings change from onnxruntime's defaults, for the path column."""
+    entries = (row.get("onnxruntime_session") or {}).get("config_entries") or {}
+    if entries.get("session.disable_prepacking") == "1":
+        return ", prepacking off"
+    return f", {row['ort_config']}" if row.get("ort_config") else ""
+
+
 def scale_section(document: dict[str, Any], floors: dict[str, Any] | None = None) -> list[str]:
     """The scale table: bench_memory's large cases, peak net of the interpreter against the
     weights, the largest activation and the target (2 x weights + 2 GB); then, from
@@ -287,7 +298,15 @@ def scale_section(document: dict[str, Any], floors: dict[str, Any] | None = None
              "on 64 x 64 latents; one Linear(23300, 23300) of 2.17 GB). Net peak is the peak "
              "resident set minus the interpreter's (torch, onnxruntime and the harness imported); the target is "
              "2 x the weights + 2 GB, and 1.3 x the weights for a file verified on its own (`verify_onnx(file)`, "
-             "the module gone: one copy of the weights for onnxruntime). The largest activation is the largest tensor one eager forward makes. Time is "
+             "the module gone: one copy of the weights for onnxruntime, memory-mapped). At onnxruntime's defaults a "
+             "session cannot meet that: it packs every matrix-product weight into a copy of its own while the "
+             "mapped original is still resident, so one session alone on the file peaks at twice the weights (the "
+             "row \"onnxruntime session(file), no verification\"), and the verification adds nothing measurable to "
+             "it. With prepacking off (`session_options={\"config_entries\": {\"session.disable_prepacking\": "
+             "\"1\"}}`, `bench/ort_no_prepacking.json`) onnxruntime keeps the mapped weights only. Prepacking "
+             "changes the order of a product's sums (the outputs of a 2 x 23300 by 23300 x 512 MatMul, about 150 in size, differ by up to 2.7e-4 "
+             "between the two), so the harness verifies at the user's settings and never turns it off by itself. "
+             "The largest activation is the largest tensor one eager forward makes. Time is "
              "the whole `harness.verify` (export included) on the machine as it was loaded then (load average "
              "beside the date); the anchor, torch.onnx.verification, was not run on these models.", "",
 
@@ -298,7 +317,7 @@ def scale_section(document: dict[str, Any], floors: dict[str, Any] | None = None
         path = ("onnxruntime session(file), no verification" if row.get("session_alone") else
                 "verify_onnx(file)" if row.get("from_file") else
                 "export, then verify_onnx(file)" if row.get("export_then_file") else
-                "export, write, verify" if row.get("write") else "verify(module)")
+                "export, write, verify" if row.get("write") else "verify(module)") + _session_note(row)
         if "error" in row:
             lines.append(f"| {row['case']} | | {path} | failed: {row['error']} ||||||||")
             continue

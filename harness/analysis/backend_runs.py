@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 
 import harness.runtime as runtime
-from harness.analysis.rows import BackendResult, OpAnalysis, OpRecord
+from harness.analysis.rows import FAILS, BackendResult, OpAnalysis, OpRecord
 from harness.runtime.backends import DEFAULT_BACKEND, Backend, get_backend
 
 __all__ = ["DEFAULT_BACKEND", "BackendRun", "annotate_node_rows", "resolve_backends"]
@@ -111,6 +111,11 @@ class BackendRun:
         outputs_pass = (all(v.passed for v in verdicts) if len(verdicts) == len(self.result.outputs)
                         else all(c.passed for c in self.result.outputs))
         self.result.passed = checker_passed and ran and bool(self.result.outputs) and outputs_pass
+        if not checker_passed:  # a failing verdict names what fails: here the model itself
+            self.result.notes.append(f"{FAILS}the ONNX checker refused the model")
+        if not ran:
+            made = "no outputs" if outputs is None else f"{len(outputs)} outputs"
+            self.result.notes.append(f"{FAILS}the backend made {made}, torch {expected_outputs}")
         return self.result
 
 

@@ -156,7 +156,8 @@ def _measure(analysis: FxAnalysis) -> tuple[dict[str, OpRecord], OpAnalysis, dic
 
     exposed = [name for group in analysis.groups.values() for name in group.outputs.values()]
     joint = None
-    if _joinable(analysis, sum(_exposed_sizes(analysis, {}).get(name, 0) for name in set(exposed))):
+    sizes = _exposed_sizes(analysis, {})  # once: each call reads every group's torch value
+    if _joinable(analysis, sum(sizes.get(name, 0) for name in set(exposed))):
         # one load and one run of the backend for the instrumented model and the isolation batch
         joint = JointRun(analysis.run, expose_values(analysis.onnx_model, exposed), analysis.feeds)
     started = time.perf_counter()
@@ -545,8 +546,9 @@ def _region_rows(records: Mapping[str, OpRecord], analysis: FxAnalysis) -> dict[
                                                "were streamed and released")
         return {}
     found = {}
+    positions = runtime_regions.node_positions(analysis.onnx_model)
     for layer in layers:
-        group = runtime_regions.region_group(layer, analysis.groups, analysis.onnx_model)
+        group = runtime_regions.region_group(layer, analysis.groups, analysis.onnx_model, positions)
         found[REGION_KEY + layer.output] = (_record(group, analysis), group)
     return found
 
@@ -565,7 +567,7 @@ def _judge_fused_layers(records: dict[str, OpRecord], analysis: FxAnalysis, rule
     for key, (region, group) in regions.items():
         fx = group.fx_node
         truths: dict[str, TruthPair] = {}
-        members = _region_members(group, analysis.program)
+        members = _region_members(group, analysis.program, by_name)
         reason = next((no_truth_reason(m) for m in members if no_truth_reason(m)), "")
         if reason:
             region.notes.append(f"no fp64 truth: {reason}")
@@ -928,11 +930,13 @@ def _truth(measured: Sequence[tuple[dict[str, OpRecord], FxAnalysis, Mapping[str
     return found
 
 
-def _region_members(group: NodeGroup, program: torch.export.ExportedProgram) -> list[torch.fx.Node]:
-    """The FX nodes of an optimised region in graph order; [] for an op of its own."""
+def _region_members(group: NodeGroup, program: torch.export.ExportedProgram,
+                    by_name: Mapping[str, torch.fx.Node] | None = None) -> list[torch.fx.Node]:
+    """The FX nodes of an optimised region in graph order; [] for an op of its own. `by_name`:
+    the program's nodes by name, when the caller holds them."""
     if len(group.region) < 2:
         return []
-    by_name = {n.name: n for n in program.graph.nodes}
+    by_name = {n.name: n for n in program.graph.nodes} if by_name is None else by_name
     return [by_name[m.fx_node] for m in group.region if m.fx_node in by_name]
 
 

@@ -195,6 +195,9 @@ def judge(record: OpRecord, comparisons: list[Comparison]) -> bool | None:
     return all(c.passed for c in comparisons)
 
 
+FAILS = "fails: "  # the note that names why a backend's verdict fails where no output fails (the run itself)
+
+
 @dataclass
 class BackendResult:
     """Another backend's verification of the same model, against the same torch values and fp64

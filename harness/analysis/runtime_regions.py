@@ -67,10 +67,18 @@ def first_members(fusions: Sequence[RuntimeFusion], groups: Mapping[str, NodeGro
     return {layer.fx_nodes[0] for layer in fused_layers(fusions, groups) if layer.is_region}
 
 
-def region_group(layer: FusedLayer, groups: Mapping[str, NodeGroup], model: onnx.ModelProto) -> NodeGroup:
+def node_positions(model: onnx.ModelProto) -> dict[str, int]:
+    """{ONNX node name (node_name): its position in the model's graph}."""
+    return {node_name(node): index for index, node in enumerate(model.graph.node)}
+
+
+def region_group(layer: FusedLayer, groups: Mapping[str, NodeGroup], model: onnx.ModelProto,
+                 positions: Mapping[str, int] | None = None) -> NodeGroup:
     """The NodeGroup a fused layer is isolated and replayed as: every ONNX node of the FX nodes
-    it covers (in the model's order), the output FX node's outputs, and one region member per FX
-    node (an exporter region inside it contributes its own members)."""
+    it covers (in the model's order: `positions`, node_positions(model), read once for every
+    layer of a model), the output FX node's outputs, and one region member per FX node (an
+    exporter region inside it contributes its own members)."""
+    positions = node_positions(model) if positions is None else positions
     members: list[RegionMember] = []
     wanted: set[str] = set()
     for fx in layer.fx_nodes:
@@ -78,7 +86,7 @@ def region_group(layer: FusedLayer, groups: Mapping[str, NodeGroup], model: onnx
         wanted.update(node_name(node) for node in group.nodes)
         members.extend(group.region or [RegionMember(group.fx_node, group.aten, group.scope, group.source)])
     output = groups[layer.output]
-    nodes = [node for node in model.graph.node if node_name(node) in wanted]
+    nodes = [model.graph.node[index] for index in sorted(positions[name] for name in wanted if name in positions)]
     return NodeGroup(fx_node=output.fx_node, aten=output.aten, nodes=nodes, outputs=dict(output.outputs),
                      scope=output.scope, source=output.source, mapped_by=output.mapped_by, region=members)
 

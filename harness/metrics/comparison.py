@@ -183,6 +183,7 @@ class _Scratch(threading.local):
 
 
 _SCRATCH = _Scratch()
+_MAX, _MIN = np.maximum.reduce, np.minimum.reduce  # ndarray.max/min less their Python wrapper (per block)
 _DECADES = range(HISTOGRAM_DECADES[0], HISTOGRAM_DECADES[1] + 1)
 
 
@@ -238,10 +239,13 @@ def _compare_block(a: np.ndarray, b: np.ndarray, work: np.dtype, totals: _Totals
         np.abs(np.subtract(a, b, dtype=work, casting="unsafe"), out=error)
         np.abs(b.astype(work, copy=False), out=magnitude)
     else:
-        np.subtract(a, b, out=error, dtype=work, casting="unsafe")
+        # a side in another precision is cast into a buffer first: a ufunc casting its operand
+        # on the fly (buffered, in small chunks) takes about twice as long as a copy and a pass
+        b_work = b if b.dtype == work else _cast(b, magnitude)
+        np.subtract(a if a.dtype == work else _cast(a, error), b_work, out=error)
         np.abs(error, out=error)
-        np.abs(b, out=magnitude, dtype=work, casting="unsafe")
-    max_abs, scale = error.max(), magnitude.max()
+        np.abs(b_work, out=magnitude)
+    max_abs, scale = _MAX(error), _MAX(magnitude)
     finite_count = error.size
     if not (np.isfinite(max_abs) and np.isfinite(scale)):  # |a-b| and |b| finite <=> a, b finite
         a_w, b_w = a.astype(work, copy=False), b.astype(work, copy=False)
@@ -253,7 +257,7 @@ def _compare_block(a: np.ndarray, b: np.ndarray, work: np.dtype, totals: _Totals
         error[~finite] = 0
         magnitude[~finite] = 0
         finite_count = int(np.count_nonzero(finite))
-        max_abs, scale = error.max(), magnitude.max()
+        max_abs, scale = _MAX(error), _MAX(magnitude)
     if not finite_count:
         return
     totals.finite += finite_count
@@ -265,20 +269,26 @@ def _compare_block(a: np.ndarray, b: np.ndarray, work: np.dtype, totals: _Totals
     _add_histogram(totals, max_abs, error, mask)
 
 
+def _cast(array: np.ndarray, buffer: np.ndarray) -> np.ndarray:
+    """`array` cast into `buffer` (of its size)."""
+    np.copyto(buffer, array, casting="unsafe")
+    return buffer
+
+
 def _add_error_metrics(totals: _Totals, atol: float, rtol: float, max_abs: float, error: np.ndarray,
                        magnitude: np.ndarray, scratch: np.ndarray, excess: np.ndarray, mask: np.ndarray) -> None:
     """The error metrics of one block from |a-b| and |b| (finite elements; others are 0 in both)."""
     kind = error.dtype.type
     tiny = kind(TINY)
-    if magnitude.min() >= tiny:  # max(|b|, tiny) is |b| itself (np.maximum costs three divisions' time)
+    if _MIN(magnitude) >= tiny:  # max(|b|, tiny) is |b| itself (np.maximum costs three divisions' time)
         np.divide(error, magnitude, out=scratch)
     else:  # error / tiny may overflow to inf: a true max_rel
         np.maximum(magnitude, tiny, out=scratch)
         np.divide(error, scratch, out=scratch)
-    totals.max_rel = max(totals.max_rel, float(scratch.max()))
+    totals.max_rel = max(totals.max_rel, float(_MAX(scratch)))
     np.multiply(magnitude, kind(rtol), out=scratch)  # rtol*|b|
     np.subtract(error, scratch, out=excess)  # |a-b| - rtol*|b|: outside when > atol
-    totals.min_atol = max(totals.min_atol, float(excess.max()), 0.0)  # the atol that lets the worst element in
+    totals.min_atol = max(totals.min_atol, float(_MAX(excess)), 0.0)  # the atol that lets the worst element in
     if max_abs > atol:  # else no element is outside: |a-b| - rtol*|b| <= |a-b| <= atol
         np.greater(excess, atol, out=mask)
         totals.outside += int(np.count_nonzero(mask))
@@ -286,7 +296,7 @@ def _add_error_metrics(totals: _Totals, atol: float, rtol: float, max_abs: float
     if not kind(atol) >= tiny:  # else the bound is at least atol, so at least tiny already
         np.maximum(scratch, tiny, out=scratch)
     np.divide(error, scratch, out=scratch)
-    totals.tolerance_ratio = max(totals.tolerance_ratio, float(scratch.max()))
+    totals.tolerance_ratio = max(totals.tolerance_ratio, float(_MAX(scratch)))
     if max_abs > atol:
         np.greater(error, atol, out=mask)
         if mask.any():
@@ -305,7 +315,11 @@ def _add_histogram(totals: _Totals, top: float, errors: np.ndarray, mask: np.nda
     # +1: log10 may round down at 10**k; an infinite error (finite values whose difference overflows) is >= 1e2
     decade = high if math.isinf(top) else min(math.floor(math.log10(top)) + 1, high)
     while decade >= low:
-        np.greater_equal(errors, kind(10.0 ** decade), out=mask)
+        threshold = kind(10.0 ** decade)
+        if top < threshold:  # no error reaches it (the usual case at the first decade): no pass
+            decade -= 1
+            continue
+        np.greater_equal(errors, threshold, out=mask)
         count = int(np.count_nonzero(mask))
         totals.above[decade - low] += count
         if count == nonzero:

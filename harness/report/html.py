@@ -97,7 +97,8 @@ def _backend_cell(case: Mapping[str, Any], backend: str) -> dict[str, Any]:
     cell["title"] = (f"max output error {fmt(entry.max_output_error)}; worst op "
                      f"{worst['fx_node'] if worst else '-'}; runtime precision {entry.runtime_precision}"
                      + (f"; {below}/{len(entry.ops)} rows below their declared precision" if below else "")
-                     + (f"; {len(entry.failing)} failing row(s)" if entry.failing else ""))
+                     + (f"; {len(entry.failing)} failing row(s)" if entry.failing else "")
+                     + (f"; fails: {'; '.join(entry.failures)}" if entry.passed is False else ""))
     cell["below"] = f"{below}/{len(entry.ops)} {entry.runtime_precision}" if below else ""
     cell["failing"] = len(entry.failing)
     return cell

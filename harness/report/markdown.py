@@ -127,7 +127,8 @@ def _cases(document: Mapping[str, Any]) -> list[str]:
 
 def _backends(document: Mapping[str, Any]) -> list[str]:
     """One table per backend (a run on several): each case's verdict on it, its output error, the
-    precision it ran at, its worst op and the failing rows with who is blamed."""
+    precision it ran at, its worst op and what fails: the outputs (with the rule that decided) and the
+    rows (with who is blamed)."""
     names = backend_names(document)
     if len(names) < 2:
         return []
@@ -137,7 +138,7 @@ def _backends(document: Mapping[str, Any]) -> list[str]:
              "this backend), `runtime-precision` (it ran the op below its declared precision).", ""]
     for backend in names:
         lines += [f"### {backend}", "", "| case | verdict | max output error | runtime precision | rows below declared "
-                  "| worst op | score | failing rows (blame) |", "|---|---|---|---|---|---|---|---|"]
+                  "| worst op | score | what fails (blame) |", "|---|---|---|---|---|---|---|---|"]
         for case in document["cases"]:
             entry = next((e for e in backend_entries(case) if e.backend == backend), None)
             if case["status"] in ("crashed", "error") or entry is None:
@@ -148,8 +149,9 @@ def _backends(document: Mapping[str, Any]) -> list[str]:
                 lines.append(f"| {case['name']} | skipped: {_cell(entry.skipped)} | - | - | - | - | - | - |")
                 continue
             worst = entry.worst
-            failing = "; ".join(f"`{op['fx_node']}` ({op.get('blame') or 'fail'})" for op in entry.failing[:FAILING_OPS_SHOWN])
-            more = len(entry.failing) - FAILING_OPS_SHOWN
+            failures = entry.failures
+            failing = "; ".join(_cell(text) for text in failures[:FAILING_OPS_SHOWN])
+            more = len(failures) - FAILING_OPS_SHOWN
             failing += f" and {more} more" if more > 0 else ""
             lines.append(f"| {case['name']} | {'pass' if entry.passed else 'FAIL'} | {fmt(entry.max_output_error)} | "
                          f"{entry.runtime_precision} | {entry.below_declared}/{len(entry.ops)} | "

@@ -230,6 +230,7 @@ def case_line(case: Mapping[str, Any]) -> str:
 DEFAULT_BACKEND = "onnxruntime"
 """The backend a record without a `backend` field was verified on (reports before the backend axis)."""
 LOWER_PRECISIONS = ("bfloat16", "float16")
+FAILS = "fails: "  # the notes naming why a backend's verdict fails where no output does (harness.analysis.rows.FAILS)
 
 
 @dataclass(frozen=True)
@@ -245,6 +246,14 @@ class BackendEntry:
     ops: list[dict[str, Any]]
     worst_op: str | None
     settings: dict[str, Any]
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, result: Mapping[str, Any]) -> BackendEntry:
+        """A further backend's entry from its BackendResult `to_dict()` (or a report's compact one)."""
+        return cls(result["backend"], result.get("passed"), result.get("skipped") or "", result.get("outputs", []),
+                   result.get("output_verdicts") or [], result.get("ops", []), result.get("worst_op"),
+                   result.get("settings") or {}, tuple(result.get("notes", [])))
 
     @property
     def runtime_precision(self) -> str:
@@ -271,6 +280,30 @@ class BackendEntry:
     def failing(self) -> list[dict[str, Any]]:
         return [op for op in self.ops if op.get("passed") is False]
 
+    @property
+    def failures(self) -> list[str]:
+        """What fails on this backend, each named: its failing outputs (with the rule that decided),
+        then its failing rows (with who is blamed); a failing verdict with neither names the run
+        itself (no outputs, or the reason in its notes). [] when nothing fails."""
+        named = failing_outputs(self.outputs, self.output_verdicts)
+        named += [f"`{op_name(op)}` ({op.get('blame') or 'fail'})" for op in self.failing]
+        if self.passed is False and not named:
+            said = [note.removeprefix(FAILS) for note in self.notes if note.startswith(FAILS)]
+            why = "no outputs" if not self.outputs else "; ".join(said) or "no output or row fails (a defect)"
+            named.append(f"the run: {why}")
+        return named
+
+
+def failing_outputs(outputs: list[dict[str, Any]], verdicts: list[Any]) -> list[str]:
+    """Each output that fails, named with what decided it and why, e.g. "output `linear` (cap:
+    e_backend 2.62e-05 <= 2 x max(...); against torch 1.15x the float32 cap)"; by its verdict
+    where every output has one, else by its comparison against torch."""
+    if verdicts and len(verdicts) == len(outputs):
+        return [f"output `{v.get('output') or o.get('name')}` ({v.get('decided_by') or v.get('rule')}: "
+                f"{v.get('reason') or verdict_text(v)})" for o, v in zip(outputs, verdicts) if not v.get("passed")]
+    return [f"output `{o.get('name')}` (against torch: {fmt(o.get('tolerance_ratio'))}x tol)"
+            for o in outputs if o.get("passed") is False]
+
 
 def ran_below_declared(op: Mapping[str, Any]) -> bool:
     precision = (op.get("runtime_precision") or {}).get("precision")
@@ -285,10 +318,9 @@ def backend_entries(case: Mapping[str, Any]) -> list[BackendEntry]:
         return []
     entries = [BackendEntry(record.get("backend") or DEFAULT_BACKEND, record.get("passed"), "", record.get("outputs", []),
                             record.get("output_verdicts") or [], record.get("ops", []), record.get("worst_op"),
-                            record.get("backend_settings") or {})]
-    entries += [BackendEntry(r["backend"], r.get("passed"), r.get("skipped") or "", r.get("outputs", []),
-                             r.get("output_verdicts") or [], r.get("ops", []), r.get("worst_op"), r.get("settings") or {})
-                for r in record.get("backend_results", [])]
+                            record.get("backend_settings") or {},
+                            (f"{FAILS}the ONNX checker refused the model",) if (record.get("checker") or {}).get("passed") is False else ())]
+    entries += [BackendEntry.of(result) for result in record.get("backend_results", [])]
     return entries
 
 

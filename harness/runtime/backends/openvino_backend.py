@@ -111,8 +111,8 @@ class OpenVinoBackend(Backend):
         except RuntimeError as error:
             raise ModelLoadError(f"OpenVINO could not load the model: {str(error).strip()[:800]}") from error
         kept = {"shared_weights": shared} if shared is not None else {}
-        return OpenVinoModel(model, self, compiled, kept,
-                             [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}],
+        initializers = {t.name for t in model.graph.initializer}
+        return OpenVinoModel(model, self, compiled, kept, [i.name for i in model.graph.input if i.name not in initializers],
                              [o.name for o in model.graph.output])
 
     def settings(self) -> dict[str, Any]:
@@ -241,13 +241,16 @@ def _to_tensor(array: np.ndarray, element_type: Any) -> Any:
 
 
 def _from_tensor(tensor: Any) -> np.ndarray:
-    """An output as a numpy array (a copy); bf16 as ml_dtypes' bfloat16 (OpenVINO hands out the
-    bits under another 16-bit dtype)."""
+    """An output as a numpy array over the output tensor's own memory, not a copy: the array
+    keeps the tensor (its `base`), and so that memory, alive after the request and the compiled
+    model are gone (each request runs once); copying every value of a joint instrumented and
+    isolation run took 0.3 s of CPU on densenet121. bf16 as ml_dtypes' bfloat16 (a copy: OpenVINO
+    hands out the bits under another 16-bit dtype)."""
     if tensor.get_element_type().get_type_name() == "bf16":
         import ml_dtypes
 
         return np.array(tensor.data.view(np.uint16).view(ml_dtypes.bfloat16), copy=True)
-    return np.array(tensor.data, copy=True)
+    return tensor.data
 
 
 def _onnx_names(model: onnx.ModelProto) -> Any:
