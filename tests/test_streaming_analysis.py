@@ -468,3 +468,19 @@ def test_a_spilled_view_reads_back_as_its_values_in_c_order(view):
 ])
 def test_a_value_of_half_a_segment_ends_its_segment(size, budget, counted):
     assert fx_rows._segment_share(size, budget) == counted
+
+
+def test_rows_sharing_one_value_in_two_chunks_both_get_it():
+    """Two rows whose values are one ONNX value (a view the export folded) each get the
+    backend's value, though a row between them waits for a later segment and so splits them."""
+    groups = {"a": _group("a", [], {0: "v"}), "c": _group("c", [], {0: "w"}), "b": _group("b", [], {0: "v"})}
+
+    class _Segments:
+        segment_of = {"v": 0, "w": 1}
+
+        def values(self):
+            yield 0, {"v": "value of v"}
+            yield 1, {"w": "value of w"}
+
+    chunks = list(fx_rows._segment_chunks(_Segments(), groups, {"v": 4, "w": 4}, budget=100))
+    assert chunks == [(["a"], {"v": "value of v"}), (["c", "b"], {"w": "value of w", "v": "value of v"})]

@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -389,10 +390,18 @@ def _segment_chunks(segmented: SegmentedRun, groups: Mapping[str, NodeGroup], si
                 for fx, group in groups.items()}
     waiting: dict[str, Any] = {}  # backend values of rows not measured yet
     done: set[str] = set()
+    rows_of = Counter(name for group in groups.values() for name in group.outputs.values())  # rows not taken yet
 
     def take(names: list[str]) -> dict[str, Any]:
+        """The values of rows `names`, each dropped here once no row left reads it (two rows
+        whose values are one ONNX value, a view the export folded, may fall in two chunks)."""
         done.update(names)
-        return {name: waiting.pop(name) for fx in names for name in groups[fx].outputs.values() if name in waiting}
+        taken = {name: waiting[name] for fx in names for name in groups[fx].outputs.values() if name in waiting}
+        rows_of.subtract(name for fx in names for name in groups[fx].outputs.values())
+        for name in taken:
+            if rows_of[name] <= 0:
+                del waiting[name]
+        return taken
 
     for index, produced in segmented.values():
         waiting.update(produced)
