@@ -347,16 +347,20 @@ def test_a_model_past_the_budget_streams_in_chunks_of_the_smallest_budget(monkey
 _MIB = 1 << 20
 
 
-@pytest.mark.parametrize("weights, values, chunk, joined", [
-    (47 * _MIB, 31 * _MIB, 1024 * _MIB, True),  # resnet18: weights under the allowance
-    (100 * _MIB, 150 * _MIB, 1024 * _MIB, True),  # values outweigh the weights
-    (528 * _MIB, 115 * _MIB, 1024 * _MIB, False),  # vgg16: a second packed copy of 528 MB
-    (1526 * _MIB, 300 * _MIB, 1024 * _MIB, False),  # llama
-    (10 * _MIB, 2048 * _MIB, 1024 * _MIB, False),  # values past one chunk stream apart
+@pytest.mark.parametrize("weights, values, chunk, nodes, joined", [
+    (47 * _MIB, 31 * _MIB, 1024 * _MIB, 49, True),  # resnet18: weights under the allowance
+    (100 * _MIB, 150 * _MIB, 1024 * _MIB, 122, True),  # values outweigh the weights
+    (528 * _MIB, 115 * _MIB, 1024 * _MIB, 38, False),  # vgg16: a second packed copy of 528 MB
+    (1526 * _MIB, 300 * _MIB, 1024 * _MIB, 200, False),  # llama
+    (10 * _MIB, 2048 * _MIB, 1024 * _MIB, 50, False),  # values past one chunk stream apart
+    (80 * _MIB, 180 * _MIB, 1024 * _MIB, 360, True),  # resnet152: one joint load costs less than two
+    (80 * _MIB, 180 * _MIB, 1024 * _MIB, 608, False),  # densenet201: two loads cost less than one joint
 ])
-def test_the_joint_load_is_chosen_by_the_weights_and_the_values(monkeypatch, weights, values, chunk, joined):
+def test_the_joint_load_is_chosen_by_the_weights_the_values_and_the_nodes(monkeypatch, weights, values, chunk,
+                                                                          nodes, joined):
     monkeypatch.setattr(fx_rows, "initializer_bytes", lambda model: weights)
-    analysis = types.SimpleNamespace(onnx_model=None, chunk_bytes=chunk)
+    model = types.SimpleNamespace(graph=types.SimpleNamespace(node=[None] * nodes))
+    analysis = types.SimpleNamespace(onnx_model=model, chunk_bytes=chunk)
     assert fx_rows._joinable(analysis, values) is joined
 
 

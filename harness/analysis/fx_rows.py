@@ -302,6 +302,16 @@ more session (resnet18, 47 MB of weights beside 31 MB of values: 0.15 s of CPU o
 verification)."""
 
 
+JOIN_NODES = 400
+"""Models of up to this many nodes may load the two halves as one model; a larger one loads them
+apart. onnxruntime's load grows faster than the graph (its optimisers at ORT_ENABLE_ALL, CPU
+seconds, min of 5 at load 2-4): the joint model of densenet201 (608 nodes) takes 0.53-0.58 s
+against 0.33-0.35 s for its two halves apart, densenet169's (512) 0.38 s against 0.22 s,
+densenet161's (488) 0.36 s against 0.28 s, while resnet152's (360) takes 0.22 s against 0.28 s,
+resnet50's (122) 0.07 s against 0.13 s (one session's fixed cost saved). The rows are the same
+either way."""
+
+
 def _joinable(analysis: FxAnalysis, exposed_bytes: int) -> bool:
     """Whether the instrumented model and the isolation batch load and run as one model
     (analysis.joint_run): one session load less (measured on onnxruntime's CPU: 0.0-0.15 s of
@@ -315,7 +325,10 @@ def _joinable(analysis: FxAnalysis, exposed_bytes: int) -> bool:
     or than JOIN_WEIGHTS_BYTES: the joint model then adds about one chunk of values, or that
     allowance, to the peak and no more. A model whose weights outweigh both loads them apart,
     the instrumented run first: vgg16 (528 MB beside 115 MB of values), and a Llama of 1.49 GiB
-    on 128 tokens, whose joint load took its net peak from 4.5 to 6.1 GiB."""
+    on 128 tokens, whose joint load took its net peak from 4.5 to 6.1 GiB. A model of more than
+    JOIN_NODES nodes loads them apart: there two loads cost less than one joint one."""
+    if len(analysis.onnx_model.graph.node) > JOIN_NODES:
+        return False
     weights = initializer_bytes(analysis.onnx_model)
     return exposed_bytes + weights <= analysis.chunk_bytes and weights <= max(exposed_bytes, JOIN_WEIGHTS_BYTES)
 
