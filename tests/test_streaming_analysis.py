@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import types
 
+import numpy as np
 import pytest
 import torch
 
@@ -52,8 +53,9 @@ def _row(op) -> tuple:
 VALUE_BYTES = 2 * 8 * 48 * 48 * 4  # one block's activation (above torch_values.SMALL_BYTES)
 
 
-def _counting_runner(monkeypatch) -> list[int]:
-    """Record the bytes of exposed values every backend run of the analysis returns."""
+def _counting_runner(monkeypatch, count=lambda model, values: sum(v.nbytes for v in values.values())) -> list[int]:
+    """Record `count(model, values)` of every backend run of the analysis: by default the bytes
+    of exposed values it returns."""
     returned: list[int] = []
     original = verification_module.runtime.model_runner
 
@@ -62,7 +64,7 @@ def _counting_runner(monkeypatch) -> list[int]:
 
         def counted(model, feeds):
             values = run(model, feeds)
-            returned.append(sum(v.nbytes for v in values.values()))
+            returned.append(count(model, values))
             return values
 
         return counted
@@ -360,3 +362,129 @@ def test_the_joint_load_is_chosen_by_the_weights_the_values_and_the_nodes(monkey
     model = types.SimpleNamespace(graph=types.SimpleNamespace(node=[None] * nodes))
     analysis = types.SimpleNamespace(onnx_model=model, chunk_bytes=chunk)
     assert fx_rows._joinable(analysis, values) is joined
+
+
+def _group(fx: str, nodes: list, outputs: dict[int, str]):
+    from harness.analysis.fx_mapping import NodeGroup
+
+    return NodeGroup(fx, "aten.linear.default", nodes=nodes, outputs=outputs)
+
+
+def _weights_model(*names_and_dims):
+    import onnx
+
+    from exporter.contract.skeleton import stub as make_stub
+
+    tensors = [make_stub(onnx.TensorProto(name=name, data_type=1, dims=dims)) for name, dims in names_and_dims]
+    return onnx.helper.make_model(onnx.helper.make_graph([], "g", [], [], initializer=tensors))
+
+
+@pytest.mark.parametrize("groups, expected", [
+    # each row's weights on its first output
+    ({"a": (["x", "w1", "b1"], {0: "ya"}), "b": (["ya", "w2"], {0: "yb"})},
+     {"ya": (64 * 32 + 64) * 4, "yb": 16 * 64 * 4}),
+    # a weight two rows read (tied embeddings) counts once, at its first reader
+    ({"a": (["x", "w1"], {0: "ya"}), "b": (["ya", "w1", "b1"], {0: "yb"})}, {"ya": 64 * 32 * 4, "yb": 64 * 4}),
+    # the lowest output index carries them; a row without outputs or weights carries none
+    ({"a": (["x", "w2"], {1: "ya1", 0: "ya0"}), "b": (["ya0"], {0: "yb"}), "c": (["w1"], {})},
+     {"ya0": 16 * 64 * 4}),
+])
+def test_the_weights_a_segment_loads_are_counted_on_their_rows_first_output(groups, expected):
+    import onnx
+
+    model = _weights_model(("w1", (64, 32)), ("b1", (64,)), ("w2", (16, 64)))
+    nodes = {fx: [onnx.helper.make_node("Gemm", inputs, [f"{fx}_out"])] for fx, (inputs, _) in groups.items()}
+    mapped = {fx: _group(fx, nodes[fx], outputs) for fx, (_, outputs) in groups.items()}
+    assert fx_rows.weights_by_value(model, mapped) == expected
+
+
+class _Tower(torch.nn.Module):
+    """Four Linear layers of 256 KiB each on one row: its weights (1 MiB) outweigh its values
+    (a few KiB), a Llama's shape in miniature."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(256, 256) for _ in range(4))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x
+
+
+def test_a_model_whose_weights_pass_the_budget_streams_with_its_weights_in_segments(monkeypatch):
+    """Values that fit the budget but weights that do not: the model streams, its segments and
+    isolation batches cut by their weights with their values (each backend run loads about a
+    layer's weights, not all of them), with the rows of the whole."""
+    torch.manual_seed(0)
+    module, args = _Tower().eval(), (torch.randn(1, 256, generator=torch.Generator().manual_seed(3)),)
+    whole = harness.verify(module, args, optimize=False)
+    layer_bytes = (256 * 256 + 256) * 4
+    loaded = _counting_runner(monkeypatch, lambda model, values: fx_rows.initializer_bytes(model))
+    monkeypatch.setattr(fx_rows, "CHUNK_BYTES", 2 * layer_bytes)  # all of the values, half of the weights
+    monkeypatch.setattr(fx_rows, "FLOOR_BYTES", layer_bytes)
+    streamed = harness.verify(module, args, optimize=False)
+
+    assert "instrumented_segments" not in whole.environment
+    assert streamed.environment["instrumented_segments"] >= 4
+    assert max(loaded) <= 2 * layer_bytes < 4 * layer_bytes
+    assert streamed.passed and whole.passed
+    assert [_row(op) for op in streamed.ops] == [_row(op) for op in whole.ops]
+
+
+@pytest.mark.parametrize("sizes, budget, fused, quantized, expected", [
+    ({"a": 4, "b": 4, "c": 4, "d": 4}, 8, False, False, [["a", "b"], ["c", "d"]]),
+    ({"a": 4, "b": 20, "c": 4, "d": 4}, 8, False, False, [["a"], ["b"], ["c", "d"]]),  # a large row alone
+    ({"a": 4, "b": 4, "c": 4, "d": 4}, None, False, False, [["a", "b", "c", "d"]]),  # values held whole
+    ({"a": 4, "b": 4, "c": 4, "d": 4}, 8, True, False, [["a", "b", "c", "d"]]),  # fused layers judged as regions
+    ({"a": 4, "b": 4, "c": 4, "d": 4}, 8, False, True, [["a", "b", "c", "d"]]),  # quantized rows
+])
+def test_a_streamed_chunk_is_isolated_and_judged_in_batches_of_its_outputs(sizes, budget, fused, quantized,
+                                                                            expected):
+    groups = {fx: _group(fx, [], {0: f"{fx}_value"}) for fx in sizes}
+    analysis = types.SimpleNamespace(groups=groups, runtime_fusions=["layer"] if fused else [])
+    aten = "quantized_decomposed.quantize_per_tensor.default" if quantized else "aten.relu.default"
+    records = {fx: types.SimpleNamespace(aten=aten if fx == "c" else "aten.relu.default") for fx in sizes}
+    value_sizes = {f"{fx}_value": size for fx, size in sizes.items()}
+    assert fx_rows._batches(list(sizes), records, analysis, value_sizes, budget) == expected
+
+
+@pytest.mark.parametrize("view", [
+    lambda a: a,  # contiguous
+    lambda a: a.T,  # transposed
+    lambda a: np.broadcast_to(a[:1], a.shape),  # expanded (stride 0), as a detector's gather indices are
+    lambda a: a[:, ::2],  # strided
+])
+def test_a_spilled_view_reads_back_as_its_values_in_c_order(view):
+    from harness.analysis.spilled import SpillFolder
+
+    array = view(np.arange(512 * 1024, dtype=np.int64).reshape(1024, 512))
+    spilled = SpillFolder().write(array)
+    assert isinstance(spilled, np.memmap) and spilled.flags.c_contiguous
+    np.testing.assert_array_equal(spilled, array)
+
+
+@pytest.mark.parametrize("size, budget, counted", [
+    (10, 100, 10),  # a small value counts its bytes
+    (49, 100, 49),
+    (50, 100, 100),  # half a segment or more ends its segment
+    (300, 100, 100),
+])
+def test_a_value_of_half_a_segment_ends_its_segment(size, budget, counted):
+    assert fx_rows._segment_share(size, budget) == counted
+
+
+def test_rows_sharing_one_value_in_two_chunks_both_get_it():
+    """Two rows whose values are one ONNX value (a view the export folded) each get the
+    backend's value, though a row between them waits for a later segment and so splits them."""
+    groups = {"a": _group("a", [], {0: "v"}), "c": _group("c", [], {0: "w"}), "b": _group("b", [], {0: "v"})}
+
+    class _Segments:
+        segment_of = {"v": 0, "w": 1}
+
+        def values(self):
+            yield 0, {"v": "value of v"}
+            yield 1, {"w": "value of w"}
+
+    chunks = list(fx_rows._segment_chunks(_Segments(), groups, {"v": 4, "w": 4}, budget=100))
+    assert chunks == [(["a"], {"v": "value of v"}), (["c", "b"], {"w": "value of w", "v": "value of v"})]

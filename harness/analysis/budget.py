@@ -6,7 +6,9 @@ of the graph (harness.analysis.torch_values, harness.analysis.fx_rows). A fixed 
 streams every zoo-sized model, which costs a second torch pass and a session per chunk; a
 budget from the memory available lets a model whose values fit be verified in one chunk,
 while a large one (a detector at 800 px, an LLM) is still streamed and its peak bounded: its
-chunks are `FLOOR_BYTES` whatever the budget, as a larger chunk saves sessions only. Within
+chunks are `FLOOR_BYTES` whatever the budget, as a larger chunk saves sessions only. A model's
+weights count with its values (each session packs a copy of those it loads): a Llama of 1.49
+GiB whose values take 0.5 GiB streams, each segment loading a few layers' weights. Within
 one chunk, the instrumented model and the isolation batch load as one model only where the
 model's weights together are no larger than its values (harness.analysis.fx_rows._joinable): the
 joint load packs a weight both read twice.

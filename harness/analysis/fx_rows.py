@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -186,7 +187,7 @@ def _measure(analysis: FxAnalysis) -> tuple[dict[str, OpRecord], OpAnalysis, dic
 
 def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
     """`analyse` of one backend, streamed: the rows are measured in chunks, in graph order, so that the backend's values are held
-    one chunk at a time: when the exposed values exceed `analysis.chunk_bytes`, the
+    one chunk at a time: when the exposed values and the weights exceed `analysis.chunk_bytes`, the
     instrumented model runs in segments (accumulated.SegmentedRun) and, after each, the rows
     whose values it produced are compared, isolated (one batched isolation model per chunk),
     replayed in float64 and judged; then the chunk's backend values are dropped. A model that
@@ -211,6 +212,7 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
     sizes = _exposed_sizes(analysis, sources)
     exposed_bytes = sum(sizes.get(name, 0) for name in set(exposed))
     isolated_first = None
+    batch_bytes: int | None = None  # a streamed chunk's rows isolated and judged in batches of this many bytes
     if _joinable(analysis, exposed_bytes):
         # one chunk: the isolation batch and the instrumented model are loaded and run as one
         # model (analysis.joint_run), the isolation first since it needs only torch's values
@@ -222,7 +224,7 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
                                         analysis.production, analysis.strict)
         result.environment["joint_instrumented_isolation_runs"] = joint.joint_runs
         chunks: Iterator[tuple[list[str], dict[str, Any]]] = _one_chunk(instrumented, list(records))
-    elif exposed_bytes <= analysis.chunk_bytes:
+    elif exposed_bytes + initializer_bytes(analysis.onnx_model) <= analysis.chunk_bytes:
         # one chunk loaded apart: the instrumented run first, its values compared and dropped
         # before the isolation batch loads (in the loop below)
         instrumented = run_instrumented(analysis.onnx_model, exposed, analysis.feeds, analysis.run,
@@ -231,11 +233,14 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
         chunks = _one_chunk(instrumented, list(records))
     else:
         # past the budget the model streams anyway: its chunks are the smallest budget's, since a
-        # larger chunk saves only sessions while it adds to the peak (a detector at 800 px)
-        segment_bytes = min(analysis.chunk_bytes, FLOOR_BYTES)
+        # larger chunk saves only sessions while it adds to the peak (a detector at 800 px); a
+        # segment's weights count with its values, as its sessions pack them (a Llama's layers)
+        segment_bytes = batch_bytes = min(analysis.chunk_bytes, FLOOR_BYTES)
+        weights = weights_by_value(analysis.onnx_model, analysis.groups)
         segmented = SegmentedRun(analysis.onnx_model, exposed, analysis.feeds, analysis.run,
-                                 lambda name: sizes.get(name, 0), segment_bytes, analysis.production,
-                                 analysis.strict)
+                                 lambda name: _segment_share(sizes.get(name, 0), segment_bytes) + weights.get(name, 0),
+                                 segment_bytes,
+                                 analysis.production, analysis.strict)
         instrumented = segmented.result
         chunks = _segment_chunks(segmented, analysis.groups, sizes, segment_bytes)
         result.environment["instrumented_segments"] = len(segmented.segments)
@@ -257,14 +262,16 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
         del chunk, values  # this chunk's backend values, compared
         release_freed_memory()
         timings["accumulated_s"] += time.perf_counter() - started
-        chunk_records = {fx: records[fx] for fx in names}
-        if isolated_first is None:
-            isolated_first = _isolate_chunk(chunk_records, analysis, sources, timings)
-        _measure_chunk(chunk_records, analysis, truth, rule, timings, isolated_first)
-        isolated_first = None
-        if isinstance(analysis.values, TorchValues) and analysis.values.streaming:
-            _keep_worst_artifacts(records.values(), spill_folder)
-            analysis.values.release(names)
+        batches = [names] if isolated_first is not None else _batches(names, records, analysis, sizes, batch_bytes)
+        for batch in batches:
+            batch_records = {fx: records[fx] for fx in batch}
+            if isolated_first is None:
+                isolated_first = _isolate_chunk(batch_records, analysis, sources, timings)
+            _measure_chunk(batch_records, analysis, truth, rule, timings, isolated_first)
+            isolated_first = None
+            if isinstance(analysis.values, TorchValues) and analysis.values.streaming:
+                _keep_worst_artifacts(records.values(), spill_folder)
+                analysis.values.release(batch)
     result.instrumented_vs_production = instrumented.final_vs_production
     result.notes.extend(instrumented.notes())
     if isinstance(analysis.values, TorchValues) and analysis.values.streaming:
@@ -314,7 +321,7 @@ def _joinable(analysis: FxAnalysis, exposed_bytes: int) -> bool:
     weight and the session then keeps one (1.31, prepacking on: one Gemm on a 392 MiB weight
     peaks at +400 MiB while it loads, two Gemms on it at +792 MiB, +400 MiB once loaded;
     vgg16's joint model at +955 MiB against +579 MiB each apart). So the two are joined when
-    their values fit one chunk and the model's weights together are no larger than those values
+    their values and weights fit one chunk and the model's weights are no larger than those values
     or than JOIN_WEIGHTS_BYTES: the joint model then adds about one chunk of values, or that
     allowance, to the peak and no more. A model whose weights outweigh both loads them apart,
     the instrumented run first: vgg16 (528 MB beside 115 MB of values), and a Llama of 1.49 GiB
@@ -323,14 +330,45 @@ def _joinable(analysis: FxAnalysis, exposed_bytes: int) -> bool:
     if len(analysis.onnx_model.graph.node) > JOIN_NODES:
         return False
     weights = initializer_bytes(analysis.onnx_model)
-    return exposed_bytes <= analysis.chunk_bytes and weights <= max(exposed_bytes, JOIN_WEIGHTS_BYTES)
+    return exposed_bytes + weights <= analysis.chunk_bytes and weights <= max(exposed_bytes, JOIN_WEIGHTS_BYTES)
+
+
+def _segment_share(size: int, budget: int) -> int:
+    """What a value counts for when segments are cut: its bytes, or the whole `budget` for a
+    value of half of it or more, which so ends its segment: torch's values of a chunk's rows are
+    held while the chunk is measured, and two such values of a segment would be held at once
+    with the next one's inputs (a detector's mask paste: 183 MiB each)."""
+    return budget if 2 * size >= budget else size
 
 
 def initializer_bytes(model: onnx.ModelProto) -> int:
     """Bytes of `model`'s initializers, read off their types and shapes (stubs' too)."""
-    return sum(int(np.prod(tensor.dims, dtype=np.int64)) * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
-               for tensor in model.graph.initializer
-               if tensor.data_type not in (onnx.TensorProto.UNDEFINED, onnx.TensorProto.STRING))
+    return sum(_tensor_bytes(tensor) for tensor in model.graph.initializer)
+
+
+def _tensor_bytes(tensor: onnx.TensorProto) -> int:
+    """Bytes of one initializer, read off its type and shape (0 for a string or untyped one)."""
+    if tensor.data_type in (onnx.TensorProto.UNDEFINED, onnx.TensorProto.STRING):
+        return 0
+    return int(np.prod(tensor.dims, dtype=np.int64)) * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+
+
+def weights_by_value(model: onnx.ModelProto, groups: Mapping[str, NodeGroup]) -> dict[str, int]:
+    """{a row's first exposed value: bytes of the initializers its ONNX nodes read}, each
+    initializer counted once, at its first reader among the rows: the weights a segment that
+    computes the row loads (and onnxruntime packs a copy of), so that a model's segments are cut
+    by their weights as well as by their values (a Llama of 1.49 GiB whose values are 0.5 GiB)."""
+    sizes = {tensor.name: _tensor_bytes(tensor) for tensor in model.graph.initializer}
+    counted: set[str] = set()
+    found: dict[str, int] = {}
+    for group in groups.values():
+        if not group.outputs:
+            continue
+        read = {name for node in group.nodes for name in node.input if name in sizes and name not in counted}
+        counted.update(read)
+        if read:
+            found[group.outputs[min(group.outputs)]] = sum(sizes[name] for name in read)
+    return found
 
 
 def _exposed_sizes(analysis: FxAnalysis, sources: Mapping[str, tuple[str, int]]) -> dict[str, int]:
@@ -365,10 +403,18 @@ def _segment_chunks(segmented: SegmentedRun, groups: Mapping[str, NodeGroup], si
                 for fx, group in groups.items()}
     waiting: dict[str, Any] = {}  # backend values of rows not measured yet
     done: set[str] = set()
+    rows_of = Counter(name for group in groups.values() for name in group.outputs.values())  # rows not taken yet
 
     def take(names: list[str]) -> dict[str, Any]:
+        """The values of rows `names`, each dropped here once no row left reads it (two rows
+        whose values are one ONNX value, a view the export folded, may fall in two chunks)."""
         done.update(names)
-        return {name: waiting.pop(name) for fx in names for name in groups[fx].outputs.values() if name in waiting}
+        taken = {name: waiting[name] for fx in names for name in groups[fx].outputs.values() if name in waiting}
+        rows_of.subtract(name for fx in names for name in groups[fx].outputs.values())
+        for name in taken:
+            if rows_of[name] <= 0:
+                del waiting[name]
+        return taken
 
     for index, produced in segmented.values():
         waiting.update(produced)
@@ -385,6 +431,28 @@ def _segment_chunks(segmented: SegmentedRun, groups: Mapping[str, NodeGroup], si
     left = [fx for fx in order if fx not in done]
     if left:
         yield left, take(left)
+
+
+def _batches(names: list[str], records: Mapping[str, OpRecord], analysis: FxAnalysis, sizes: Mapping[str, int],
+             budget: int | None) -> list[list[str]]:
+    """A streamed chunk's rows (`names`, in graph order) in consecutive batches whose outputs
+    together take at most `budget` bytes (a row larger than that alone), each isolated, replayed
+    and judged before the next is isolated: the backend's isolated outputs of a batch are held
+    until its rows are judged, and a chunk of a detector's mask paste (100 x 600 x 800 values)
+    would hold 1.8 GB of them at once. One batch when `budget` is None (a model held whole), and
+    where rows judge across a batch's edge: the backend's fused layers as regions, quantized rows."""
+    if budget is None or analysis.runtime_fusions or any(quant_rows.is_quantized_op(records[fx].aten) for fx in names):
+        return [names]
+    batches: list[list[str]] = [[]]
+    held = 0
+    for fx in names:
+        size = sum(sizes.get(name, 0) for name in analysis.groups[fx].outputs.values())
+        if batches[-1] and held + size > budget:
+            batches.append([])
+            held = 0
+        batches[-1].append(fx)
+        held += size
+    return batches
 
 
 KEPT_ARTIFACTS = 10

@@ -18,9 +18,13 @@ from typing import Any
 import numpy as np
 
 from harness.analysis.rows import OpArtifacts
+from harness.metrics.arrays import flat_blocks
 
 SPILLED_MIN_BYTES = 1 << 20
 """Arrays smaller than this stay in memory (writing them costs more than they hold)."""
+WRITTEN_BLOCK = 1 << 20
+"""Elements written at a time: an array that is not contiguous (an expanded index of a
+detector's mask paste, 366 MiB as int64 over a few KiB of storage) is never copied whole."""
 
 
 class SpillFolder:
@@ -34,7 +38,11 @@ class SpillFolder:
         """`array` written to a file of this folder, returned as a read-only memory map of it."""
         path = os.path.join(self._folder.name, f"{self._count}.npy")
         self._count += 1
-        np.save(path, np.ascontiguousarray(array), allow_pickle=False)
+        with open(path, "wb") as handle:  # in C order, a view that is not contiguous a block at a time
+            np.lib.format.write_array_header_1_0(handle, {"descr": np.lib.format.dtype_to_descr(array.dtype),
+                                                          "fortran_order": False, "shape": array.shape})
+            for (block,) in flat_blocks((array.reshape(1) if array.ndim == 0 else array,), WRITTEN_BLOCK):
+                handle.write(np.ascontiguousarray(block).data)
         return np.load(path, mmap_mode="r", allow_pickle=False)
 
 
