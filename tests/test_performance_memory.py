@@ -105,17 +105,36 @@ class _SlicingBug(Exception):
     """An error of the replay's own slicing code (not torch's kernel)."""
 
 
+class _Refusing:
+    """Torch's linear, named as it is (the replay slices by name), refusing a weight of fewer than
+    its 16 output features (a slice), or every call (`whole_too`)."""
+
+    def __init__(self, target, whole_too: bool) -> None:
+        self.target, self.whole_too = target, whole_too
+
+    def __str__(self) -> str:
+        return str(self.target)
+
+    def __call__(self, *args, **kwargs):
+        if self.whole_too:
+            raise RuntimeError("no float64 kernel")
+        if args[1].shape[0] != 16:
+            raise RuntimeError("shape mismatch")
+        return self.target(*args, **kwargs)
+
+
 @pytest.mark.parametrize("fault, raised", [
-    ("kernel", truth.OpCallFailed),  # torch's kernel refused: a finding about torch
+    ("kernel", truth.OpCallFailed),  # torch's kernel refused, sliced and whole: a finding about torch
+    ("slices_only", truth.SliceDefect),  # the kernel runs the whole call but not the slices made: our defect
     ("slicing", _SlicingBug),  # the harness's slicing broke: propagates as it is, never a finding
 ])
 def test_a_sliced_replay_blames_torch_only_for_its_kernels_errors(fault, raised, monkeypatch):
     node, values = _sliced_linear(monkeypatch)
     replay = truth.Replayer([node], values, device="cpu", dtype=torch.float64)
-    if fault == "kernel":
-        def refusing(*_args, **_kwargs):
-            raise RuntimeError("no float64 kernel")
-        node.target = refusing
+    assert replay._sliced_layout(node) is not None  # the case replays in slices
+    if fault in ("kernel", "slices_only"):
+        node.target = _Refusing(node.target, whole_too=fault == "kernel")
+        assert replay._sliced_layout(node) is not None  # still the sliced path
     else:
         real = truth._convert
 

@@ -17,7 +17,7 @@ import math
 import operator
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.fx
@@ -226,6 +226,11 @@ class OpCallFailed(RuntimeError):
         self.error = error
 
 
+class SliceDefect(RuntimeError):
+    """A sliced replay (Replayer) made inputs torch's kernel refuses although it runs the whole
+    call: an error of the replay's own code, which propagates."""
+
+
 SLICED_BYTES = 48 * 2**20
 """A layer whose fp64 weight or unfolded input would be larger is replayed in slices (Replayer).
 Above glibc's largest mmap threshold (32 MiB), so each slice's buffers are mapped and unmapped
@@ -327,11 +332,12 @@ class Replayer:
         torch's values unconverted)."""
         try:
             layout = self._sliced_layout(node)
-            if layout is not None:
-                return self._call_in_slices(node, *layout)
-            rows = self._pointwise_rows(node)
-            if rows:
-                return self._call_pointwise_in_slices(node, rows)
+            rows = 0 if layout is not None else self._pointwise_rows(node)
+            if layout is not None or rows:
+                try:
+                    return self._call_in_slices(node, *layout) if layout else self._call_pointwise_in_slices(node, rows)
+                except OpCallFailed as refused:
+                    self._judge_refused_slice(node, refused)
             args, kwargs = self.inputs(node)
             try:
                 with torch.no_grad():
@@ -340,6 +346,19 @@ class Replayer:
                 raise OpCallFailed(node, error) from error
         finally:
             self._release(node)
+
+    def _judge_refused_slice(self, node: torch.fx.Node, refused: OpCallFailed) -> NoReturn:
+        """Torch's kernel refused a slice the replay made: a finding about torch (OpCallFailed)
+        only when it refuses the whole call too; when the whole call runs, the slices were
+        inputs torch cannot take, a defect of the slicing (SliceDefect), never a verdict."""
+        args, kwargs = self.inputs(node)
+        try:
+            with torch.no_grad():
+                replay_target(node)(*args, **kwargs)
+        except Exception as error:  # torch's kernel refused the whole call as well
+            raise OpCallFailed(node, error) from error
+        raise SliceDefect(f"the fp64 replay of {node.name} in slices failed where the whole call runs: "
+                          f"{refused}") from refused.error
 
     def _sliced_layout(self, node: torch.fx.Node) -> tuple[int, int, int] | None:
         """(slices, weight dim sliced, number of features) when `node` should run in slices."""
