@@ -12,6 +12,7 @@ import torch
 import harness.analysis.truth as truth
 import harness.metrics.comparison as comparison
 from harness.analysis.torch_values import record_values
+from harness.metrics.arrays import as_array, largest_finite
 from harness.runtime.memory import release_freed_memory
 
 
@@ -404,3 +405,73 @@ def test_the_outputs_truth_runs_on_a_copy_sharing_the_weights():
     fresh = _Stateful().eval()
     truth.model_truth(_stateless_copy(fresh), (x,))
     assert fresh.cached[0].dtype == torch.float32 and fresh.linear.weight.dtype == torch.float32
+
+
+class _Paste(torch.nn.Module):
+    """A mask paste's element-wise ops on values of many rows: a product of two, then a sum with
+    a row broadcast along the first dimension."""
+
+    def forward(self, x, y, row):
+        return x * y + row
+
+
+def _paste_rows(monkeypatch, nonfinite: bool):
+    import exporter
+
+    torch.manual_seed(3)
+    x, y, row = torch.randn(9, 5, 7), torch.randn(9, 5, 7), torch.randn(1, 5, 7)
+    if nonfinite:
+        x[0, 0, 0], y[4, 1, 1], x[8, 4, 6] = float("nan"), float("inf"), -float("inf")
+    program = exporter.capture(_Paste().eval(), (x, y, row))
+    values = record_values(program, (x, y, row))
+    monkeypatch.setattr(truth, "SLICED_BYTES", 2000)  # 2 rows per slice of the product (the last one short), 3 of the sum
+    return [n for n in program.graph.nodes if str(n.target) in truth.EXACT_POINTWISE], values
+
+
+@pytest.mark.parametrize("nonfinite", [False, True])
+def test_a_truth_in_slices_compares_as_the_whole_truth(monkeypatch, nonfinite):
+    """Replayed with `in_slices`, a large element-wise op's truth is made a slice at a time, once per
+    reading for every side compared, and each comparison (and the truth's largest finite
+    magnitude) is the whole truth's, field by field."""
+    ops, values = _paste_rows(monkeypatch, nonfinite)
+    assert len(ops) == 2
+    for node in ops:
+        whole, _ = truth.Replayer([node], values)(node)
+        sliced, args = truth.Replayer([node], values, in_slices=True)(node)
+        assert isinstance(sliced, truth.TruthInSlices) and 1 < sliced.rows < 9 and sliced.numel() == whole.numel()
+        assert truth.reduction_length(node, args, sliced) == truth.reduction_length(node, args, whole) == 1
+        torch.testing.assert_close(sliced.whole(), whole, rtol=0, atol=0, equal_nan=True)
+        made = []
+        real = sliced._make
+        sliced._make = lambda start, stop: made.append(start) or real(start, stop)
+        torch_side = as_array(values[node.name])
+        backend = torch_side.copy()
+        backend[2, 3, 4] += 1e-3
+        backend[8, 0, 0] = float("nan")
+        got = truth.compare_with_truth([torch_side, backend], sliced, atol=1e-6, rtol=1e-5, name=node.name)
+        want = truth.compare_with_truth([torch_side, backend], whole, atol=1e-6, rtol=1e-5, name=node.name)
+        assert [c.to_dict() for c in got] == [c.to_dict() for c in want]
+        assert made == list(range(0, 9, sliced.rows))  # each slice made once for both sides
+        assert truth.truth_largest_finite(sliced) == largest_finite(as_array(whole))
+        assert truth.compare_with_truth([], sliced, atol=0, rtol=0) == []
+
+
+@pytest.mark.parametrize("whole_too, raised", [(True, truth.OpCallFailed), (False, truth.SliceDefect)])
+def test_a_truth_in_slices_blames_torch_only_when_the_whole_call_fails(monkeypatch, whole_too, raised):
+    ops, values = _paste_rows(monkeypatch, nonfinite=False)
+    node = ops[0]
+    real = node.target
+
+    class Refusing:
+        def __str__(self) -> str:
+            return str(real)
+
+        def __call__(self, *args):
+            if whole_too or args[0].shape[0] != 9:
+                raise RuntimeError("refused")
+            return real(*args)
+
+    node.target = Refusing()
+    sliced, _ = truth.Replayer([node], values, in_slices=True)(node)
+    with pytest.raises(raised):
+        truth.compare_with_truth([as_array(values[node.name])], sliced, atol=0, rtol=0)
