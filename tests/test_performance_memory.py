@@ -475,3 +475,65 @@ def test_a_truth_in_slices_blames_torch_only_when_the_whole_call_fails(monkeypat
     sliced, _ = truth.Replayer([node], values, in_slices=True)(node)
     with pytest.raises(raised):
         truth.compare_with_truth([as_array(values[node.name])], sliced, atol=0, rtol=0)
+
+
+IMAGE_GROUPS = [
+    # (id, layer, input shape): each image unfolds within SLICED_BYTES, the batch does not
+    ("conv2d", torch.nn.Conv2d(6, 5, 3, padding=1), (7, 6, 9, 11)),
+    ("conv2d grouped, strided, dilated, no bias",
+     torch.nn.Conv2d(6, 4, (3, 5), stride=2, dilation=(1, 2), padding=(2, 1), groups=2, bias=False), (5, 6, 13, 17)),
+    ("conv1d", torch.nn.Conv1d(6, 3, 5, stride=2), (9, 6, 40)),
+    ("conv3d", torch.nn.Conv3d(4, 2, 3, padding=1), (3, 4, 5, 6, 7)),
+]
+
+
+def _per_image_bytes(layer, shape) -> int:
+    with torch.no_grad():
+        spatial = layer(torch.zeros(1, *shape[1:])).shape[2:].numel()
+    return layer.weight[0].numel() * spatial * 8
+
+
+@pytest.mark.parametrize("layer, shape", [c[1:] for c in IMAGE_GROUPS], ids=[c[0] for c in IMAGE_GROUPS])
+def test_a_convolution_whose_batch_unfolds_past_the_slice_runs_on_image_groups_to_the_same_bits(layer, shape,
+                                                                                               monkeypatch):
+    """torch's float64 convolution unfolds its whole batch at once (a detector's mask head: 345 MiB
+    for 100 regions); where each image fits SLICED_BYTES, the replay and the module's float64 run
+    convolve groups of images, and get the whole call's output bit for bit."""
+    import exporter
+
+    torch.manual_seed(0)
+    layer = layer.eval()
+    x = torch.randn(shape)
+    monkeypatch.setattr(truth, "SLICED_BYTES", 2 * _per_image_bytes(layer, shape) + 8)  # 2 images per call
+    program = exporter.capture(layer, (x,))
+    values = record_values(program, (x,))
+    node = next(n for n in program.graph.nodes if n.op == "call_function")
+    replay = truth.Replayer([node], values)
+    assert replay._sliced_layout(node) is None and replay._images_per_call(node) == 2
+    calls: list[int] = []
+    real = node.target
+
+    class Counted:  # named as torch's op (the replay slices by name), counting the images of each call
+        def __str__(self) -> str:
+            return str(real)
+
+        def __call__(self, x, *rest):
+            calls.append(x.shape[0])
+            return real(x, *rest)
+
+    node.target = Counted()
+    output, args = replay(node)
+    node.target = real
+    whole = real(*[a.double() if isinstance(a, torch.Tensor) else a for a in
+                   torch.fx.node.map_arg(node.args, lambda n: values[n.name])])
+    assert calls == [2] * (shape[0] // 2) + [1] * (shape[0] % 2)
+    assert torch.equal(output, whole) and args[0].shape == x.shape and args[0].dtype == torch.float64
+    with torch.no_grad():
+        eager = layer.double()(x.double())
+    assert truth._convolution_images(x.dim() - 2, x.double(), layer.weight, None, layer.stride, layer.padding,
+                                     layer.dilation, layer.groups) == 2
+    grouped: list[int] = []
+    real_groups = truth._convolution_in_images
+    monkeypatch.setattr(truth, "_convolution_in_images",
+                        lambda func, images, *rest, **kwargs: grouped.append(images) or real_groups(func, images, *rest, **kwargs))
+    assert torch.equal(truth.model_truth(layer, (x,)), eager) and grouped == [2]

@@ -395,15 +395,21 @@ class Replayer:
         features; convolution: of its input channels, image by image, the partial results
         summed), each slice converted alone; its args then hold the weight unconverted (same shape). So replaying
         a large layer in fp64 never holds a whole fp64 copy of its weight or of its unfolded
-        input. Likewise an `EXACT_POINTWISE` op whose float64 inputs would exceed `SLICED_BYTES`
+        input. A convolution whose images each unfold within `SLICED_BYTES` but not all of them
+        together (torch's float64 kernel unfolds the whole batch at once: 345 MiB for a detector's
+        mask head, 100 regions of 256 x 14 x 14) runs on groups of images, each image computed as
+        in the whole call, so the output is the same bits. Likewise an `EXACT_POINTWISE` op whose float64 inputs would exceed `SLICED_BYTES`
         is computed in slices of its first dimension into its whole output, or with `in_slices`
         returned as a TruthInSlices (its args then hold torch's values unconverted)."""
         try:
             layout = self._sliced_layout(node)
-            rows = 0 if layout is not None else self._pointwise_rows(node)
-            if layout is not None or rows:
+            images = 0 if layout is not None else self._images_per_call(node)
+            rows = 0 if layout is not None or images else self._pointwise_rows(node)
+            if layout is not None or images or rows:
                 try:
-                    return self._call_in_slices(node, *layout) if layout else self._call_pointwise_in_slices(node, rows)
+                    if layout is not None:
+                        return self._call_in_slices(node, *layout)
+                    return self._call_in_images(node, images) if images else self._call_pointwise_in_slices(node, rows)
                 except OpCallFailed as refused:
                     self._judge_refused_slice(node, refused)
             args, kwargs = self.inputs(node)
@@ -457,6 +463,44 @@ class Replayer:
         features = weight.shape[dim]
         slices = min(features, -(-needed // SLICED_BYTES))
         return slices, dim, features
+
+    def _images_per_call(self, node: torch.fx.Node) -> int:
+        """Images per call when `node` is a convolution (not transposed, any groups) whose whole
+        batch's unfolded input in float64 would exceed `SLICED_BYTES` (0: replay it whole)."""
+        layout = _SLICEABLE.get(str(node.target))
+        if layout is None or layout[0] != "conv" or self.dtype is None or node.kwargs or len(node.args) < 2:
+            return 0
+        if str(node.target) == "aten.convolution.default" and len(node.args) > 6 and node.args[6]:
+            return 0  # transposed
+        weight = self.values.get(getattr(node.args[1], "name", None))
+        output = self.values.get(node.name)
+        if (not isinstance(weight, torch.Tensor) or not isinstance(output, torch.Tensor) or weight.dim() < 3
+                or output.dim() != weight.dim() or output.shape[0] < 2):
+            return 0
+        spatial = output.numel() // max(output.shape[0] * output.shape[1], 1)
+        per_image = weight[0].numel() * spatial * torch.empty((), dtype=self.dtype).element_size()
+        if per_image * output.shape[0] <= SLICED_BYTES:
+            return 0
+        return max(1, SLICED_BYTES // max(per_image, 1))
+
+    def _call_in_images(self, node: torch.fx.Node, images: int) -> tuple[Any, list[Any]]:
+        args, kwargs = self.inputs(node)
+        x, total = args[0], None
+        with torch.no_grad():
+            for start in range(0, x.shape[0], images):
+                stop = min(start + images, x.shape[0])
+                args[0] = x[start:stop]
+                try:
+                    part = node.target(*args, **kwargs)
+                except Exception as error:  # torch's kernel refused these inputs
+                    raise OpCallFailed(node, error) from error
+                if total is None:
+                    total = part.new_empty((x.shape[0], *part.shape[1:]))
+                total[start:stop].copy_(part)
+                del part
+        args[0] = x
+        release_freed_memory()
+        return total, args
 
     def _call_in_slices(self, node: torch.fx.Node, slices: int, dim: int, features: int) -> tuple[Any, list[Any]]:
         weight = self.values[node.args[1].name]
@@ -714,6 +758,9 @@ class SlicedConvolutions(torch.overrides.TorchFunctionMode):
             slices = _convolution_slices(rank, *args, **kwargs)
             if slices > 1:
                 return _convolution_in_slices(func, slices, *args, **kwargs)
+            images = _convolution_images(rank, *args, **kwargs)
+            if images:
+                return _convolution_in_images(func, images, *args, **kwargs)
         return func(*args, **kwargs)
 
 
@@ -735,6 +782,39 @@ def _convolution_slices(rank: int, input: Any, weight: Any, bias: Any = None, st
                for size, pad, dil, k, st in zip(input.shape[2:], padding, dilation, kernel, stride)]
     unfolded = weight[0].numel() * _prod(spatial) * input.element_size()
     return min(int(weight.shape[1]), -(-unfolded // SLICED_BYTES))
+
+
+def _convolution_images(rank: int, input: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
+                        dilation: Any = 1, groups: int = 1) -> int:
+    """Images per call of a float64 convolution whose images each unfold within `SLICED_BYTES`
+    but not all together (torch's kernel unfolds the whole batch at once); 0: run it whole."""
+    if (not isinstance(input, torch.Tensor) or not isinstance(weight, torch.Tensor) or input.dtype != torch.float64
+            or isinstance(padding, str) or weight.dim() != rank + 2 or input.dim() != rank + 2 or input.shape[0] < 2):
+        return 0
+    stride, padding, dilation = _tuple(stride, rank), _tuple(padding, rank), _tuple(dilation, rank)
+    kernel = tuple(weight.shape[2:])
+    if all(k == 1 for k in kernel) and all(s == 1 for s in stride) and not any(padding):
+        return 0  # a pointwise convolution is a matrix product on the input as it is: nothing unfolded
+    spatial = [(size + 2 * pad - dil * (k - 1) - 1) // st + 1
+               for size, pad, dil, k, st in zip(input.shape[2:], padding, dilation, kernel, stride)]
+    per_image = weight[0].numel() * _prod(spatial) * input.element_size()
+    if per_image * input.shape[0] <= SLICED_BYTES:
+        return 0
+    return max(1, SLICED_BYTES // max(per_image, 1))
+
+
+def _convolution_in_images(func: Any, images: int, input: torch.Tensor, *rest: Any, **kwargs: Any) -> torch.Tensor:
+    """`func` on groups of `images` images, each image computed as in the whole call (the same bits)."""
+    total = None
+    for start in range(0, input.shape[0], images):
+        stop = min(start + images, input.shape[0])
+        part = func(input[start:stop], *rest, **kwargs)
+        if total is None:
+            total = part.new_empty((input.shape[0], *part.shape[1:]))
+        total[start:stop].copy_(part)
+        del part
+    release_freed_memory()
+    return total
 
 
 def _convolution_in_slices(func: Any, slices: int, input: torch.Tensor, weight: torch.Tensor, bias: Any = None,
