@@ -768,28 +768,12 @@ def _tuple(value: Any, rank: int) -> tuple[int, ...]:
     return tuple(value) if isinstance(value, (list, tuple)) else (int(value),) * rank
 
 
-def _convolution_slices(rank: int, input: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
-                        dilation: Any = 1, groups: int = 1) -> int:
-    """How many slices of input channels a float64 convolution needs (1: none)."""
+def _unfolded_bytes(rank: int, input: Any, weight: Any, stride: Any, padding: Any, dilation: Any) -> int:
+    """Bytes one image of a float64 convolution of `rank` unfolds to (torch's float64 kernel
+    unfolds its input, im2col, before its matrix product); 0 when nothing is unfolded (a
+    pointwise convolution) or it is no float64 convolution of that rank."""
     if (not isinstance(input, torch.Tensor) or not isinstance(weight, torch.Tensor) or input.dtype != torch.float64
-            or groups != 1 or isinstance(padding, str) or weight.dim() != rank + 2 or input.dim() != rank + 2):
-        return 1
-    stride, padding, dilation = _tuple(stride, rank), _tuple(padding, rank), _tuple(dilation, rank)
-    kernel = tuple(weight.shape[2:])
-    if all(k == 1 for k in kernel) and all(s == 1 for s in stride) and not any(padding):
-        return 1  # a pointwise convolution is a matrix product on the input as it is: nothing unfolded
-    spatial = [(size + 2 * pad - dil * (k - 1) - 1) // st + 1
-               for size, pad, dil, k, st in zip(input.shape[2:], padding, dilation, kernel, stride)]
-    unfolded = weight[0].numel() * _prod(spatial) * input.element_size()
-    return min(int(weight.shape[1]), -(-unfolded // SLICED_BYTES))
-
-
-def _convolution_images(rank: int, input: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
-                        dilation: Any = 1, groups: int = 1) -> int:
-    """Images per call of a float64 convolution whose images each unfold within `SLICED_BYTES`
-    but not all together (torch's kernel unfolds the whole batch at once); 0: run it whole."""
-    if (not isinstance(input, torch.Tensor) or not isinstance(weight, torch.Tensor) or input.dtype != torch.float64
-            or isinstance(padding, str) or weight.dim() != rank + 2 or input.dim() != rank + 2 or input.shape[0] < 2):
+            or isinstance(padding, str) or weight.dim() != rank + 2 or input.dim() != rank + 2):
         return 0
     stride, padding, dilation = _tuple(stride, rank), _tuple(padding, rank), _tuple(dilation, rank)
     kernel = tuple(weight.shape[2:])
@@ -797,10 +781,24 @@ def _convolution_images(rank: int, input: Any, weight: Any, bias: Any = None, st
         return 0  # a pointwise convolution is a matrix product on the input as it is: nothing unfolded
     spatial = [(size + 2 * pad - dil * (k - 1) - 1) // st + 1
                for size, pad, dil, k, st in zip(input.shape[2:], padding, dilation, kernel, stride)]
-    per_image = weight[0].numel() * _prod(spatial) * input.element_size()
-    if per_image * input.shape[0] <= SLICED_BYTES:
+    return weight[0].numel() * _prod(spatial) * input.element_size()
+
+
+def _convolution_slices(rank: int, input: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
+                        dilation: Any = 1, groups: int = 1) -> int:
+    """How many slices of input channels a float64 convolution needs (1: none)."""
+    unfolded = _unfolded_bytes(rank, input, weight, stride, padding, dilation) if groups == 1 else 0
+    return min(int(weight.shape[1]), -(-unfolded // SLICED_BYTES)) if unfolded else 1
+
+
+def _convolution_images(rank: int, input: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
+                        dilation: Any = 1, groups: int = 1) -> int:
+    """Images per call of a float64 convolution whose images each unfold within `SLICED_BYTES`
+    but not all together (torch's kernel unfolds the whole batch at once); 0: run it whole."""
+    per_image = _unfolded_bytes(rank, input, weight, stride, padding, dilation)
+    if not per_image or input.shape[0] < 2 or per_image * input.shape[0] <= SLICED_BYTES:
         return 0
-    return max(1, SLICED_BYTES // max(per_image, 1))
+    return max(1, SLICED_BYTES // per_image)
 
 
 def _convolution_in_images(func: Any, images: int, input: torch.Tensor, *rest: Any, **kwargs: Any) -> torch.Tensor:
