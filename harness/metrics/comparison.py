@@ -16,7 +16,9 @@ cache-sized blocks (harness.metrics.arrays.flat_blocks: a tensor that is not con
 expanded view say, is copied one block at a time, never whole). Inexact ones are compared in
 scratch buffers reused from one comparison to the next, with a handful of vectorised passes per
 block in the arrays' own precision (fp32 stays fp32; anything compared with fp64 is computed in
-fp64); a block without error skips all but the first passes.
+fp64); a block without error skips all but the first passes. Every metric merges across blocks
+(a maximum, a count, a histogram of counts), so a comparison can also be made part by part
+(`ComparisonInParts`: a truth too large to hold whole, compared a slice at a time).
 """
 
 from __future__ import annotations
