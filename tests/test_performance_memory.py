@@ -537,3 +537,41 @@ def test_a_convolution_whose_batch_unfolds_past_the_slice_runs_on_image_groups_t
     monkeypatch.setattr(truth, "_convolution_in_images",
                         lambda func, images, *rest, **kwargs: grouped.append(images) or real_groups(func, images, *rest, **kwargs))
     assert torch.equal(truth.model_truth(layer, (x,)), eager) and grouped == [2]
+
+
+@pytest.mark.parametrize("layout, trims", [
+    ("joint", 2),  # the production session's, then one when the verification's scope ends
+    ("apart", 2),  # the same: the instrumented and isolation sessions' trims deferred with the rest
+    ("streamed", None),  # torch's values streamed: trimmed as it goes, more than twice
+])
+def test_a_verification_held_whole_trims_once_after_production_and_its_rows_are_unchanged(layout, trims, monkeypatch):
+    """A model whose values are held whole reuses freed blocks from torch's values to the end of
+    its per-op rows, and trims once then (harness.verification); a
+    streamed one trims after each session as before. Where blocks come from changes no row."""
+    import contextlib
+
+    import harness
+    import harness.verification as verification_module
+    from harness.analysis import fx_rows
+    from harness.runtime import memory
+
+    if layout == "apart":
+        monkeypatch.setattr(fx_rows, "JOIN_NODES", 0)
+    if layout == "streamed":
+        monkeypatch.setattr(verification_module, "VALUES_BUDGET", 1)
+        monkeypatch.setattr(fx_rows, "CHUNK_BYTES", 1)
+    torch.manual_seed(0)
+    module, args = _Layers().eval(), (torch.randn(3, 6, 7, 7),)
+    fake = _FakeMalloc()
+    monkeypatch.setattr(memory, "_libc", fake)
+    reusing = harness.verify(module, args)
+    trimmed = sum(1 for call in fake.calls if call[0] == "malloc_trim")
+    tuned = [call[2] for call in fake.calls if call[:2] == ("mallopt", memory.M_MMAP_THRESHOLD)]
+    off = lambda *args, **kwargs: contextlib.nullcontext(False)  # noqa: E731
+    monkeypatch.setattr(verification_module, "reusing_freed_memory", off)
+    trimming = harness.verify(module, args)
+    assert reusing.passed and trimming.passed
+    assert [op.to_dict() for op in reusing.ops] == [op.to_dict() for op in trimming.ops] and len(reusing.ops) == 4
+    assert [o.max_abs for o in reusing.outputs] == [o.max_abs for o in trimming.outputs]
+    assert trimmed == trims if trims is not None else trimmed > 2
+    assert set(tuned) == {memory.REUSED_BLOCK_BYTES, memory.GLIBC_MMAP_THRESHOLD}  # the scopes' blocks, then glibc's

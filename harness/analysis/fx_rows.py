@@ -857,7 +857,8 @@ class _TruthPass:
 
     def __init__(self, records: Mapping[str, OpRecord], analysis: FxAnalysis) -> None:
         self.analysis = analysis
-        self.by_name = {n.name: n for n in analysis.program.graph.nodes if n.name in records}
+        self.nodes = {n.name: n for n in analysis.program.graph.nodes}  # a region's members looked up here
+        self.by_name = {name: n for name, n in self.nodes.items() if name in records}
         self.replay = Replayer(list(self.by_name.values()), analysis.values, device="cpu", dtype=torch.float64,
                                weights=analysis.float64_weights, in_slices=True)
         self.wanted = runtime_regions.first_members(analysis.runtime_fusions, analysis.groups)
@@ -886,20 +887,22 @@ class _TruthPass:
                 found[node.name] = _fill_truth(record, analysis.groups[node.name], node, truth, args, analysis,
                                                isolated.get(node.name, {}), length=length)
 
-            _replay_truth(node, analysis, replay, [record], fill)
+            _replay_truth(node, analysis, replay, [record], fill, self.nodes)
             if after is not None:
                 after(node, found.get(node.name, {}))
         return found
 
 
 def _replay_truth(node: torch.fx.Node, analysis: FxAnalysis, replay: Replayer, rows: Sequence[OpRecord],
-                  fill: Callable[[Any, Any, int | None, Sequence[torch.fx.Node]], None]) -> None:
+                  fill: Callable[[Any, Any, int | None, Sequence[torch.fx.Node]], None],
+                  by_name: Mapping[str, torch.fx.Node]) -> None:
     """Replay `node` (or its optimised region's members, in sequence) in float64 and hand the
     truth to `fill(truth, args, region_length, region_members)`; the rows of every backend get
     the note when there is no truth: the op has none by nature, float64 has no kernel for it,
-    or the harness's own code failed (raised in strict mode)."""
+    or the harness's own code failed (raised in strict mode). `by_name`: the program's nodes by
+    name, read once per pass (not once per region)."""
     group = analysis.groups[node.name]
-    members = _region_members(group, analysis.program)
+    members = _region_members(group, analysis.program, by_name)
     reason = no_truth_reason(node) or next((no_truth_reason(m) for m in members if no_truth_reason(m)), "")
     if reason or not group.outputs:
         for record in rows if reason else ():
@@ -932,7 +935,8 @@ def _truth(measured: Sequence[tuple[dict[str, OpRecord], FxAnalysis, Mapping[str
     node and value name."""
     found: list[dict[str, dict[str, TruthPair]]] = [{} for _ in measured]
     records, analysis, _ = measured[0]
-    nodes = [n for n in analysis.program.graph.nodes if n.name in records]
+    by_name = {n.name: n for n in analysis.program.graph.nodes}
+    nodes = [n for n in by_name.values() if n.name in records]
     replay = Replayer(nodes, analysis.values, device="cpu", dtype=torch.float64, weights=analysis.float64_weights,
                       in_slices=True)
     wanted = {name for _, each, _ in measured for name in runtime_regions.first_members(each.runtime_fusions, each.groups)}
@@ -949,7 +953,7 @@ def _truth(measured: Sequence[tuple[dict[str, OpRecord], FxAnalysis, Mapping[str
                                                       backend_analysis, isolated.get(node.name, {}), length=length,
                                                       torch_sides=torch_sides)
 
-        _replay_truth(node, analysis, replay, [rows[node.name] for rows, _, _ in measured], fill)
+        _replay_truth(node, analysis, replay, [rows[node.name] for rows, _, _ in measured], fill, by_name)
     return found
 
 

@@ -58,7 +58,7 @@ from harness.verification.outputs import (  # noqa: F401  (judge_outputs, tolera
 )
 from harness.records import Verification
 from harness.runtime.dtypes import cast_for_dtype, run_dtype, value_dtypes
-from harness.runtime.memory import release_freed_memory
+from harness.runtime.memory import release_freed_memory, reusing_freed_memory
 
 logger = logging.getLogger(__name__)
 
@@ -293,16 +293,24 @@ def _verify_steps(exported: ExportedForVerification, args: tuple[Any, ...], kwar
         # the weights it packs, a Llama's 1.3 GiB) is gone by then
         _timed(run, "backend_s", _production_run)
         others = worker.submit(_start_other_backends, run)  # their production runs, beside torch's work
-        _timed(run, "torch_s", _torch_values)
-        run.float64_weights = _float64_weights(run)
-        run.others = others.result()
-        if run.actual is not None:
-            _judge_outputs(run)
-        per_op = options.per_op or _outputs_need_rows(run)
-        if per_op:
-            _timed(run, "per_op_s", _per_op_rows)
-        if run.float64_weights is not None:  # the fp64 passes are done
-            run.float64_weights.clear()
+        with contextlib.ExitStack() as reuse:
+            # a model whose values and float64 weights are held whole reuses the blocks each phase
+            # frees (harness.runtime.memory.reusing_freed_memory) and trims once at the end, instead
+            # of trimming after every session and having the next phase fault the same pages in
+            # again; a streamed model (or one whose float64 weights are not held) trims as it goes
+            reuse.enter_context(reusing_freed_memory())
+            _timed(run, "torch_s", _torch_values)
+            run.float64_weights = _float64_weights(run)
+            run.others = others.result()
+            if run.float64_weights is None:
+                reuse.close()
+            if run.actual is not None:
+                _judge_outputs(run)
+            per_op = options.per_op or _outputs_need_rows(run)
+            if per_op:
+                _timed(run, "per_op_s", _per_op_rows)
+            if run.float64_weights is not None:  # the fp64 passes are done
+                run.float64_weights.clear()
         if exported.program is not None and run.actual is not None:
             _judge_draws(run)
         if per_op and exported.program is not None and run.actual is not None:
