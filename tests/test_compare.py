@@ -297,3 +297,95 @@ def test_largest_finite(values, want):
     from harness.metrics import arrays
 
     assert arrays.largest_finite(values) == want
+
+
+# --- comparisons made part by part --------------------------------------------------------------
+
+_PARTED_BASE = np.random.default_rng(11).standard_normal((7, 5, 3)) * 10.0 ** np.random.default_rng(12).integers(-6, 3, (7, 5, 3))
+_WITH_NONFINITE = _PARTED_BASE.copy()
+_WITH_NONFINITE[0, 0, :3] = [NAN, INF, -INF]  # the first part: where the NaN/Inf count must survive the merge
+_OFF_IN_FIRST = _PARTED_BASE.astype(np.float32)
+_OFF_IN_FIRST[0, 1, 2] += 50.0  # the worst element in the first part, every other error small
+_INTS_3D = np.random.default_rng(13).integers(-50, 50, (7, 5, 3))
+PARTED = [
+    # (id, actual, expected, atol, rtol)
+    ("fp32 against an fp64 truth", (_PARTED_BASE * (1 + 3e-7)).astype(np.float32), _PARTED_BASE, 1e-6, 1e-5),
+    ("fp64 against fp32", _PARTED_BASE * (1 + 1e-5), _PARTED_BASE.astype(np.float32), 1e-6, 1e-5),
+    ("fp16 against fp32", (_PARTED_BASE * 1.001).astype(np.float16), _PARTED_BASE.astype(np.float32), 1e-3, 1e-3),
+    ("the worst element in the first part", _OFF_IN_FIRST, _PARTED_BASE, 1e-5, 1e-5),
+    ("NaN and infinities in the first part only", _WITH_NONFINITE.astype(np.float32), _WITH_NONFINITE, 1e-5, 1e-5),
+    ("NaN/Inf disagreeing in the first part", np.where(np.isfinite(_WITH_NONFINITE), _WITH_NONFINITE, 0.0),
+     _WITH_NONFINITE, 1e-5, 1e-5),
+    ("identical but for the last row", np.concatenate([_PARTED_BASE[:6], _PARTED_BASE[6:] + 1.0]), _PARTED_BASE, 0.0, 0.0),
+    ("integers differing in two parts", np.where(np.arange(105).reshape(7, 5, 3) % 40 == 3, 0, _INTS_3D), _INTS_3D, 0.0, 0.0),
+    ("equal integers", _INTS_3D, _INTS_3D.copy(), 0.0, 0.0),
+    ("booleans", _INTS_3D > 0, _INTS_3D > 7, 0.0, 0.0),
+    ("strings", np.array(list("abcdefg")), np.array(list("abcxefy")), 0.0, 0.0),
+]
+CUTS = {"one part": [0, 7], "row by row": list(range(8)), "uneven": [0, 1, 4, 7], "a first part of 5": [0, 5, 7]}
+
+
+@pytest.mark.parametrize("cuts", list(CUTS.values()), ids=list(CUTS))
+@pytest.mark.parametrize("actual, expected, atol, rtol", [c[1:] for c in PARTED], ids=[c[0] for c in PARTED])
+def test_a_comparison_in_parts_is_the_whole_comparison(monkeypatch, actual, expected, atol, rtol, cuts):
+    from harness.metrics import comparison
+    from harness.metrics.comparison import ComparisonInParts
+
+    monkeypatch.setattr(comparison, "BLOCK_ELEMENTS", 4)  # blocks cut across the parts' bounds too
+    want = compare(actual, expected, atol=atol, rtol=rtol, name="v", check_dtype=False).to_dict()
+    parts = ComparisonInParts(actual.shape, actual.dtype, expected.shape, expected.dtype, atol=atol, rtol=rtol,
+                              name="v", check_dtype=False)
+    for start, stop in zip(cuts, cuts[1:]):
+        parts.add(actual[start:stop], expected[start:stop])
+    assert parts.result().to_dict() == want
+
+
+def _compare_whole_and_merge_last_part_only(actual, expected):
+    """A wrong merge (the last part's comparison taken for the whole), to check the table sees it."""
+    from harness.metrics.comparison import ComparisonInParts
+
+    parts = ComparisonInParts(actual[5:].shape, actual.dtype, expected[5:].shape, expected.dtype, atol=1e-5,
+                              rtol=1e-5, check_dtype=False)
+    parts.add(actual[5:], expected[5:])
+    return parts.result().to_dict()
+
+
+@pytest.mark.parametrize("index", [3, 4, 5, 7])
+def test_the_parts_table_tells_a_wrong_merge(index):
+    """The table's cases where the first part decides fail when only a later part is kept."""
+    _, actual, expected, atol, rtol = PARTED[index]
+    whole = compare(actual, expected, atol=1e-5, rtol=1e-5, check_dtype=False).to_dict()
+    wrong = _compare_whole_and_merge_last_part_only(actual, expected)
+    whole.pop("shape_actual"), whole.pop("shape_expected"), wrong.pop("shape_actual"), wrong.pop("shape_expected")
+    assert wrong != whole
+
+
+@pytest.mark.parametrize("actual, expected", [
+    (np.zeros((2, 3), np.float32), np.zeros((3, 2))),  # shapes disagree: the result needs no value
+    (np.zeros((0, 3), np.float32), np.zeros((0, 3))),
+], ids=["shapes differ", "empty"])
+def test_a_comparison_of_no_values_takes_no_part(actual, expected):
+    from harness.metrics.comparison import ComparisonInParts
+
+    parts = ComparisonInParts(actual.shape, actual.dtype, expected.shape, expected.dtype, atol=0, rtol=0)
+    assert not parts.compares_values
+    with pytest.raises(ValueError):
+        parts.add(actual, expected)
+    assert parts.result().to_dict() == compare(actual, expected, atol=0, rtol=0).to_dict()
+
+
+def test_parts_must_cover_the_tensors_once_in_their_dtypes():
+    from harness.metrics.comparison import ComparisonInParts
+
+    actual, expected = np.ones((4, 2), np.float32), np.ones((4, 2))
+    parts = ComparisonInParts(actual.shape, actual.dtype, expected.shape, expected.dtype, atol=0, rtol=0,
+                              check_dtype=False)
+    parts.add(actual[:3], expected[:3])
+    with pytest.raises(ValueError, match="of the tensors' 8"):
+        parts.result()  # a row missing
+    with pytest.raises(ValueError, match="dtypes"):
+        parts.add(actual[3:], expected[3:].astype(np.float32))
+    with pytest.raises(ValueError, match="past the tensors' 8"):
+        parts.add(actual[1:], expected[1:])
+    parts.add(actual[3:], expected[3:])
+    assert parts.result().passed and parts.result() is parts.result()

@@ -12,6 +12,7 @@ import torch
 import harness.analysis.truth as truth
 import harness.metrics.comparison as comparison
 from harness.analysis.torch_values import record_values
+from harness.metrics.arrays import as_array, largest_finite
 from harness.runtime.memory import release_freed_memory
 
 
@@ -404,6 +405,138 @@ def test_the_outputs_truth_runs_on_a_copy_sharing_the_weights():
     fresh = _Stateful().eval()
     truth.model_truth(_stateless_copy(fresh), (x,))
     assert fresh.cached[0].dtype == torch.float32 and fresh.linear.weight.dtype == torch.float32
+
+
+class _Paste(torch.nn.Module):
+    """A mask paste's element-wise ops on values of many rows: a product of two, then a sum with
+    a row broadcast along the first dimension."""
+
+    def forward(self, x, y, row):
+        return x * y + row
+
+
+def _paste_rows(monkeypatch, nonfinite: bool):
+    import exporter
+
+    torch.manual_seed(3)
+    x, y, row = torch.randn(9, 5, 7), torch.randn(9, 5, 7), torch.randn(1, 5, 7)
+    if nonfinite:
+        x[0, 0, 0], y[4, 1, 1], x[8, 4, 6] = float("nan"), float("inf"), -float("inf")
+    program = exporter.capture(_Paste().eval(), (x, y, row))
+    values = record_values(program, (x, y, row))
+    monkeypatch.setattr(truth, "SLICED_BYTES", 2000)  # 2 rows per slice of the product (the last one short), 3 of the sum
+    return [n for n in program.graph.nodes if str(n.target) in truth.EXACT_POINTWISE], values
+
+
+@pytest.mark.parametrize("nonfinite", [False, True])
+def test_a_truth_in_slices_compares_as_the_whole_truth(monkeypatch, nonfinite):
+    """Replayed with `in_slices`, a large element-wise op's truth is made a slice at a time, once per
+    reading for every side compared, and each comparison (and the truth's largest finite
+    magnitude) is the whole truth's, field by field."""
+    ops, values = _paste_rows(monkeypatch, nonfinite)
+    assert len(ops) == 2
+    for node in ops:
+        whole, _ = truth.Replayer([node], values)(node)
+        sliced, args = truth.Replayer([node], values, in_slices=True)(node)
+        assert isinstance(sliced, truth.TruthInSlices) and 1 < sliced.rows < 9 and sliced.numel() == whole.numel()
+        assert truth.reduction_length(node, args, sliced) == truth.reduction_length(node, args, whole) == 1
+        torch.testing.assert_close(sliced.whole(), whole, rtol=0, atol=0, equal_nan=True)
+        made = []
+        real = sliced._make
+        sliced._make = lambda start, stop: made.append(start) or real(start, stop)
+        torch_side = as_array(values[node.name])
+        backend = torch_side.copy()
+        backend[2, 3, 4] += 1e-3
+        backend[8, 0, 0] = float("nan")
+        got = truth.compare_with_truth([torch_side, backend], sliced, atol=1e-6, rtol=1e-5, name=node.name)
+        want = truth.compare_with_truth([torch_side, backend], whole, atol=1e-6, rtol=1e-5, name=node.name)
+        assert [c.to_dict() for c in got] == [c.to_dict() for c in want]
+        assert made == list(range(0, 9, sliced.rows))  # each slice made once for both sides
+        assert truth.truth_largest_finite(sliced) == largest_finite(as_array(whole))
+        assert truth.compare_with_truth([], sliced, atol=0, rtol=0) == []
+
+
+@pytest.mark.parametrize("whole_too, raised", [(True, truth.OpCallFailed), (False, truth.SliceDefect)])
+def test_a_truth_in_slices_blames_torch_only_when_the_whole_call_fails(monkeypatch, whole_too, raised):
+    ops, values = _paste_rows(monkeypatch, nonfinite=False)
+    node = ops[0]
+    real = node.target
+
+    class Refusing:
+        def __str__(self) -> str:
+            return str(real)
+
+        def __call__(self, *args):
+            if whole_too or args[0].shape[0] != 9:
+                raise RuntimeError("refused")
+            return real(*args)
+
+    node.target = Refusing()
+    sliced, _ = truth.Replayer([node], values, in_slices=True)(node)
+    with pytest.raises(raised):
+        truth.compare_with_truth([as_array(values[node.name])], sliced, atol=0, rtol=0)
+
+
+IMAGE_GROUPS = [
+    # (id, layer, input shape): each image unfolds within SLICED_BYTES, the batch does not
+    ("conv2d", torch.nn.Conv2d(6, 5, 3, padding=1), (7, 6, 9, 11)),
+    ("conv2d grouped, strided, dilated, no bias",
+     torch.nn.Conv2d(6, 4, (3, 5), stride=2, dilation=(1, 2), padding=(2, 1), groups=2, bias=False), (5, 6, 13, 17)),
+    ("conv1d", torch.nn.Conv1d(6, 3, 5, stride=2), (9, 6, 40)),
+    ("conv3d", torch.nn.Conv3d(4, 2, 3, padding=1), (3, 4, 5, 6, 7)),
+]
+
+
+def _per_image_bytes(layer, shape) -> int:
+    with torch.no_grad():
+        spatial = layer(torch.zeros(1, *shape[1:])).shape[2:].numel()
+    return layer.weight[0].numel() * spatial * 8
+
+
+@pytest.mark.parametrize("layer, shape", [c[1:] for c in IMAGE_GROUPS], ids=[c[0] for c in IMAGE_GROUPS])
+def test_a_convolution_whose_batch_unfolds_past_the_slice_runs_on_image_groups_to_the_same_bits(layer, shape,
+                                                                                               monkeypatch):
+    """torch's float64 convolution unfolds its whole batch at once (a detector's mask head: 345 MiB
+    for 100 regions); where each image fits SLICED_BYTES, the replay and the module's float64 run
+    convolve groups of images, and get the whole call's output bit for bit."""
+    import exporter
+
+    torch.manual_seed(0)
+    layer = layer.eval()
+    x = torch.randn(shape)
+    monkeypatch.setattr(truth, "SLICED_BYTES", 2 * _per_image_bytes(layer, shape) + 8)  # 2 images per call
+    program = exporter.capture(layer, (x,))
+    values = record_values(program, (x,))
+    node = next(n for n in program.graph.nodes if n.op == "call_function")
+    replay = truth.Replayer([node], values)
+    assert replay._sliced_layout(node) is None and replay._images_per_call(node) == 2
+    calls: list[int] = []
+    real = node.target
+
+    class Counted:  # named as torch's op (the replay slices by name), counting the images of each call
+        def __str__(self) -> str:
+            return str(real)
+
+        def __call__(self, x, *rest):
+            calls.append(x.shape[0])
+            return real(x, *rest)
+
+    node.target = Counted()
+    output, args = replay(node)
+    node.target = real
+    whole = real(*[a.double() if isinstance(a, torch.Tensor) else a for a in
+                   torch.fx.node.map_arg(node.args, lambda n: values[n.name])])
+    assert calls == [2] * (shape[0] // 2) + [1] * (shape[0] % 2)
+    assert torch.equal(output, whole) and args[0].shape == x.shape and args[0].dtype == torch.float64
+    with torch.no_grad():
+        eager = layer.double()(x.double())
+    assert truth._convolution_images(x.dim() - 2, x.double(), layer.weight, None, layer.stride, layer.padding,
+                                     layer.dilation, layer.groups) == 2
+    grouped: list[int] = []
+    real_groups = truth._convolution_in_images
+    monkeypatch.setattr(truth, "_convolution_in_images",
+                        lambda func, images, *rest, **kwargs: grouped.append(images) or real_groups(func, images, *rest, **kwargs))
+    assert torch.equal(truth.model_truth(layer, (x,)), eager) and grouped == [2]
 
 
 @pytest.mark.parametrize("layout, trims", [

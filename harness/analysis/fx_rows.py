@@ -35,10 +35,10 @@ from harness.analysis.spilled import SpillFolder, spill
 from harness.analysis.strictness import harness_errors
 from harness.analysis.torch_values import TorchValues, describe_value
 from harness.analysis.truth import (
-    Float64Weights, OpCallFailed, Replayer, cell_roundings, no_truth_reason, reduction_length, replay_memory,
-    replay_region,
+    Float64Weights, OpCallFailed, Replayer, TruthInSlices, cell_roundings, compare_with_truth, no_truth_reason,
+    reduction_length, replay_memory, replay_region, truth_largest_finite,
 )
-from harness.metrics.arrays import as_array, largest_finite
+from harness.metrics.arrays import as_array
 from harness.metrics.comparison import Comparison, compare, dtype_name
 from harness.metrics import ties
 from harness.metrics.noise import NoiseModel, attribute, dtype_key, load_noise_model
@@ -860,7 +860,7 @@ class _TruthPass:
         self.nodes = {n.name: n for n in analysis.program.graph.nodes}  # a region's members looked up here
         self.by_name = {name: n for name, n in self.nodes.items() if name in records}
         self.replay = Replayer(list(self.by_name.values()), analysis.values, device="cpu", dtype=torch.float64,
-                               weights=analysis.float64_weights)
+                               weights=analysis.float64_weights, in_slices=True)
         self.wanted = runtime_regions.first_members(analysis.runtime_fusions, analysis.groups)
 
     def measure(self, records: Mapping[str, OpRecord], isolated: Mapping[str, Mapping[str, Comparison]],
@@ -883,7 +883,7 @@ class _TruthPass:
             def fill(truth: Any, args: Any, length: int | None, members: Sequence[torch.fx.Node],
                      node: torch.fx.Node = node, record: OpRecord = record) -> None:
                 if node.name in self.wanted:  # a fused layer starts here: its region replay starts from this truth
-                    analysis.region_truths[node.name] = (truth, tuple(m.name for m in members) or (node.name,))
+                    analysis.region_truths[node.name] = (_whole(truth), tuple(m.name for m in members) or (node.name,))
                 found[node.name] = _fill_truth(record, analysis.groups[node.name], node, truth, args, analysis,
                                                isolated.get(node.name, {}), length=length)
 
@@ -937,7 +937,8 @@ def _truth(measured: Sequence[tuple[dict[str, OpRecord], FxAnalysis, Mapping[str
     records, analysis, _ = measured[0]
     by_name = {n.name: n for n in analysis.program.graph.nodes}
     nodes = [n for n in by_name.values() if n.name in records]
-    replay = Replayer(nodes, analysis.values, device="cpu", dtype=torch.float64, weights=analysis.float64_weights)
+    replay = Replayer(nodes, analysis.values, device="cpu", dtype=torch.float64, weights=analysis.float64_weights,
+                      in_slices=True)
     wanted = {name for _, each, _ in measured for name in runtime_regions.first_members(each.runtime_fusions, each.groups)}
     for node in nodes:
 
@@ -945,7 +946,7 @@ def _truth(measured: Sequence[tuple[dict[str, OpRecord], FxAnalysis, Mapping[str
                  node: torch.fx.Node = node) -> None:
             if node.name in wanted:  # a fused layer starts here: its region replay starts from this truth
                 for _, each, _ in measured:
-                    each.region_truths[node.name] = (truth, tuple(m.name for m in members) or (node.name,))
+                    each.region_truths[node.name] = (_whole(truth), tuple(m.name for m in members) or (node.name,))
             torch_sides: dict[tuple[str, float, float], Comparison] = {}  # torch against the truth, once
             for index, (rows, backend_analysis, isolated) in enumerate(measured):
                 found[index][node.name] = _fill_truth(rows[node.name], analysis.groups[node.name], node, truth, args,
@@ -954,6 +955,11 @@ def _truth(measured: Sequence[tuple[dict[str, OpRecord], FxAnalysis, Mapping[str
 
         _replay_truth(node, analysis, replay, [rows[node.name] for rows, _, _ in measured], fill, by_name)
     return found
+
+
+def _whole(truth: Any) -> Any:
+    """A replayed truth as one tensor (a TruthInSlices assembled)."""
+    return truth.whole() if isinstance(truth, TruthInSlices) else truth
 
 
 def _region_members(group: NodeGroup, program: torch.export.ExportedProgram,
@@ -973,7 +979,8 @@ def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: 
     """Compare torch's and the backend's outputs of one row with its truth; `length` is the
     reduction length when the caller knows it (a region's largest), else computed from `args`.
     `torch_sides` holds torch's comparisons with the truth by (value, atol, rtol) across the
-    backends judged on the same truth: each is computed once, and every backend's row gets a copy."""
+    backends judged on the same truth: each is computed once, and every backend's row gets a copy.
+    A TruthInSlices is compared slice by slice (harness.analysis.truth.compare_with_truth)."""
     tolerance = _tolerance(record)
     isolated = record.artifacts.isolated_outputs if record.artifacts is not None else {}
     length = reduction_length(node, args, truth) if length is None else length
@@ -986,32 +993,34 @@ def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: 
         if spec is not None and index == spec.output and record.check == "selection":
             continue  # indices: judged through the values they select, not against the truth's own ties
         expected = output_at(truth, index)
+        in_slices = isinstance(expected, TruthInSlices)
         torch_value = _torch_output(analysis, group, index)
-        if not _comparable(expected) or not _comparable(torch_value):
+        if not (in_slices or _comparable(expected)) or not _comparable(torch_value):
             continue
-        expected_array = as_array(expected)
+        expected_array = expected if in_slices else as_array(expected)
         torch_array = as_array(torch_value)
         backend_array = as_array(isolated[name]) if name in isolated else None
-        if len(group.region) < 2:  # a nearest grid sample's picks on .5 ties: the truth's (analysis.nearest_rows)
+        if len(group.region) < 2 and not in_slices:  # a nearest grid sample's picks on .5 ties: the truth's
+            # (analysis.nearest_rows; a truth in slices is an exact element-wise op's, never a sample's)
             torch_array, backend_array = settle_row_ties(record, node, analysis.values, index, name, torch_array,
                                                          backend_array, expected_array, isolated_comparisons)
         noise = max(noise, analysis.noise_model.bound(
             torch_value.dtype if isinstance(torch_value, torch.Tensor) else torch_array.dtype, length, roundings))
         key = (name, tolerance.atol, tolerance.rtol)
-        if torch_sides is not None and key in torch_sides:
-            torch_side.append(copy.copy(torch_sides[key]))
+        known = torch_sides.get(key) if torch_sides is not None else None
+        compared = name in isolated and not _identical(isolated_comparisons.get(name))
+        made = compare_with_truth([torch_array] * (known is None) + [backend_array] * compared, expected_array,
+                                  atol=tolerance.atol, rtol=tolerance.rtol, name=name)
+        if known is not None:
+            torch_side.append(copy.copy(known))
         else:
-            torch_side.append(compare(torch_array, expected_array, atol=tolerance.atol, rtol=tolerance.rtol,
-                                      name=name, check_dtype=False))
+            torch_side.append(made.pop(0))
             if torch_sides is not None:
                 torch_sides[key] = copy.copy(torch_side[-1])
         if name in isolated:
             backend = backend_array
-            if _identical(isolated_comparisons.get(name)):
-                backend_side.append(dataclasses.replace(torch_side[-1], dtype_actual=dtype_name(backend.dtype)))
-            else:
-                backend_side.append(compare(backend, expected_array, atol=tolerance.atol,
-                                            rtol=tolerance.rtol, name=name, check_dtype=False))
+            backend_side.append(made.pop(0) if compared else
+                                dataclasses.replace(torch_side[-1], dtype_actual=dtype_name(backend.dtype)))
         dtype = dtype_key(torch_value.dtype) if isinstance(torch_value, torch.Tensor) else dtype_name(torch_array.dtype)
         pairs[name] = TruthPair(backend_side[-1] if name in isolated else None, torch_side[-1], length, dtype,
                                 roundings, cell_roundings(node))
@@ -1030,13 +1039,14 @@ def _fill_truth(record: OpRecord, group: NodeGroup, node: torch.fx.Node, truth: 
     return pairs
 
 
-def _truth_scale(comparison: Comparison, expected: np.ndarray) -> float:
+def _truth_scale(comparison: Comparison, expected: np.ndarray | TruthInSlices) -> float:
     """The truth's largest finite magnitude: the scale `comparison` (against `expected`) already
     found when every element of both sides was finite, else counted again."""
-    if (comparison.shape_match and expected.dtype.kind == "f" and not comparison.nonfinite_expected
-            and not comparison.nonfinite_mismatch):
+    floating = (comparison.dtype_expected.startswith("float") if isinstance(expected, TruthInSlices)
+                else expected.dtype.kind == "f")
+    if comparison.shape_match and floating and not comparison.nonfinite_expected and not comparison.nonfinite_mismatch:
         return comparison.scale
-    return largest_finite(expected)
+    return truth_largest_finite(expected)
 
 
 def _identical(isolated: Comparison | None) -> bool:

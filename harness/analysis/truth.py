@@ -16,12 +16,15 @@ import contextlib
 import math
 import operator
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NoReturn
 
+import numpy as np
 import torch
 import torch.fx
 
+from harness.metrics.arrays import as_array, largest_finite
+from harness.metrics.comparison import Comparison, ComparisonInParts, compare
 from harness.runtime.memory import release_freed_memory, reusing_freed_memory
 
 # --- reduction length ----------------------------------------------------------------------
@@ -92,7 +95,7 @@ def reduction_length(node: torch.fx.Node, args: list[Any], output: Any) -> int:
         except (IndexError, TypeError, ValueError):
             pass
     first = output[0] if isinstance(output, (tuple, list)) and output else output
-    out_numel = first.numel() if isinstance(first, torch.Tensor) else 1
+    out_numel = first.numel() if isinstance(first, (torch.Tensor, TruthInSlices)) else 1
     in_numel = max((a.numel() for a in _tensors(args)), default=1)
     return max(in_numel // max(out_numel, 1), 1)
 
@@ -259,6 +262,68 @@ bit, so none is listed). Detectors paste their masks with such ops on 100 x 600 
 whole, each one's float64 inputs and output take GBs at once."""
 
 
+class TruthInSlices:
+    """The replayed output of an `EXACT_POINTWISE` op too large to hold whole in float64, made
+    one slice of its first dimension at a time as it is read (`slices()`, again at each reading:
+    an element-wise op's slice costs one pass over its inputs' rows). Each slice holds the bits
+    the whole replay holds there; `whole()` assembles them. Comparisons with it are made slice
+    by slice and merged (harness.metrics.comparison.ComparisonInParts), so the verification of
+    a detector's mask paste ([100, 600, 800]: 366 MiB in float64) never holds its truth whole.
+    Torch's kernel refusing a slice raises as the whole replay would (OpCallFailed, or
+    SliceDefect when the whole call runs)."""
+
+    def __init__(self, shape: torch.Size, rows: int, make: Callable[[int, int], torch.Tensor]) -> None:
+        self.shape = torch.Size(shape)
+        self.rows = rows
+        self._make = make
+
+    def numel(self) -> int:
+        return self.shape.numel()
+
+    def slices(self) -> Iterator[tuple[int, int, torch.Tensor]]:
+        """(start, stop, the truth of rows start:stop) from the first row to the last."""
+        for start in range(0, self.shape[0], self.rows):
+            stop = min(start + self.rows, self.shape[0])
+            yield start, stop, self._make(start, stop)
+
+    def whole(self) -> torch.Tensor:
+        """The truth assembled whole (where a caller needs it as one tensor)."""
+        total = None
+        for start, stop, part in self.slices():
+            if total is None:
+                total = part.new_empty(tuple(self.shape))
+            total[start:stop].copy_(part)  # the same shape: the sliced inputs carry the output's first dimension
+        return total
+
+
+def compare_with_truth(sides: Sequence[np.ndarray], truth: Any, *, atol: float, rtol: float,
+                       name: str = "") -> list[Comparison]:
+    """Each of `sides` compared with the replayed `truth` (dtypes not checked): `compare` on a
+    tensor; on a TruthInSlices, slice by slice, each slice made once for every side and the
+    parts merged (ComparisonInParts), the same comparisons field by field."""
+    if not isinstance(truth, TruthInSlices):
+        expected = as_array(truth)
+        return [compare(side, expected, atol=atol, rtol=rtol, name=name, check_dtype=False) for side in sides]
+    parts: list[ComparisonInParts] = []
+    for start, stop, piece in truth.slices() if sides else ():
+        expected = as_array(piece)
+        if not parts:
+            parts = [ComparisonInParts(side.shape, side.dtype, tuple(truth.shape), expected.dtype, atol=atol,
+                                       rtol=rtol, name=name, check_dtype=False) for side in sides]
+        for side, part in zip(sides, parts):
+            if part.compares_values:
+                part.add(side[start:stop], expected)
+        del piece, expected
+    return [part.result() for part in parts]
+
+
+def truth_largest_finite(truth: Any) -> float:
+    """The largest finite magnitude of a replayed truth (a TruthInSlices read slice by slice)."""
+    if isinstance(truth, TruthInSlices):
+        return max(largest_finite(as_array(piece)) for _, _, piece in truth.slices())
+    return largest_finite(as_array(truth))
+
+
 class Float64Weights:
     """The float64 copies of a program's parameters and buffers, made once for every fp64 pass
     of one verification (the outputs' truth, then each op's), within `budget` bytes: a
@@ -296,14 +361,17 @@ class Replayer:
     Converted inputs are cached and released after their last consumer among `nodes`, so a
     whole model's replay holds at most the live fp64 copies; with `weights` (Float64Weights,
     float64 on CPU only), the parameters' and buffers' copies come from there, made once for
-    every pass of the verification.
+    every pass of the verification. `in_slices`: a large `EXACT_POINTWISE` op's output is a
+    TruthInSlices, for a caller that compares it slice by slice, rather than one whole tensor.
     """
 
     def __init__(self, nodes: Iterable[torch.fx.Node], values: dict[str, Any], *, device: str = "cpu",
-                 dtype: torch.dtype | None = torch.float64, weights: Float64Weights | None = None) -> None:
+                 dtype: torch.dtype | None = torch.float64, weights: Float64Weights | None = None,
+                 in_slices: bool = False) -> None:
         self.values = values
         self.device = torch.device(device)
         self.dtype = dtype
+        self.in_slices = in_slices
         self.weights = weights if dtype == torch.float64 and self.device.type == "cpu" else None
         self._remaining: Counter[str] = Counter()
         for node in nodes:
@@ -327,15 +395,21 @@ class Replayer:
         features; convolution: of its input channels, image by image, the partial results
         summed), each slice converted alone; its args then hold the weight unconverted (same shape). So replaying
         a large layer in fp64 never holds a whole fp64 copy of its weight or of its unfolded
-        input. Likewise an `EXACT_POINTWISE` op whose float64 inputs would exceed `SLICED_BYTES`
-        is computed in slices of its first dimension into its whole output (its args then hold
-        torch's values unconverted)."""
+        input. A convolution whose images each unfold within `SLICED_BYTES` but not all of them
+        together (torch's float64 kernel unfolds the whole batch at once: 345 MiB for a detector's
+        mask head, 100 regions of 256 x 14 x 14) runs on groups of images, each image computed as
+        in the whole call, so the output is the same bits. Likewise an `EXACT_POINTWISE` op whose float64 inputs would exceed `SLICED_BYTES`
+        is computed in slices of its first dimension into its whole output, or with `in_slices`
+        returned as a TruthInSlices (its args then hold torch's values unconverted)."""
         try:
             layout = self._sliced_layout(node)
-            rows = 0 if layout is not None else self._pointwise_rows(node)
-            if layout is not None or rows:
+            images = 0 if layout is not None else self._images_per_call(node)
+            rows = 0 if layout is not None or images else self._pointwise_rows(node)
+            if layout is not None or images or rows:
                 try:
-                    return self._call_in_slices(node, *layout) if layout else self._call_pointwise_in_slices(node, rows)
+                    if layout is not None:
+                        return self._call_in_slices(node, *layout)
+                    return self._call_in_images(node, images) if images else self._call_pointwise_in_slices(node, rows)
                 except OpCallFailed as refused:
                     self._judge_refused_slice(node, refused)
             args, kwargs = self.inputs(node)
@@ -347,11 +421,13 @@ class Replayer:
         finally:
             self._release(node)
 
-    def _judge_refused_slice(self, node: torch.fx.Node, refused: OpCallFailed) -> NoReturn:
+    def _judge_refused_slice(self, node: torch.fx.Node, refused: OpCallFailed,
+                             whole_call: tuple[list[Any], dict[str, Any]] | None = None) -> NoReturn:
         """Torch's kernel refused a slice the replay made: a finding about torch (OpCallFailed)
         only when it refuses the whole call too; when the whole call runs, the slices were
-        inputs torch cannot take, a defect of the slicing (SliceDefect), never a verdict."""
-        args, kwargs = self.inputs(node)
+        inputs torch cannot take, a defect of the slicing (SliceDefect), never a verdict.
+        `whole_call`: the converted (args, kwargs), when the replay's cache let them go."""
+        args, kwargs = self.inputs(node) if whole_call is None else whole_call
         try:
             with torch.no_grad():
                 replay_target(node)(*args, **kwargs)
@@ -387,6 +463,44 @@ class Replayer:
         features = weight.shape[dim]
         slices = min(features, -(-needed // SLICED_BYTES))
         return slices, dim, features
+
+    def _images_per_call(self, node: torch.fx.Node) -> int:
+        """Images per call when `node` is a convolution (not transposed, any groups) whose whole
+        batch's unfolded input in float64 would exceed `SLICED_BYTES` (0: replay it whole)."""
+        layout = _SLICEABLE.get(str(node.target))
+        if layout is None or layout[0] != "conv" or self.dtype is None or node.kwargs or len(node.args) < 2:
+            return 0
+        if str(node.target) == "aten.convolution.default" and len(node.args) > 6 and node.args[6]:
+            return 0  # transposed
+        weight = self.values.get(getattr(node.args[1], "name", None))
+        output = self.values.get(node.name)
+        if (not isinstance(weight, torch.Tensor) or not isinstance(output, torch.Tensor) or weight.dim() < 3
+                or output.dim() != weight.dim() or output.shape[0] < 2):
+            return 0
+        spatial = output.numel() // max(output.shape[0] * output.shape[1], 1)
+        per_image = weight[0].numel() * spatial * torch.empty((), dtype=self.dtype).element_size()
+        if per_image * output.shape[0] <= SLICED_BYTES:
+            return 0
+        return max(1, SLICED_BYTES // max(per_image, 1))
+
+    def _call_in_images(self, node: torch.fx.Node, images: int) -> tuple[Any, list[Any]]:
+        args, kwargs = self.inputs(node)
+        x, total = args[0], None
+        with torch.no_grad():
+            for start in range(0, x.shape[0], images):
+                stop = min(start + images, x.shape[0])
+                args[0] = x[start:stop]
+                try:
+                    part = node.target(*args, **kwargs)
+                except Exception as error:  # torch's kernel refused these inputs
+                    raise OpCallFailed(node, error) from error
+                if total is None:
+                    total = part.new_empty((x.shape[0], *part.shape[1:]))
+                total[start:stop].copy_(part)
+                del part
+        args[0] = x
+        release_freed_memory()
+        return total, args
 
     def _call_in_slices(self, node: torch.fx.Node, slices: int, dim: int, features: int) -> tuple[Any, list[Any]]:
         weight = self.values[node.args[1].name]
@@ -465,29 +579,37 @@ class Replayer:
         output = self.values.get(node.name)
         sliced = self._sliced_inputs(node, output)
         whole = {n.name: self._convert(n) for n in node.all_input_nodes if n.name not in sliced}
-        target, total = replay_target(node), None
-        for start in range(0, output.shape[0], rows):
-            stop = min(start + rows, output.shape[0])
+        # torch's values, or their conversions made whole for another reader: held by the slices' maker
+        held = {name: self._cache.get(name, self.values.get(name)) for name in sliced}
+        converted = {name for name in sliced if name in self._cache}
+        target = replay_target(node)
 
-            def piece(input_node: torch.fx.Node, start: int = start, stop: int = stop) -> Any:
-                if input_node.name not in sliced:
-                    return whole[input_node.name]
-                if input_node.name in self._cache:  # converted whole for another reader already
-                    return self._cache[input_node.name][start:stop]
-                return _convert(self.values.get(input_node.name)[start:stop], self.device, self.dtype)
+        def piece(input_node: torch.fx.Node, start: int, stop: int) -> Any:
+            name = input_node.name
+            if name not in sliced:
+                return whole[name]
+            if name in converted:
+                return held[name][start:stop]
+            return _convert(held[name][start:stop], self.device, self.dtype)
 
-            args = torch.fx.node.map_arg(node.args, piece)
+        def make(start: int, stop: int) -> torch.Tensor:
+            args = torch.fx.node.map_arg(node.args, lambda n: piece(n, start, stop))
             try:
                 with torch.no_grad():
-                    part = target(*args)
+                    return target(*args)
             except Exception as error:  # torch's kernel refused these inputs
-                raise OpCallFailed(node, error) from error
-            if total is None:
-                total = part.new_empty(tuple(output.shape))
-            total[start:stop].copy_(part)  # the same shape: the sliced inputs carry the output's first dimension
-            del part, args
+                refused = OpCallFailed(node, error)
+            whole_args = torch.fx.node.map_arg(node.args, lambda n: whole[n.name] if n.name in whole else (
+                held[n.name] if n.name in converted else _convert(held[n.name], self.device, self.dtype)))
+            self._judge_refused_slice(node, refused, (list(whole_args), {}))
+
+        truth = TruthInSlices(output.shape, rows, make)
+        values = list(torch.fx.node.map_arg(node.args, lambda n: self.values.get(n.name)))
+        if self.in_slices:
+            return truth, values
+        total = truth.whole()
         release_freed_memory()
-        return total, list(torch.fx.node.map_arg(node.args, lambda n: self.values.get(n.name)))
+        return total, values
 
     def skip(self, node: torch.fx.Node) -> None:
         """Account for a node that will not be replayed (its inputs may be released)."""
@@ -636,6 +758,9 @@ class SlicedConvolutions(torch.overrides.TorchFunctionMode):
             slices = _convolution_slices(rank, *args, **kwargs)
             if slices > 1:
                 return _convolution_in_slices(func, slices, *args, **kwargs)
+            images = _convolution_images(rank, *args, **kwargs)
+            if images:
+                return _convolution_in_images(func, images, *args, **kwargs)
         return func(*args, **kwargs)
 
 
@@ -643,20 +768,51 @@ def _tuple(value: Any, rank: int) -> tuple[int, ...]:
     return tuple(value) if isinstance(value, (list, tuple)) else (int(value),) * rank
 
 
-def _convolution_slices(rank: int, input: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
-                        dilation: Any = 1, groups: int = 1) -> int:
-    """How many slices of input channels a float64 convolution needs (1: none)."""
+def _unfolded_bytes(rank: int, input: Any, weight: Any, stride: Any, padding: Any, dilation: Any) -> int:
+    """Bytes one image of a float64 convolution of `rank` unfolds to (torch's float64 kernel
+    unfolds its input, im2col, before its matrix product); 0 when nothing is unfolded (a
+    pointwise convolution) or it is no float64 convolution of that rank."""
     if (not isinstance(input, torch.Tensor) or not isinstance(weight, torch.Tensor) or input.dtype != torch.float64
-            or groups != 1 or isinstance(padding, str) or weight.dim() != rank + 2 or input.dim() != rank + 2):
-        return 1
+            or isinstance(padding, str) or weight.dim() != rank + 2 or input.dim() != rank + 2):
+        return 0
     stride, padding, dilation = _tuple(stride, rank), _tuple(padding, rank), _tuple(dilation, rank)
     kernel = tuple(weight.shape[2:])
     if all(k == 1 for k in kernel) and all(s == 1 for s in stride) and not any(padding):
-        return 1  # a pointwise convolution is a matrix product on the input as it is: nothing unfolded
+        return 0  # a pointwise convolution is a matrix product on the input as it is: nothing unfolded
     spatial = [(size + 2 * pad - dil * (k - 1) - 1) // st + 1
                for size, pad, dil, k, st in zip(input.shape[2:], padding, dilation, kernel, stride)]
-    unfolded = weight[0].numel() * _prod(spatial) * input.element_size()
-    return min(int(weight.shape[1]), -(-unfolded // SLICED_BYTES))
+    return weight[0].numel() * _prod(spatial) * input.element_size()
+
+
+def _convolution_slices(rank: int, input: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
+                        dilation: Any = 1, groups: int = 1) -> int:
+    """How many slices of input channels a float64 convolution needs (1: none)."""
+    unfolded = _unfolded_bytes(rank, input, weight, stride, padding, dilation) if groups == 1 else 0
+    return min(int(weight.shape[1]), -(-unfolded // SLICED_BYTES)) if unfolded else 1
+
+
+def _convolution_images(rank: int, input: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
+                        dilation: Any = 1, groups: int = 1) -> int:
+    """Images per call of a float64 convolution whose images each unfold within `SLICED_BYTES`
+    but not all together (torch's kernel unfolds the whole batch at once); 0: run it whole."""
+    per_image = _unfolded_bytes(rank, input, weight, stride, padding, dilation)
+    if not per_image or input.shape[0] < 2 or per_image * input.shape[0] <= SLICED_BYTES:
+        return 0
+    return max(1, SLICED_BYTES // per_image)
+
+
+def _convolution_in_images(func: Any, images: int, input: torch.Tensor, *rest: Any, **kwargs: Any) -> torch.Tensor:
+    """`func` on groups of `images` images, each image computed as in the whole call (the same bits)."""
+    total = None
+    for start in range(0, input.shape[0], images):
+        stop = min(start + images, input.shape[0])
+        part = func(input[start:stop], *rest, **kwargs)
+        if total is None:
+            total = part.new_empty((input.shape[0], *part.shape[1:]))
+        total[start:stop].copy_(part)
+        del part
+    release_freed_memory()
+    return total
 
 
 def _convolution_in_slices(func: Any, slices: int, input: torch.Tensor, weight: torch.Tensor, bias: Any = None,

@@ -16,7 +16,9 @@ cache-sized blocks (harness.metrics.arrays.flat_blocks: a tensor that is not con
 expanded view say, is copied one block at a time, never whole). Inexact ones are compared in
 scratch buffers reused from one comparison to the next, with a handful of vectorised passes per
 block in the arrays' own precision (fp32 stays fp32; anything compared with fp64 is computed in
-fp64); a block without error skips all but the first passes.
+fp64); a block without error skips all but the first passes. Every metric merges across blocks
+(a maximum, a count, a histogram of counts), so a comparison can also be made part by part
+(`ComparisonInParts`: a truth too large to hold whole, compared a slice at a time).
 """
 
 from __future__ import annotations
@@ -107,39 +109,100 @@ def compare(
     (0 by default: every element must be inside).
     """
     a, b = as_array(actual), as_array(expected)
-    result = Comparison(
-        name=name,
-        shape_actual=list(a.shape),
-        shape_expected=list(b.shape),
-        dtype_actual=dtype_name(a.dtype),
-        dtype_expected=dtype_name(b.dtype),
-        atol=float(atol),
-        rtol=float(rtol),
-        allowed_mismatch=float(allowed_mismatch),
-    )
-    result.dtype_match = a.dtype == b.dtype
-    if a.shape != b.shape:
-        return _shape_mismatch(result)
-    if a.size == 0:
-        result.passed = result.dtype_match or not check_dtype
+    whole = ComparisonInParts(a.shape, a.dtype, b.shape, b.dtype, atol=atol, rtol=rtol, name=name,
+                              allowed_mismatch=allowed_mismatch, check_dtype=check_dtype)
+    if whole.compares_values:
+        whole.add(a, b)
+    return whole.result()
+
+
+class ComparisonInParts:
+    """`compare(actual, expected)` made from consecutive parts of the two tensors: `add` each
+    pair of parts in C order (slices of the first dimension, say, of a value too large to hold
+    whole, made a slice at a time), then `result()`, which is the whole comparison field by
+    field: every metric is a maximum, a count or a histogram of counts over the elements,
+    merged across parts as `compare` merges its blocks. `compare` itself is one part."""
+
+    def __init__(self, shape_actual: tuple[int, ...], dtype_actual: np.dtype, shape_expected: tuple[int, ...],
+                 dtype_expected: np.dtype, *, atol: float, rtol: float, name: str = "",
+                 allowed_mismatch: float = 0.0, check_dtype: bool = True) -> None:
+        dtype_actual, dtype_expected = np.dtype(dtype_actual), np.dtype(dtype_expected)
+        self._comparison = Comparison(
+            name=name, shape_actual=list(shape_actual), shape_expected=list(shape_expected),
+            dtype_actual=dtype_name(dtype_actual), dtype_expected=dtype_name(dtype_expected),
+            atol=float(atol), rtol=float(rtol), allowed_mismatch=float(allowed_mismatch),
+        )
+        self._comparison.dtype_match = dtype_actual == dtype_expected
+        self._dtypes = (dtype_actual, dtype_expected)
+        self._check_dtype = check_dtype
+        self._size = math.prod(shape_actual)
+        self._added = 0
+        self._finished = False
+        self._totals = _Totals()
+        if tuple(shape_actual) != tuple(shape_expected):
+            self._kind = "shape"
+        elif dtype_actual.kind not in _NUMERIC_KINDS or dtype_expected.kind not in _NUMERIC_KINDS:
+            self._kind = "other"
+        elif dtype_actual.kind in "biu" and dtype_expected.kind in "biu":
+            self._kind = "exact"
+        else:
+            self._kind = "inexact"
+            self._work = _working_dtype(dtype_actual, dtype_expected)
+
+    @property
+    def compares_values(self) -> bool:
+        """Whether the result needs the values (the shapes agree and hold elements)."""
+        return self._kind != "shape" and self._size > 0
+
+    def add(self, actual: Any, expected: Any) -> None:
+        """Add the next part of each side (the same number of elements, in the declared
+        dtypes); ValueError past the declared size or when nothing is compared by value."""
+        a, b = as_array(actual), as_array(expected)
+        if self._finished:
+            raise ValueError("this comparison's result is made already")
+        if not self.compares_values:
+            raise ValueError("this comparison compares no values (the shapes differ, or hold no element)")
+        if a.shape != b.shape or (a.dtype, b.dtype) != self._dtypes:
+            raise ValueError(f"parts of shapes {a.shape}, {b.shape} and dtypes {a.dtype}, {b.dtype}: "
+                             f"the two sides' parts must be of one shape, in dtypes {self._dtypes}")
+        if self._added + a.size > self._size:
+            raise ValueError(f"parts of {self._added + a.size} elements, past the tensors' {self._size}")
+        self._added += a.size
+        if a.size == 0:
+            return
+        if a.ndim == 0:  # ufuncs on 0-d arrays return scalars; work on 1-element views
+            a, b = a.reshape(1), b.reshape(1)
+        if self._kind == "inexact":
+            _compare_inexact(a, b, self._work, self._totals, self._comparison.atol, self._comparison.rtol)
+        else:
+            _compare_exact(a, b, self._totals)
+
+    def result(self) -> Comparison:
+        """The comparison of the whole tensors (made once); ValueError unless every element was added."""
+        result = self._comparison
+        if self._finished:
+            return result
+        if self._kind == "shape":
+            return _shape_mismatch(result)
+        if self._added != self._size:
+            raise ValueError(f"parts of {self._added} elements added, of the tensors' {self._size}")
+        self._finished = True
+        if self._size == 0:
+            result.passed = result.dtype_match or not self._check_dtype
+            return result
+        if self._kind == "inexact":
+            _finish_inexact(self._totals, result, self._size)
+        else:
+            _finish_exact(self._totals, result, self._size, numeric=self._kind == "exact")
+        if not result.dtype_match:
+            message = f"dtype {self._dtypes[0]} != expected {self._dtypes[1]}"
+            result.note = f"{result.note}; {message}" if result.note else message
+        result.passed = (
+            result.nonfinite_mismatch == 0
+            and result.mismatch_fraction <= result.allowed_mismatch
+            and (result.dtype_match or not self._check_dtype)
+        )
         return result
-    if a.ndim == 0:  # ufuncs on 0-d arrays return scalars; work on 1-element views
-        a, b = a.reshape(1), b.reshape(1)
-    if a.dtype.kind not in _NUMERIC_KINDS or b.dtype.kind not in _NUMERIC_KINDS:
-        _compare_exact(a, b, result)
-    elif a.dtype.kind in "biu" and b.dtype.kind in "biu":
-        _compare_exact(a, b, result)
-    else:
-        _compare_inexact(a, b, result)
-    if not result.dtype_match:
-        message = f"dtype {a.dtype} != expected {b.dtype}"
-        result.note = f"{result.note}; {message}" if result.note else message
-    result.passed = (
-        result.nonfinite_mismatch == 0
-        and result.mismatch_fraction <= result.allowed_mismatch
-        and (result.dtype_match or not check_dtype)
-    )
-    return result
 
 
 def _shape_mismatch(result: Comparison) -> Comparison:
@@ -152,12 +215,12 @@ def _shape_mismatch(result: Comparison) -> Comparison:
     return result
 
 
-def _working_dtype(a: np.ndarray, b: np.ndarray) -> np.dtype:
+def _working_dtype(a: np.dtype, b: np.dtype) -> np.dtype:
     """fp32 when neither side is wider (fast, and exact enough for an error metric), else fp64;
     complex data is compared as complex128 (errors are moduli)."""
-    if a.dtype.kind == "c" or b.dtype.kind == "c":
+    if a.kind == "c" or b.kind == "c":
         return np.dtype(np.complex128)
-    if a.dtype.itemsize <= 4 and b.dtype.itemsize <= 4:
+    if a.itemsize <= 4 and b.itemsize <= 4:
         return np.dtype(np.float32)
     return np.dtype(np.float64)
 
@@ -197,7 +260,7 @@ class _Totals:
     tolerance_ratio: float = 0.0
     min_atol: float = 0.0
     min_rtol: float = 0.0
-    outside: int = 0  # finite elements outside atol + rtol*|b|
+    outside: int = 0  # finite elements outside atol + rtol*|b| (an exact comparison: elements that differ)
     disagree: int = 0  # elements where NaN/Inf disagree
     nonfinite_expected: int = 0
     finite: int = 0
@@ -205,25 +268,30 @@ class _Totals:
     above: list[int] = field(default_factory=lambda: [0] * len(_DECADES))  # errors >= 10**k, per decade k
 
 
-def _compare_inexact(a: np.ndarray, b: np.ndarray, result: Comparison) -> None:
-    work = _working_dtype(a, b)
+def _compare_inexact(a: np.ndarray, b: np.ndarray, work: np.dtype, totals: _Totals, atol: float,
+                     rtol: float) -> None:
+    """Add the metrics of `a` against `b` (inexact, of one shape, at least 1-d) to `totals`,
+    block by block in `work` precision."""
     metric = np.dtype(np.float64) if work.kind == "c" else work
-    totals = _Totals()
     error, magnitude, scratch, excess, mask = _SCRATCH.buffers(metric)
     # one error state for every block: an overflow or a division by zero is a metric's true value
     # (inf), and NaN/Inf elements are counted apart, so no warning is due
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for block_a, block_b in flat_blocks((a, b), BLOCK_ELEMENTS):
             size = block_a.size
-            _compare_block(block_a, block_b, work, totals, result.atol, result.rtol,
+            _compare_block(block_a, block_b, work, totals, atol, rtol,
                            error[:size], magnitude[:size], scratch[:size], excess[:size], mask[:size])
+
+
+def _finish_inexact(totals: _Totals, result: Comparison, size: int) -> None:
+    """`result`'s metrics from the totals of every block of its `size` elements."""
     result.max_abs, result.scale = totals.max_abs, totals.scale
     result.normalized = totals.max_abs / totals.scale if totals.scale > 0 else totals.max_abs
     result.max_rel, result.tolerance_ratio = totals.max_rel, totals.tolerance_ratio
     result.min_atol, result.min_rtol = totals.min_atol, totals.min_rtol
     result.nonfinite_mismatch = totals.disagree
     result.nonfinite_expected = totals.nonfinite_expected
-    result.mismatch_fraction = (totals.outside + totals.disagree) / a.size
+    result.mismatch_fraction = (totals.outside + totals.disagree) / size
     result.histogram = _histogram(totals) if totals.finite else {}
     if totals.disagree:
         result.tolerance_ratio = result.min_atol = result.min_rtol = math.inf
@@ -344,23 +412,15 @@ def _histogram(totals: _Totals) -> dict[str, int]:
     return counts
 
 
-def _compare_exact(a: np.ndarray, b: np.ndarray, result: Comparison) -> None:
-    """Integers, booleans and non-numeric data must be equal; metrics count what differs.
+def _compare_exact(a: np.ndarray, b: np.ndarray, totals: _Totals) -> None:
+    """Add `a` against `b` (of one shape, at least 1-d) to `totals`: integers, booleans and
+    non-numeric data must be equal, and the metrics count what differs (`totals.outside`).
     Numeric data is compared in blocks of `BLOCK_ELEMENTS` (a mask of 800 x 1066 pixels per
     detection is 85 M elements: its float64 differences whole would be GBs), the metrics merged
     as `_compare_inexact` merges them: a maximum, a count, a histogram of counts."""
-    numeric = a.dtype.kind in _NUMERIC_KINDS and b.dtype.kind in _NUMERIC_KINDS
-    if not numeric:
-        differ = np.asarray(a != b)
-        differing = int(np.count_nonzero(differ))
-        result.mismatch_fraction = float(differing) / max(differ.size, 1)
-        if differing:
-            result.tolerance_ratio = result.min_atol = result.min_rtol = math.inf
-            result.note = f"{differing} element(s) differ (exact comparison)"
-            result.max_abs = result.max_rel = result.normalized = math.inf
+    if a.dtype.kind not in _NUMERIC_KINDS or b.dtype.kind not in _NUMERIC_KINDS:
+        totals.outside += int(np.count_nonzero(np.asarray(a != b)))
         return
-    totals = _Totals()
-    differing = 0
     mask = _SCRATCH.buffers(np.dtype(np.float64))[4]
     for block_a, block_b in flat_blocks((a, b), BLOCK_ELEMENTS):
         b64 = block_b.astype(np.float64)
@@ -370,18 +430,28 @@ def _compare_exact(a: np.ndarray, b: np.ndarray, result: Comparison) -> None:
         count = int(np.count_nonzero(block_a != block_b))
         if not count:
             continue
-        differing += count
+        totals.outside += count
         diff = np.abs(block_a.astype(np.float64) - b64)
         top = float(diff.max())
         totals.max_abs = max(totals.max_abs, top)
         totals.max_rel = max(totals.max_rel, float((diff / np.maximum(magnitude, TINY)).max()))
         _add_histogram(totals, top, diff, mask[:diff.size])
-    result.mismatch_fraction = float(differing) / max(a.size, 1)
-    result.scale = totals.scale
+
+
+def _finish_exact(totals: _Totals, result: Comparison, size: int, numeric: bool) -> None:
+    """`result`'s metrics from the totals of an exact comparison of `size` elements (`numeric`:
+    numbers, whose differences have magnitudes; else any difference is infinite)."""
+    differing = totals.outside
+    result.mismatch_fraction = float(differing) / max(size, 1)
+    if numeric:
+        result.scale = totals.scale
     if not differing:
         return
     result.tolerance_ratio = result.min_atol = result.min_rtol = math.inf
     result.note = f"{differing} element(s) differ (exact comparison)"
+    if not numeric:
+        result.max_abs = result.max_rel = result.normalized = math.inf
+        return
     result.max_abs, result.max_rel = totals.max_abs, totals.max_rel
     result.normalized = result.max_abs / result.scale if result.scale > 0 else result.max_abs
     result.histogram = _histogram(totals)
