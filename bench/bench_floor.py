@@ -27,7 +27,10 @@ runtime's fusions; the isolation batch, fed torch's values): `structural_s` is t
 `verify_sys_s` is the verification's system CPU time in its fastest repeat: the kernel zeroing
 the fresh pages the verification's held values need (every value of torch's, of the
 instrumented run and of the isolation batch, held at once), which the floor's forwards, reusing
-freed memory, hardly pay.
+freed memory, hardly pay. `session_load_s` is the CPU time of loading one production session
+(onnxruntime's graph optimisers, and its packing of every matrix-product and convolution
+weight): the verification loads three (production, instrumented, isolation; two where the last
+two are joined, more for a streamed model's segments), the floor's already-loaded session none.
 
     python bench/bench_floor.py                    # the smoke tier
     python bench/bench_floor.py --tier full --repeat 3
@@ -93,11 +96,16 @@ def measure(case, repeat: int) -> dict:
         with torch.no_grad(), eval_mode(m):
             return m(*a)
 
+    def load():  # one more production session loaded and released, as each of the verification's
+        loaded = prepare(shared.stubbed(exported.model), "CPU", shared_weights=shared, **harness_session_options())
+        del loaded
+
     sides = {
         "verify": lambda: verify_exported(exported, args, module=module, model_name=case.name),
         "torch32": lambda: forward(module, args),
         "torch64": lambda: forward(module64, args64),
         "backend": lambda: rep.run(feeds),
+        "load": load,
     }
     for side in sides.values():  # warm-up
         side()
@@ -115,6 +123,7 @@ def measure(case, repeat: int) -> dict:
         "structural_s": structural, "structural_ratio": parts["verify"] / structural,
         "verify_sys_s": system["verify"][fastest],
         "torch32_s": parts["torch32"], "torch64_s": parts["torch64"], "backend_run_s": parts["backend"],
+        "session_load_s": parts["load"],
         "wall": {"verify_s": walls["verify"], "floor_s": floor_wall, "ratio": walls["verify"] / floor_wall,
                  "torch32_s": walls["torch32"], "torch64_s": walls["torch64"], "backend_run_s": walls["backend"]},
         "verify_timings": {k: round(v, 4) for k, v in timings.items()},
@@ -123,10 +132,21 @@ def measure(case, repeat: int) -> dict:
     row["over_limit"] = row["ratio"] > LIMIT
     if row["over_limit"]:
         row["why"] = (f"{explain(timings, walls)}; comparing tensors took {row['compare_s']:.3f} s of CPU "
-                      f"({row['comparisons']} comparisons)")
+                      f"({row['comparisons']} comparisons); loading one session took {row['session_load_s']:.3f} s "
+                      f"of CPU ({sessions_loaded(results['verify'])} loaded, none in the floor)")
     del rep, module64
     model_zoo_cases.clear_module_cache()
     return row
+
+
+def sessions_loaded(verification: Any) -> int:
+    """How many onnxruntime sessions the verification loaded on one backend: the production one,
+    and the instrumented and isolation ones (one joint load where they were joined; one per
+    segment of a streamed model)."""
+    environment = verification.environment
+    if environment.get("instrumented_segments"):
+        return 1 + 2 * int(environment["instrumented_segments"])
+    return 2 if environment.get("joint_instrumented_isolation_runs") else 3
 
 
 class ScaleCase:

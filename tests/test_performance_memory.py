@@ -293,6 +293,29 @@ def test_a_reusing_scope_trims_once_at_its_end_and_restores_glibcs_thresholds(ne
     assert memory.release_freed_memory() and fake.calls[-1] == ("malloc_trim", 0)  # outside: trims again
 
 
+@pytest.mark.parametrize("outer, expected", [
+    (False, [("mallopt", -4, 0), ("mallopt", -1, 1 << 30),  # mapping off, no trims
+             ("mallopt", -4, 65536), ("mallopt", -1, 64 << 20), ("malloc_trim", 0)]),  # glibc's again, trimmed
+    (True, [("mallopt", -4, 0), ("mallopt", -1, 1 << 30),
+            ("mallopt", -4, 65536), ("malloc_trim", 0)]),  # the outer scope's trim threshold kept, trimmed all the same
+])
+def test_any_size_from_heap_maps_nothing_and_trims_at_its_end_even_inside_a_reusing_scope(outer, expected, monkeypatch):
+    import contextlib
+
+    from harness.runtime import memory
+
+    assert (memory.M_MMAP_MAX, memory.M_TRIM_THRESHOLD, memory.GLIBC_MMAP_MAX) == (-4, -1, 65536)  # glibc's values
+    fake = _FakeMalloc()
+    monkeypatch.setattr(memory, "_libc", fake)
+    with memory.reusing_freed_memory() if outer else contextlib.nullcontext():
+        before = len(fake.calls)
+        with memory.any_size_from_heap() as tuned:
+            assert memory.release_freed_memory()  # deferred to the scope's end
+            assert not any(call[0] == "malloc_trim" for call in fake.calls)
+        assert tuned and fake.calls[before:] == expected
+    assert memory._reusing == 0
+
+
 @pytest.mark.parametrize("sliced_bytes", [truth.SLICED_BYTES, 4_000])  # the zoo's slicing, and every layer sliced
 def test_reusing_freed_memory_in_the_fp64_passes_leaves_every_row_as_it_was(sliced_bytes, monkeypatch):
     """The fp64 passes run in a reusing scope (harness.runtime.memory.reusing_freed_memory):
@@ -541,7 +564,8 @@ def test_a_convolution_whose_batch_unfolds_past_the_slice_runs_on_image_groups_t
 
 @pytest.mark.parametrize("layout, trims", [
     ("joint", 2),  # the production session's, then one when the verification's scope ends
-    ("apart", 2),  # the same: the instrumented and isolation sessions' trims deferred with the rest
+    ("apart", 2),  # the same: its weights no heavier than its values
+    ("apart, weights heavier", 3),  # and one when the sessions loaded apart are done (any_size_from_heap)
     ("streamed", None),  # torch's values streamed: trimmed as it goes, more than twice
 ])
 def test_a_verification_held_whole_trims_once_after_production_and_its_rows_are_unchanged(layout, trims, monkeypatch):
@@ -555,18 +579,21 @@ def test_a_verification_held_whole_trims_once_after_production_and_its_rows_are_
     from harness.analysis import fx_rows
     from harness.runtime import memory
 
-    if layout == "apart":
+    if layout.startswith("apart"):
         monkeypatch.setattr(fx_rows, "JOIN_NODES", 0)
     if layout == "streamed":
         monkeypatch.setattr(verification_module, "VALUES_BUDGET", 1)
         monkeypatch.setattr(fx_rows, "CHUNK_BYTES", 1)
     torch.manual_seed(0)
     module, args = _Layers().eval(), (torch.randn(3, 6, 7, 7),)
+    if layout == "apart, weights heavier":
+        module.linear = torch.nn.Linear(4 * 3 * 3, 4096)  # 0.6 MB of weights beside 0.1 MB of values
     fake = _FakeMalloc()
     monkeypatch.setattr(memory, "_libc", fake)
     reusing = harness.verify(module, args)
     trimmed = sum(1 for call in fake.calls if call[0] == "malloc_trim")
     tuned = [call[2] for call in fake.calls if call[:2] == ("mallopt", memory.M_MMAP_THRESHOLD)]
+    unmapped = [call[2] for call in fake.calls if call[:2] == ("mallopt", memory.M_MMAP_MAX)]
     off = lambda *args, **kwargs: contextlib.nullcontext(False)  # noqa: E731
     monkeypatch.setattr(verification_module, "reusing_freed_memory", off)
     trimming = harness.verify(module, args)
@@ -575,3 +602,4 @@ def test_a_verification_held_whole_trims_once_after_production_and_its_rows_are_
     assert [o.max_abs for o in reusing.outputs] == [o.max_abs for o in trimming.outputs]
     assert trimmed == trims if trims is not None else trimmed > 2
     assert set(tuned) == {memory.REUSED_BLOCK_BYTES, memory.GLIBC_MMAP_THRESHOLD}  # the scopes' blocks, then glibc's
+    assert unmapped == ([0, memory.GLIBC_MMAP_MAX] if layout == "apart, weights heavier" else [])  # mapping off

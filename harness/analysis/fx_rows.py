@@ -8,6 +8,7 @@ tolerance row decides `passed` from the isolated comparison.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import logging
@@ -47,7 +48,7 @@ from harness.metrics.verdict import VerdictRule, load_rule
 from harness.analysis.judging import TruthPair, decide, overflow_note, verdicts_for
 from harness.onnxgraph.isolation import Subgraph
 from harness.runtime.exposure import expose_values
-from harness.runtime.memory import release_freed_memory
+from harness.runtime.memory import any_size_from_heap, release_freed_memory
 from harness.runtime.backends.precision import DECLARED, RuntimePrecision, is_lower
 from harness.runtime.runner import ModelRunner
 
@@ -192,6 +193,13 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
     whose values it produced are compared, isolated (one batched isolation model per chunk),
     replayed in float64 and judged; then the chunk's backend values are dropped. A model that
     fits the budget is one chunk: one instrumented run, one isolation run."""
+    with contextlib.ExitStack() as sessions_apart:  # closed early, or here on an error
+        return _analyse_in_chunks(analysis, sessions_apart)
+
+
+def _analyse_in_chunks(analysis: FxAnalysis, sessions_apart: contextlib.ExitStack) -> OpAnalysis:
+    """`_analyse_streamed`'s work; `sessions_apart` holds the memory scope of the instrumented
+    and isolation sessions of one chunk loaded apart, from the first one's load to the second's end."""
     records = {fx: _record(group, analysis) for fx, group in analysis.groups.items()}
     _annotate_fusions(records, analysis)
     result = OpAnalysis(ops=list(records.values()), reference="torch")
@@ -224,9 +232,15 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
                                         analysis.production, analysis.strict)
         result.environment["joint_instrumented_isolation_runs"] = joint.joint_runs
         chunks: Iterator[tuple[list[str], dict[str, Any]]] = _one_chunk(instrumented, list(records))
-    elif exposed_bytes + initializer_bytes(analysis.onnx_model) <= analysis.chunk_bytes:
+    elif exposed_bytes + (weights := initializer_bytes(analysis.onnx_model)) <= analysis.chunk_bytes:
         # one chunk loaded apart: the instrumented run first, its values compared and dropped
-        # before the isolation batch loads (in the loop below)
+        # before the isolation batch loads (in the loop below). Where the weights outweigh the
+        # values, every block comes from the heap until then, so that the isolation session packs
+        # its weights into the pages the instrumented session's packing freed, not into fresh
+        # ones (vgg11: 150K page faults a session); where they do not (densenet201, apart for its
+        # node count) the sessions' own blocks are small beside the values, and that saves nothing
+        if weights > exposed_bytes:
+            sessions_apart.enter_context(any_size_from_heap())
         instrumented = run_instrumented(analysis.onnx_model, exposed, analysis.feeds, analysis.run,
                                         analysis.production, analysis.strict)
         result.environment["joint_instrumented_isolation_runs"] = 0
@@ -267,6 +281,7 @@ def _analyse_streamed(analysis: FxAnalysis) -> OpAnalysis:
             batch_records = {fx: records[fx] for fx in batch}
             if isolated_first is None:
                 isolated_first = _isolate_chunk(batch_records, analysis, sources, timings)
+            sessions_apart.close()
             _measure_chunk(batch_records, analysis, truth, rule, timings, isolated_first)
             isolated_first = None
             if isinstance(analysis.values, TorchValues) and analysis.values.streaming:

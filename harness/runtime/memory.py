@@ -38,7 +38,9 @@ from 1.73 M to 1.25 M (system CPU 4.8-5.1 s to 3.0 s) and its peak stayed at 2.0
 64 MB the peak rose by 40-70 MB, at 1 GB superresolution's by 0.5 GB (blocks of every size
 fragment the heap)."""
 
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_MMAP_MAX = -1, -3, -4  # glibc's mallopt parameters
+GLIBC_MMAP_MAX = 65536
+"""glibc's default for how many blocks it may map at once, restored after `any_size_from_heap`."""
 GLIBC_MMAP_THRESHOLD = 32 * 2**20
 """glibc's largest dynamic mmap threshold (64-bit): where its threshold settles once the process
 has freed a block that large, restored after a `reusing_freed_memory` scope; the trim threshold
@@ -101,3 +103,32 @@ def reusing_freed_memory(block_bytes: int = REUSED_BLOCK_BYTES) -> Iterator[bool
         mallopt(M_MMAP_THRESHOLD, GLIBC_MMAP_THRESHOLD)
         mallopt(M_TRIM_THRESHOLD, 2 * GLIBC_MMAP_THRESHOLD)
         release_freed_memory()
+
+
+@contextmanager
+def any_size_from_heap() -> Iterator[bool]:
+    """A scope in which every block, however large, comes from glibc's heap (mapping is off:
+    glibc takes no mmap threshold above `GLIBC_MMAP_THRESHOLD`) and nothing is trimmed until
+    its end, where the heap is trimmed even inside a `reusing_freed_memory` scope, so that no
+    large free block outlives it. For phases that free large blocks and allocate the same sizes
+    again, holding nothing large in between: two onnxruntime sessions that pack the same weights
+    one after the other (vgg16's first Linear: 411 MB packed), the second packing into the pages
+    the first freed instead of faulting in and zeroing fresh ones. Yields whether the allocator
+    could be tuned (glibc only)."""
+    global _reusing
+    mallopt = _libc("mallopt")
+    if mallopt is None:
+        yield False
+        return
+    tuned = bool(mallopt(M_MMAP_MAX, 0)) and bool(mallopt(M_TRIM_THRESHOLD, 2**30))
+    _reusing += 1
+    try:
+        yield tuned
+    finally:
+        _reusing -= 1
+        mallopt(M_MMAP_MAX, GLIBC_MMAP_MAX)
+        if not _reusing:
+            mallopt(M_TRIM_THRESHOLD, 2 * GLIBC_MMAP_THRESHOLD)
+        trim = _malloc_trim()
+        if trim is not None:
+            trim(0)
