@@ -56,6 +56,33 @@ def cuda_unavailable_reason() -> str | None:
     return None
 
 
+_CUDA_LIBRARIES_LOADED = False
+
+
+def load_cuda_libraries() -> None:
+    """Load, once per process, the CUDA and cuDNN libraries that onnxruntime-gpu's providers
+    need from the nvidia wheels beside torch (onnxruntime.preload_dlls; a no-op where torch has
+    loaded them already). What it cannot find stays unloaded: the provider's own load error then
+    names the missing library, so nothing here is reported twice."""
+    global _CUDA_LIBRARIES_LOADED
+    if _CUDA_LIBRARIES_LOADED:
+        return
+    _CUDA_LIBRARIES_LOADED = True
+    import contextlib
+    import io
+
+    import onnxruntime as ort
+
+    preload = getattr(ort, "preload_dlls", None)
+    if preload is None:  # an onnxruntime without it (before 1.21) finds them on the loader's path
+        return
+    with contextlib.redirect_stdout(io.StringIO()):  # its warnings repeat the provider's error
+        try:
+            preload(cuda=True, cudnn=True, msvc=False)
+        except Exception:  # noqa: BLE001 - a failed preload leaves the provider to name the library
+            pass
+
+
 def provider_unavailable_reason(provider: str) -> str | None:
     """Why onnxruntime's execution provider `provider` ("TensorrtExecutionProvider") cannot be
     used here, or None when this build has it (CUDA's also needs a visible GPU)."""

@@ -19,7 +19,7 @@ import onnx
 from harness.metrics.arrays import contiguous
 from harness.runtime.backends.base import PreparedModel
 from harness.runtime.backends.precision import RuntimeFusion, RuntimeGraph
-from harness.runtime.devices import DeviceSpec, require_cuda, require_provider
+from harness.runtime.devices import GPU_PROVIDERS, DeviceSpec, load_cuda_libraries, require_cuda, require_provider
 from harness.runtime.errors import (
     BackendRunError, BackendUnavailableError, ModelLoadError, load_failure, onnxruntime_errors,
 )
@@ -283,6 +283,8 @@ def _prepare_onnxruntime(model, spec: DeviceSpec, inputs, outputs, *, tf32: bool
         providers = [("CPUExecutionProvider", config.provider_options_for("CPUExecutionProvider", {}))]
     if execution_provider and execution_provider != providers[0][0]:
         require_provider(execution_provider)
+    if spec.kind == "cuda" or execution_provider in GPU_PROVIDERS:
+        load_cuda_libraries()
         providers.insert(0, (execution_provider, config.provider_options_for(execution_provider, {})))
     try:
         session = ort.InferenceSession(source or model.SerializeToString(), sess_options, providers=providers)
