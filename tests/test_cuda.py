@@ -159,3 +159,61 @@ def test_cuda_session_places_conv_on_cuda():
     onnx_model = exporter.export(model, args)
     placement = node_placement(prepare(onnx_model, "CUDA", profile=True), args[0].numpy())
     assert any(p == "CUDAExecutionProvider" for p in placement.values()), placement
+
+
+class _SessionCreated(Exception):
+    """Raised by the recording InferenceSession once it has seen the providers it was given."""
+
+
+# (device, execution_provider) -> the provider names onnxruntime is asked for, in order
+PROVIDER_LISTS = [
+    ("CPU", None, ["CPUExecutionProvider"]),
+    ("CPU", "OpenVINOExecutionProvider", ["OpenVINOExecutionProvider", "CPUExecutionProvider"]),
+    ("CUDA:0", None, ["CUDAExecutionProvider", "CPUExecutionProvider"]),
+    ("CUDA:1", "TensorrtExecutionProvider",
+     ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]),
+]
+
+
+@pytest.mark.parametrize("device, execution_provider, expected", PROVIDER_LISTS)
+def test_sessions_ask_onnxruntime_for_well_formed_provider_lists(monkeypatch, device, execution_provider, expected):
+    """What a CUDA or TensorRT session asks onnxruntime for, checked without a GPU: every entry
+    is a (name, options) pair, in the order given, and the CUDA libraries are loaded first for
+    the GPU providers only. (A provider list onnxruntime refuses makes it fall back to the CPU,
+    which the harness then reports as a CUDA provider that failed to initialise.)"""
+    import onnxruntime as ort
+
+    import harness.runtime.sessions as sessions
+
+    seen: dict[str, object] = {}
+
+    def record(source, sess_options=None, providers=None, **kwargs):
+        seen["providers"] = providers
+        raise _SessionCreated
+
+    monkeypatch.setattr(ort, "InferenceSession", record)
+    monkeypatch.setattr(sessions, "require_cuda", lambda *args, **kwargs: None)
+    monkeypatch.setattr(sessions, "require_provider", lambda *args, **kwargs: None)
+    monkeypatch.setattr(sessions, "load_cuda_libraries", lambda: seen.setdefault("loaded", True))
+    model, _ = _small_onnx()
+    with pytest.raises(_SessionCreated):
+        prepare(model, device, execution_provider=execution_provider)
+    providers = seen["providers"]
+    assert all(isinstance(name, str) and isinstance(options, dict) for name, options in providers), providers
+    assert [name for name, _ in providers] == expected
+    gpu = expected[0] in ("CUDAExecutionProvider", "TensorrtExecutionProvider")
+    assert seen.get("loaded", False) is gpu
+    if device.startswith("CUDA"):
+        cuda_options = dict(providers)["CUDAExecutionProvider"]
+        assert str(cuda_options["device_id"]) == device.split(":")[1]
+
+
+def _small_onnx():
+    """A one-node model (Relu) and its input."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "relu",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    return model, np.arange(4, dtype=np.float32)

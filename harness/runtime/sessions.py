@@ -283,9 +283,9 @@ def _prepare_onnxruntime(model, spec: DeviceSpec, inputs, outputs, *, tf32: bool
         providers = [("CPUExecutionProvider", config.provider_options_for("CPUExecutionProvider", {}))]
     if execution_provider and execution_provider != providers[0][0]:
         require_provider(execution_provider)
+        providers.insert(0, (execution_provider, config.provider_options_for(execution_provider, {})))
     if spec.kind == "cuda" or execution_provider in GPU_PROVIDERS:
         load_cuda_libraries()
-        providers.insert(0, (execution_provider, config.provider_options_for(execution_provider, {})))
     try:
         session = ort.InferenceSession(source or model.SerializeToString(), sess_options, providers=providers)
     except onnxruntime_errors() as error:
