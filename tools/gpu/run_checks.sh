@@ -57,6 +57,13 @@ leg() {
     pack
 }
 
+# failures_beyond_known JUNIT: the failed tests of a JUnit file, split into those that fail on the
+# CPU as well under the GPU image's older torch (tools/gpu/known_failures.txt) and the others.
+failures_beyond_known() {
+    "$python" tools/gpu/junit_failures.py compare "$1" tools/gpu/known_failures.txt 2>&1 | sed 's/^/    /' \
+        | tee -a "$out/summary.txt"
+}
+
 if ls .gpu-wheels/part-*/piece-* >/dev/null 2>&1; then
     # The pieces, in order, are one xz-compressed tar of the unpacked wheels (fetch_wheels.sh).
     rm -rf "$site" && mkdir -p "$site"
@@ -71,6 +78,17 @@ else
     echo "no .gpu-wheels/part-*/ folders (tools/gpu/fetch_wheels.sh makes them where there is network):" \
          "running on this environment's onnxruntime" | tee "$out/install.log"
     export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+fi
+
+# The tests run `roundtrip` and pytest's plugin from the installed package (its console script and
+# entry point): install this checkout, editable and without its dependencies, where it is not.
+if ! "$python" -c "import importlib.metadata as m; m.distribution('roundtrip')" 2>/dev/null; then
+    if "$python" -m pip install -q --no-deps --no-index --no-build-isolation -e . > "$out/install-roundtrip.log" 2>&1; then
+        echo "roundtrip installed (editable, no dependencies)" | tee -a "$out/summary.txt"
+    else
+        echo "roundtrip could not be installed (see install-roundtrip.log): tests that run its console" \
+             "script or a pytest subprocess with its plugin will fail for that reason" | tee -a "$out/summary.txt"
+    fi
 fi
 
 {
@@ -165,6 +183,7 @@ PY
 leg "CUDA-marked tests (pytest -n auto --device cuda -m cuda)" "$out/pytest-cuda.log" \
     "$python" -m pytest -n auto --device cuda -p no:cacheprovider -m cuda -rfEs -q \
     --junitxml="$out/junit-cuda.xml"
+failures_beyond_known "$out/junit-cuda.xml"
 
 tier=full
 [ "$quick" = "--quick" ] && tier=smoke
@@ -174,6 +193,7 @@ leg "$tier tier on CUDA (roundtrip run --device cuda -j $jobs)" "$out/run.log" \
 if [ "$quick" != "--quick" ]; then
     leg "whole test suite on CUDA (pytest -n auto --device cuda)" "$out/pytest.log" \
         "$python" -m pytest -n auto --device cuda -p no:cacheprovider -rfE -q --junitxml="$out/junit.xml"
+    failures_beyond_known "$out/junit.xml"
 fi
 echo "all legs done in $(( $(date +%s) - began )) s" | tee -a "$out/summary.txt"
 pack
