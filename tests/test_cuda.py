@@ -217,3 +217,33 @@ def _small_onnx():
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
     return model, np.arange(4, dtype=np.float32)
+
+
+@pytest.mark.parametrize("raised, escapes", [
+    (None, False),
+    (OSError("libcudnn.so.9: cannot open shared object file"), False),  # the loader refused a library
+    (TypeError("preload_dlls() got an unexpected keyword argument"), True),  # a bug of ours: never hidden
+])
+def test_loading_the_cuda_libraries_reports_what_the_loader_refused_and_hides_no_bug(monkeypatch, raised, escapes):
+    import onnxruntime as ort
+
+    import harness.runtime.devices as devices
+
+    def preload(**kwargs):
+        print("could not load libcublasLt.so.13")
+        if raised is not None:
+            raise raised
+
+    monkeypatch.setattr(ort, "preload_dlls", preload)
+    monkeypatch.setattr(devices, "_CUDA_LIBRARIES_LOADED", False)
+    monkeypatch.setattr(devices, "_CUDA_PRELOAD_REPORT", "")
+    if escapes:
+        with pytest.raises(type(raised)):
+            devices.load_cuda_libraries()
+        return
+    devices.load_cuda_libraries()
+    report = devices.cuda_preload_report()
+    assert "could not load libcublasLt.so.13" in report
+    assert ("libcudnn.so.9" in report) is (raised is not None)
+    devices.load_cuda_libraries()  # once per process: a second call changes nothing
+    assert devices.cuda_preload_report() == report

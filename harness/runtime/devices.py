@@ -57,14 +57,15 @@ def cuda_unavailable_reason() -> str | None:
 
 
 _CUDA_LIBRARIES_LOADED = False
+_CUDA_PRELOAD_REPORT = ""  # what onnxruntime.preload_dlls said, or the library it failed to load
 
 
 def load_cuda_libraries() -> None:
     """Load, once per process, the CUDA and cuDNN libraries that onnxruntime-gpu's providers
     need from the nvidia wheels beside torch (onnxruntime.preload_dlls; a no-op where torch has
-    loaded them already). What it cannot find stays unloaded: the provider's own load error then
-    names the missing library, so nothing here is reported twice."""
-    global _CUDA_LIBRARIES_LOADED
+    loaded them already). A library it cannot load is not an error here: the session's provider
+    then fails to start, and `cuda_preload_report()` says what the preload met."""
+    global _CUDA_LIBRARIES_LOADED, _CUDA_PRELOAD_REPORT
     if _CUDA_LIBRARIES_LOADED:
         return
     _CUDA_LIBRARIES_LOADED = True
@@ -73,14 +74,18 @@ def load_cuda_libraries() -> None:
 
     import onnxruntime as ort
 
-    preload = getattr(ort, "preload_dlls", None)
-    if preload is None:  # an onnxruntime without it (before 1.21) finds them on the loader's path
-        return
-    with contextlib.redirect_stdout(io.StringIO()):  # its warnings repeat the provider's error
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):  # it prints what it could not load
         try:
-            preload(cuda=True, cudnn=True, msvc=False)
-        except Exception:  # noqa: BLE001 - a failed preload leaves the provider to name the library
-            pass
+            ort.preload_dlls(cuda=True, cudnn=True, msvc=False)
+        except OSError as error:  # a library the loader refused (ctypes.CDLL)
+            print(f"{type(error).__name__}: {error}")
+    _CUDA_PRELOAD_REPORT = " ".join(said.getvalue().split())
+
+
+def cuda_preload_report() -> str:
+    """What loading onnxruntime-gpu's CUDA libraries met ("" when it loaded them quietly)."""
+    return _CUDA_PRELOAD_REPORT
 
 
 def provider_unavailable_reason(provider: str) -> str | None:

@@ -19,7 +19,9 @@ import onnx
 from harness.metrics.arrays import contiguous
 from harness.runtime.backends.base import PreparedModel
 from harness.runtime.backends.precision import RuntimeFusion, RuntimeGraph
-from harness.runtime.devices import GPU_PROVIDERS, DeviceSpec, load_cuda_libraries, require_cuda, require_provider
+from harness.runtime.devices import (
+    GPU_PROVIDERS, DeviceSpec, cuda_preload_report, load_cuda_libraries, require_cuda, require_provider,
+)
 from harness.runtime.errors import (
     BackendRunError, BackendUnavailableError, ModelLoadError, load_failure, onnxruntime_errors,
 )
@@ -297,12 +299,16 @@ def _prepare_onnxruntime(model, spec: DeviceSpec, inputs, outputs, *, tf32: bool
             os.unlink(source)  # onnxruntime has read it
     active = session.get_providers()
     if execution_provider and (not active or active[0] != execution_provider):
+        preload = cuda_preload_report() if execution_provider in GPU_PROVIDERS else ""
         raise BackendUnavailableError(f"{execution_provider} was requested but onnxruntime loaded only {active}: "
-                                      "the provider failed to initialise")
+                                      "the provider failed to initialise"
+                                      + (f" (loading the CUDA libraries said: {preload})" if preload else ""))
     if spec.kind == "cuda" and (not active or active[0] != "CUDAExecutionProvider"):
+        preload = cuda_preload_report()
         raise BackendUnavailableError(
             f"CUDA was requested but onnxruntime loaded only {active}: the CUDA provider failed to "
-            "initialise (check the CUDA 13 / cuDNN libraries that onnxruntime-gpu 1.31 needs)"
+            "initialise (check the CUDA 13 / cuDNN libraries that onnxruntime-gpu 1.31 needs"
+            + (f"; loading them said: {preload}" if preload else "") + ")"
         )
     types = {arg.name: arg.type for arg in (*session.get_inputs(), *session.get_outputs())}  # inferred too
     return BackendRep(model, spec, session, inputs, outputs, list(active), types)

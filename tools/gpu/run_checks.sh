@@ -67,7 +67,7 @@ failures_beyond_known() {
 if ls .gpu-wheels/part-*/piece-* >/dev/null 2>&1; then
     # The pieces, in order, are one xz-compressed tar of the unpacked wheels (fetch_wheels.sh).
     rm -rf "$site" && mkdir -p "$site"
-    cat $(ls .gpu-wheels/part-*/piece-* | sort -t- -k3 -n) | "$python" -c '
+    cat $(ls .gpu-wheels/part-*/piece-* | sort -t/ -k3) | "$python" -c '
 import lzma, sys, tarfile
 with tarfile.open(fileobj=lzma.open(sys.stdin.buffer), mode="r|") as archive:
     archive.extractall(sys.argv[1], filter="data")
