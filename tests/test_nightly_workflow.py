@@ -57,11 +57,29 @@ def test_workflow_schedules_cpu_and_gpu_shards_for_both_exporters_and_three_dtyp
         assert all(len([m for m in matrix if m["device"] == d and (m["exporter"], m["args"]) == run]) == 4
                    for d in devices for run in per_device[d])
         assert all("gpu" in json.loads(m["runs-on"]) for m in matrix if m["device"] == "cuda")
-        # onnxruntime's other graph optimisation levels: the roundtrip CPU shards again, one report each
-        levels = {(m["args"], m["device"], m["exporter"]) for m in matrix if "--graph-optimization-level" in m["args"]}
-        assert levels == {(f"--dtype float32 --graph-optimization-level {level}", "cpu", "roundtrip")
-                          for level in ("disabled", "basic", "extended")}
-        assert len({m["name"] for m in matrix}) == len(matrix) == 4 * (6 * len(devices) + 3)
+        # every backend per device, in one run each: onnxruntime's levels and OpenVINO on the CPU,
+        # onnxruntime's CUDA and TensorRT providers on a GPU
+        backends = {m["device"]: _backends(m["args"]) for m in matrix if "--backend" in m["args"]}
+        assert set(backends) == devices
+        assert backends["cpu"] == ["onnxruntime", "onnxruntime:level=disabled", "onnxruntime:level=basic",
+                                   "onnxruntime:level=extended", "openvino:precision=f32,mode=accuracy", "openvino"]
+        if "cuda" in devices:
+            assert backends["cuda"] == ["onnxruntime", "onnxruntime:provider=tensorrt"]
+        assert all(m["exporter"] == "roundtrip" and m["args"].startswith("--dtype float32 ")
+                   for m in matrix if "--backend" in m["args"])
+        assert len({m["name"] for m in matrix}) == len(matrix) == 4 * 7 * len(devices)
+
+
+def _backends(args: str) -> list[str]:
+    """The backend specs a run's arguments name, in order."""
+    words = args.split()
+    return [words[i + 1] for i, word in enumerate(words) if word == "--backend"]
+
+
+def test_shards_install_what_the_backends_run_needs():
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    installs = [step["run"] for step in workflow["jobs"]["shard"]["steps"] if "pip install" in step.get("run", "")]
+    assert installs and all("[openvino]" in command for command in installs)
 
 
 @pytest.mark.slow
@@ -114,6 +132,41 @@ def test_shards_merge_and_diff_as_the_workflow_runs_them(tmp_path):
     assert op["fx_node"] in (tmp_path / "reports" / "nightly" / "diff" / "diff.md").read_text()
 
 
+def _planned(device: str, name: str) -> dict:
+    """The first shard the plan step makes of run `name` on `device` (the repository variable saying
+    GPU runners exist)."""
+    result = subprocess.run(["bash", "-e", "-c", _steps()["plan"].replace('"$GITHUB_OUTPUT"', "/dev/stdout")],
+                            capture_output=True, text=True, env={**os.environ, "SHARDS": "1", "GPU": "true"})
+    return next(m for m in json.loads(result.stdout.split("=", 1)[1])["include"]
+                if m["device"] == device and m["name"] == f"{device}-{name}-1")
+
+
+@pytest.mark.slow
+def test_backends_shard_verifies_each_backend_per_op(tmp_path):
+    """The CPU backends run as its shard runs it, on one small case: a per-op section for every
+    backend after the first, each passing (openvino is in the test extra) against the same truth."""
+    planned = _planned("cpu", "roundtrip-backends")
+    result = _bash(_steps()["parity"], tmp_path, DEVICE="cpu", EXPORTER=planned["exporter"], ARGS=planned["args"],
+                   SHARD="1", NAME=planned["name"], SHARDS="1", SELECT="--cases dcgan_discriminator")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = load_report(tmp_path / "reports" / "shards" / planned["name"])
+    verification = report["cases"][0]["verification"]
+    specs = _backends(planned["args"])
+    assert verification["backend"] == specs[0]
+    further = {b["backend"]: b for b in verification["backend_results"]}
+    assert sorted(further) == sorted(_canonical(spec) for spec in specs[1:])
+    for name, backend in further.items():
+        assert backend["passed"] and not backend["skipped"], (name, backend["skipped"], backend["notes"])
+        assert len(backend["ops"]) == len(verification["ops"]) > 0, name
+
+
+def _canonical(spec: str) -> str:
+    """A backend spec as reports name it (options sorted by name)."""
+    from harness.runtime.backends import get_backend
+
+    return str(get_backend(spec).spec)
+
+
 def test_tox_nightly_runs_the_nightly_tests_and_the_full_tier_against_the_baseline():
     import configparser
 
@@ -122,6 +175,10 @@ def test_tox_nightly_runs_the_nightly_tests_and_the_full_tier_against_the_baseli
     commands = tox["testenv:nightly"]["commands"]
     assert "roundtrip run --tier full" in commands and "--baseline reports/baseline" in commands
     assert "pytest -m nightly" in commands
+    backends = next(line for line in commands.splitlines() if "--backend" in line)
+    assert "roundtrip run --tier full" in backends and "--backend openvino" in backends
+    assert {"onnxruntime:level=disabled", "onnxruntime:level=basic", "openvino:precision=f32,mode=accuracy"} <= set(
+        _backends(backends))
 
 
 def _nightly_ids(command: str) -> set[str]:
