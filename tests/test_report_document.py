@@ -20,7 +20,7 @@ from harness.report.document import (
 )
 from harness.report.files import ReportError, dumps, load_report
 from harness.report.merge import merge
-from harness.report.schema import validate
+from harness.report.schema import validate, validate_case
 
 
 def comparison(max_abs: float, ratio: float, *, passed: bool = True, min_atol: float | None = None) -> dict:
@@ -84,19 +84,49 @@ def test_a_run_document_validates_and_keeps_what_a_reader_needs():
     assert json.loads(dumps(doc)) == doc
 
 
-@pytest.mark.parametrize("mutate, where", [
+BROKEN = [
     (lambda d: d.update(schema_version=1), "schema_version"),
     (lambda d: d["cases"][0].update(status="maybe"), "status"),
     (lambda d: d["cases"][0].pop("verification"), "verification"),
     (lambda d: d["cases"][0]["verification"]["ops"][0].pop("headroom"), "headroom"),
     (lambda d: d.update(started="yesterday"), "started"),
-])
+]
+
+
+@pytest.mark.parametrize("mutate, where", BROKEN)
 def test_schema_rejects_broken_documents(mutate, where):
     doc = document([passing_case()])
     mutate(doc)
     with pytest.raises(jsonschema.ValidationError) as caught:
         validate(doc)
     assert where in str(caught.value)
+
+
+@pytest.mark.parametrize("mutate, where", [
+    (lambda d: None, None),
+    *BROKEN,
+    (lambda d: d["cases"][0]["verification"]["ops"][0]["accumulated"].update(max_abs="big"), "max_abs"),
+    (lambda d: d["cases"][0]["verification"]["ops"][0].update(truth=[]), "truth"),
+])
+def test_case_by_case_validation_says_what_whole_validation_says(mutate, where):
+    """Each case alone (validate_case) and then the rest (cases_validated=True), as a run in
+    progress validates its report, accepts and refuses exactly what one whole validation does."""
+    doc = document([passing_case(), passing_case("second")])
+    mutate(doc)
+    if where is None:
+        validate(doc)
+        for case in doc["cases"]:
+            validate_case(case)
+        validate(doc, cases_validated=True)
+        return
+    with pytest.raises(jsonschema.ValidationError) as whole:
+        validate(doc)
+    with pytest.raises(jsonschema.ValidationError) as in_parts:
+        for case in doc["cases"]:
+            validate_case(case)
+        validate(doc, cases_validated=True)
+    assert where in str(whole.value) and where in str(in_parts.value)
+    assert in_parts.value.message == whole.value.message
 
 
 def test_load_report_names_the_problem(tmp_path):

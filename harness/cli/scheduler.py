@@ -162,14 +162,21 @@ class Scheduler:
         pending = deque(self.tasks)
         running: list[_Running] = []
         self.progress.start(len(self.tasks), sum(t.cost for t in self.tasks))
+
+        def launch() -> None:
+            while pending and len(running) < self.jobs and self.stop_signal is None:
+                running.append(self._launch(pending.popleft(), scratch, environment))
+
         try:
             while (pending or running) and self.stop_signal is None:
-                while pending and len(running) < self.jobs and self.stop_signal is None:
-                    running.append(self._launch(pending.popleft(), scratch, environment))
+                launch()
                 time.sleep(POLL_S)
-                for item in [r for r in running if r.process.poll() is not None]:
+                finished = [r for r in running if r.process.poll() is not None]
+                for item in finished:
                     running.remove(item)
-                    case = self._collect(item)
+                collected = [(self._collect(item), item) for item in finished]
+                launch()  # the next cases start before the report is rewritten, not after
+                for case, item in collected:
                     outcome.cases.append(case)
                     self.on_case(case)  # in the report before it is on the screen
                     self.progress.case_finished(case, item.task.cost)

@@ -17,12 +17,14 @@ DIFF_MD = "diff.md"
 
 
 def write_report_dir(document: dict[str, Any], out_dir: str | os.PathLike, *, baseline: dict[str, Any] | None = None,
-                     baseline_path: str = "") -> dict[str, str]:
+                     baseline_path: str = "", cases_validated: bool = False) -> dict[str, str]:
     """Validate `document`, then write the report files into `out_dir`; returns {file: path}.
+    `cases_validated`: its cases each passed `schema.validate_case` already and have not changed
+    (a run in progress, rewriting its report after each case): the rest is validated alone.
 
     parity.json is written first: if rendering the others fails, the source of truth is there.
     """
-    validate(document)
+    validate(document, cases_validated=cases_validated)
     out = os.fspath(out_dir)
     os.makedirs(out, exist_ok=True)
     written = {PARITY_JSON: write_text(os.path.join(out, PARITY_JSON), dumps(document))}
