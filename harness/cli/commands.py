@@ -294,8 +294,9 @@ def merge_reports(options: argparse.Namespace, command: str) -> int:
     out, lock = prepare_out(options.out, command)
     with lock:
         _copy_artifacts([path for path, _ in reports], out)
-        try:
-            write_report_dir(merged, out, baseline=baseline, baseline_path=options.baseline or "")
+        try:  # every case comes unchanged from a report load_report validated
+            write_report_dir(merged, out, baseline=baseline, baseline_path=options.baseline or "",
+                             cases_validated=True)
         except Exception as error:
             merged["internal_errors"].append(f"writing the report failed: {type(error).__name__}: {error}")
             write_text(os.path.join(out, PARITY_JSON), dumps(merged))
