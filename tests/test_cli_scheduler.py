@@ -59,9 +59,9 @@ def _case(name: str, position: int, status: str = "error") -> dict:
 
 def test_running_report_validates_each_case_once_and_the_rest_at_each_rewrite(monkeypatch, tmp_path):
     calls: list[tuple[str, object]] = []
-    real_case, real_write = commands.validate_case, commands.write_report_dir
-    monkeypatch.setattr(commands, "validate_case", lambda case: (calls.append(("case", case["name"])),
-                                                                  real_case(case))[1])
+    real_case, real_write = commands.case_error, commands.write_report_dir
+    monkeypatch.setattr(commands, "case_error", lambda case: (calls.append(("case", case["name"])),
+                                                               real_case(case))[1])
 
     def write(document, out, **kwargs):
         calls.append(("write", kwargs["cases_validated"]))

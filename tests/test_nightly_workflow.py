@@ -40,14 +40,18 @@ def _bash(script: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
                           env={**os.environ, "PATH": path, "SHARDS": str(SHARDS), "SELECT": f"--cases {CASES}", **env})
 
 
+def _matrix(*, shards: int, gpu: str) -> list[dict]:
+    """The shards the plan step schedules, with SHARDS and the GPU-runners variable as given."""
+    result = subprocess.run(["bash", "-e", "-c", _steps()["plan"].replace('"$GITHUB_OUTPUT"', "/dev/stdout")],
+                            capture_output=True, text=True, env={**os.environ, "SHARDS": str(shards), "GPU": gpu})
+    return json.loads(result.stdout.split("=", 1)[1])["include"]
+
+
 def test_workflow_schedules_cpu_and_gpu_shards_for_both_exporters_and_three_dtypes():
     workflow = yaml.safe_load(WORKFLOW.read_text())
     assert "schedule" in workflow[True] and "workflow_dispatch" in workflow[True]  # yaml reads `on:` as True
-    plan = _steps()["plan"]
     for gpu, devices in (("", {"cpu"}), ("true", {"cpu", "cuda"})):
-        result = subprocess.run(["bash", "-e", "-c", plan.replace('"$GITHUB_OUTPUT"', "/dev/stdout")],
-                                capture_output=True, text=True, env={**os.environ, "SHARDS": "4", "GPU": gpu})
-        matrix = json.loads(result.stdout.split("=", 1)[1])["include"]
+        matrix = _matrix(shards=4, gpu=gpu)
         assert {m["device"] for m in matrix} == devices and {m["exporter"] for m in matrix} == {"roundtrip", "torch.onnx"}
         runs = {(m["exporter"], m["args"]) for m in matrix}
         assert {("roundtrip", "--dtype float32"), ("torch.onnx", "--dtype float32"), ("roundtrip", "--dtype float16"),
@@ -133,12 +137,8 @@ def test_shards_merge_and_diff_as_the_workflow_runs_them(tmp_path):
 
 
 def _planned(device: str, name: str) -> dict:
-    """The first shard the plan step makes of run `name` on `device` (the repository variable saying
-    GPU runners exist)."""
-    result = subprocess.run(["bash", "-e", "-c", _steps()["plan"].replace('"$GITHUB_OUTPUT"', "/dev/stdout")],
-                            capture_output=True, text=True, env={**os.environ, "SHARDS": "1", "GPU": "true"})
-    return next(m for m in json.loads(result.stdout.split("=", 1)[1])["include"]
-                if m["device"] == device and m["name"] == f"{device}-{name}-1")
+    """The first shard the plan step makes of run `name` on `device` (GPU runners declared)."""
+    return next(m for m in _matrix(shards=1, gpu="true") if m["device"] == device and m["name"] == f"{device}-{name}-1")
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ strings 'inf', '-inf', 'nan'; an object or null), so a value matches at most one
 the same as `oneOf` would and stops at the first match, where `oneOf` tries them all (a third
 less validation time on a large report).
 
-A report grows case by case while a run rewrites it after each one: `validate_case` checks one
+A report grows case by case while a run rewrites it after each one: `case_error` checks one
 case alone, and `validate(document, cases_validated=True)` then checks the rest of the document
 without walking its cases again. The schema has no constraint across cases (each item of
 `cases` is one `#/$defs/case`), so the two together say exactly what `validate(document)` says.
@@ -48,22 +48,22 @@ def _case_validator() -> Any:
     return _checked({"$schema": root["$schema"], "$defs": root["$defs"], "$ref": "#/$defs/case"})
 
 
-def _raise_best(errors: Any) -> None:
+def _best(errors: Any) -> Any:
     import jsonschema
 
-    error = jsonschema.exceptions.best_match(errors)
-    if error is not None:
-        raise error
+    return jsonschema.exceptions.best_match(errors)
 
 
 def validate(document: dict[str, Any], *, cases_validated: bool = False) -> None:
     """Raise jsonschema.ValidationError (the most relevant error) when `document` does not
-    follow the schema. `cases_validated`: each of its cases passed `validate_case` and has not
+    follow the schema. `cases_validated`: each of its cases has no `case_error` and has not
     changed since, so only the rest of the document is checked."""
-    _raise_best(_validator().iter_errors({**document, "cases": []} if cases_validated else document))
+    error = _best(_validator().iter_errors({**document, "cases": []} if cases_validated else document))
+    if error is not None:
+        raise error
 
 
-def validate_case(case: dict[str, Any]) -> None:
-    """Raise jsonschema.ValidationError when one case (an item of a document's `cases`) does not
-    follow the schema; its error's path starts inside the case."""
-    _raise_best(_case_validator().iter_errors(case))
+def case_error(case: dict[str, Any]) -> Any:
+    """The most relevant jsonschema.ValidationError of one case (an item of a document's `cases`),
+    its path starting inside the case; None when the case follows the schema."""
+    return _best(_case_validator().iter_errors(case))

@@ -19,7 +19,7 @@ DIFF_MD = "diff.md"
 def write_report_dir(document: dict[str, Any], out_dir: str | os.PathLike, *, baseline: dict[str, Any] | None = None,
                      baseline_path: str = "", cases_validated: bool = False) -> dict[str, str]:
     """Validate `document`, then write the report files into `out_dir`; returns {file: path}.
-    `cases_validated`: its cases each passed `schema.validate_case` already and have not changed
+    `cases_validated`: none of its cases has a `schema.case_error`, and none changed since
     (a run in progress, rewriting its report after each case): the rest is validated alone.
 
     parity.json is written first: if rendering the others fails, the source of truth is there.
